@@ -1,0 +1,135 @@
+//! `Freight`: an immutable, content-addressed bundle of exact artifact versions.
+//!
+//! As in Kargo, Freight's fields sit at the top level of the object (no `spec`): it is
+//! minted, never edited, so it has nothing to "specify". Its name is the id, a hash of its
+//! artifacts; `alias` is a friendly name unique in the project.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Condition, FreightOrigin, Time};
+
+/// A set of exact artifact versions, minted by a Warehouse (or assembled by hand).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "dray.dev",
+    version = "v1alpha1",
+    kind = "Freight",
+    plural = "freight",
+    namespaced,
+    no_spec,
+    status = "FreightStatus",
+    printcolumn = r#"{"name":"Alias","type":"string","jsonPath":".alias"}"#,
+    printcolumn = r#"{"name":"Origin","type":"string","jsonPath":".origin.name"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightFields {
+    /// A friendly, unique name, e.g. `frosty-otter`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub alias: String,
+    /// The Warehouse that minted this Freight.
+    pub origin: FreightOrigin,
+    /// Exact image versions, one per image subscription.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<FreightImage>,
+    /// Exact config commits, one per git subscription.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<FreightCommit>,
+    /// Surprises found when minting, e.g. a tag that moved to another digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// An image pinned by digest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightImage {
+    /// The repository, e.g. `registry.example.com/team/app`.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The tag the image was found under.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tag: String,
+    /// The content digest, `sha256:…`.
+    pub digest: String,
+}
+
+/// A config commit.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightCommit {
+    /// The repository URL.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The full commit id.
+    pub id: String,
+    /// The branch the commit was found on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The tag the commit was found under, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The commit's subject line.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The commit's author, `Name <email>`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
+}
+
+/// Where this Freight has been, and what people said about it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightStatus {
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Stages that hold this Freight now, with the time it arrived.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub currently_in: BTreeMap<String, CurrentStage>,
+    /// Stages in which this Freight was verified.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub verified_in: BTreeMap<String, VerifiedStage>,
+    /// Stages for which a person approved this Freight, bypassing verification and soak.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub approved_for: BTreeMap<String, ApprovedStage>,
+}
+
+/// Freight's stay in a Stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrentStage {
+    /// When the Freight arrived in the Stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+}
+
+/// A verification of Freight in a Stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifiedStage {
+    /// When verification succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_at: Option<Time>,
+    /// The longest continuous time the Freight spent in the Stage, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_soak_seconds: Option<u64>,
+}
+
+/// An approval of Freight for a Stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovedStage {
+    /// When it was approved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_at: Option<Time>,
+    /// Who approved it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
+    /// Why.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+}

@@ -1,0 +1,104 @@
+//! The list of kinds Dray knows, with their names in every spelling the CLI, the API
+//! and manifests use.
+
+use std::fmt;
+
+/// One of Dray's resource kinds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// [`crate::api::Project`], cluster-scoped.
+    Project,
+    /// [`crate::api::ProjectConfig`].
+    ProjectConfig,
+    /// [`crate::api::Warehouse`].
+    Warehouse,
+    /// [`crate::api::Freight`].
+    Freight,
+    /// [`crate::api::Stage`].
+    Stage,
+    /// [`crate::api::PromotionTask`].
+    PromotionTask,
+    /// [`crate::api::Promotion`].
+    Promotion,
+}
+
+impl Kind {
+    /// Every kind, in the order in which `dray apply` writes them (dependencies first).
+    pub const ALL: [Kind; 7] = [
+        Kind::Project,
+        Kind::ProjectConfig,
+        Kind::Warehouse,
+        Kind::PromotionTask,
+        Kind::Stage,
+        Kind::Freight,
+        Kind::Promotion,
+    ];
+
+    /// The `kind` field in manifests, e.g. `PromotionTask`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Project => "Project",
+            Kind::ProjectConfig => "ProjectConfig",
+            Kind::Warehouse => "Warehouse",
+            Kind::Freight => "Freight",
+            Kind::Stage => "Stage",
+            Kind::PromotionTask => "PromotionTask",
+            Kind::Promotion => "Promotion",
+        }
+    }
+
+    /// The plural used in URLs and by the CLI, e.g. `promotiontasks`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Project => "projects",
+            Kind::ProjectConfig => "projectconfigs",
+            Kind::Warehouse => "warehouses",
+            Kind::Freight => "freight",
+            Kind::Stage => "stages",
+            Kind::PromotionTask => "promotiontasks",
+            Kind::Promotion => "promotions",
+        }
+    }
+
+    /// Whether resources of this kind live inside a project.
+    pub fn is_namespaced(self) -> bool {
+        self != Kind::Project
+    }
+
+    /// Parses the `kind` field of a manifest (exact spelling).
+    pub fn from_manifest_kind(kind: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    /// Parses what a user types: plural, singular or kind name, any case
+    /// (`stages`, `stage`, `Stage`, `promotiontask`).
+    pub fn from_user_input(text: &str) -> Option<Kind> {
+        let lower = text.to_ascii_lowercase();
+        Kind::ALL.into_iter().find(|k| {
+            lower == k.plural()
+                || lower == k.as_str().to_ascii_lowercase()
+                || lower.strip_suffix('s') == Some(&k.as_str().to_ascii_lowercase())
+        })
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_spellings_resolve() {
+        assert_eq!(Kind::from_user_input("stages"), Some(Kind::Stage));
+        assert_eq!(Kind::from_user_input("Stage"), Some(Kind::Stage));
+        assert_eq!(Kind::from_user_input("freight"), Some(Kind::Freight));
+        assert_eq!(Kind::from_user_input("PromotionTasks"), Some(Kind::PromotionTask));
+        assert_eq!(Kind::from_user_input("projectconfig"), Some(Kind::ProjectConfig));
+        assert_eq!(Kind::from_user_input("stagez"), None);
+    }
+}

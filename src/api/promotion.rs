@@ -1,0 +1,109 @@
+//! `Promotion`: one request to move one piece of Freight into one Stage, with its phase,
+//! per-step state and outcome.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{PromotionStep, Time, Var, optional_free_form_object};
+
+/// A request to move Freight into a Stage.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "dray.dev",
+    version = "v1alpha1",
+    kind = "Promotion",
+    namespaced,
+    status = "PromotionStatus",
+    printcolumn = r#"{"name":"Stage","type":"string","jsonPath":".spec.stage"}"#,
+    printcolumn = r#"{"name":"Freight","type":"string","jsonPath":".spec.freight"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionSpec {
+    /// The target Stage.
+    pub stage: String,
+    /// The id of the Freight to promote.
+    pub freight: String,
+    /// Variables for the steps, copied from the Stage when the promotion is created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vars: Vec<Var>,
+    /// The steps, copied from the Stage's template when the promotion is created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<PromotionStep>,
+}
+
+/// Where a promotion is in its life.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum PromotionPhase {
+    /// Waiting for its turn in the Stage's queue.
+    #[default]
+    Pending,
+    /// Running its steps.
+    Running,
+    /// Every step succeeded.
+    Succeeded,
+    /// The change was refused (by a gate, a reviewer, a failed check).
+    Failed,
+    /// Something broke (an unreachable service, a bug).
+    Errored,
+    /// Someone aborted it, or a newer request superseded it.
+    Aborted,
+}
+
+impl PromotionPhase {
+    /// Whether the promotion has finished.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, PromotionPhase::Pending | PromotionPhase::Running)
+    }
+}
+
+/// The observed state of a promotion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionStatus {
+    /// The phase.
+    #[serde(default)]
+    pub phase: PromotionPhase,
+    /// Why the promotion is in this phase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The index of the step running now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<u32>,
+    /// Per-step state, in step order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_execution_metadata: Vec<StepExecution>,
+    /// Outputs of the steps, by alias.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub state: Option<serde_json::Value>,
+    /// When it started running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}
+
+/// The state of one step.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepExecution {
+    /// The step's alias.
+    pub alias: String,
+    /// `Pending`, `Running`, `Succeeded`, `Failed`, `Errored` or `Skipped`.
+    pub status: String,
+    /// What the step said.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// How many times it ran.
+    #[serde(default)]
+    pub attempts: u32,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+}

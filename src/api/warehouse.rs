@@ -1,0 +1,173 @@
+//! `Warehouse`: a subscription to artifact sources (OCI image repositories and git config
+//! repositories) from which Freight is minted.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Condition, Time, optional_duration_string};
+
+/// A Warehouse watches image and git repositories and mints Freight.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "dray.dev",
+    version = "v1alpha1",
+    kind = "Warehouse",
+    namespaced,
+    status = "WarehouseStatus",
+    shortname = "wh"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WarehouseSpec {
+    /// The artifact sources. Each piece of Freight holds one artifact per subscription.
+    pub subscriptions: Vec<RepoSubscription>,
+    /// How often to look for new artifacts when no webhook says so (default `5m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_string")]
+    pub interval: Option<String>,
+    /// `Automatic` (default) mints Freight on discovery; `Manual` only records what it found.
+    #[serde(default)]
+    pub freight_creation_policy: FreightCreationPolicy,
+}
+
+/// Whether discovery mints Freight by itself.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum FreightCreationPolicy {
+    /// Mint Freight whenever discovery finds a new combination of artifacts.
+    #[default]
+    Automatic,
+    /// Record discovered artifacts; Freight is created by hand.
+    Manual,
+}
+
+/// One artifact source. Exactly one of `image` and `git` is set.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RepoSubscription {
+    /// An OCI image repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageSubscription>,
+    /// A git repository holding configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSubscription>,
+}
+
+/// How the newest acceptable image is chosen.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ImageSelectionStrategy {
+    /// The highest semantic version that satisfies `constraint`.
+    #[default]
+    SemVer,
+    /// The lexically greatest tag.
+    Lexical,
+    /// The most recently built image (from the image config's `created`).
+    NewestBuild,
+    /// Follow the digest of the one tag named in `constraint`.
+    Digest,
+}
+
+/// A subscription to an OCI image repository.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageSubscription {
+    /// The repository, e.g. `registry.example.com/team/app` (no tag, no scheme).
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// How the newest acceptable image is chosen (default `SemVer`).
+    #[serde(default)]
+    pub image_selection_strategy: ImageSelectionStrategy,
+    /// A semver range for `SemVer` (e.g. `^1.0.0`), or the tag to follow for `Digest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
+    /// Only tags that are strict semantic versions count (default true; a leading `v` is accepted).
+    #[serde(default = "default_true")]
+    pub strict_semvers: bool,
+    /// Regular expressions; when set, only matching tags are considered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_tags: Vec<String>,
+    /// Regular expressions; matching tags are never considered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_tags: Vec<String>,
+    /// `os/arch` (e.g. `linux/arm64`) to pick from a multi-platform image index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
+    /// How many candidates discovery keeps (default 20, at most 100).
+    #[serde(default = "default_discovery_limit")]
+    pub discovery_limit: u32,
+    /// Talk plain HTTP to this registry (for loopback registries in tests).
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+/// How the config commit is chosen.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CommitSelectionStrategy {
+    /// The newest commit on `branch`.
+    #[default]
+    NewestFromBranch,
+    /// The tag with the highest semantic version matching `semverConstraint`.
+    SemVer,
+    /// The lexically greatest tag.
+    Lexical,
+    /// The most recently created tag.
+    NewestTag,
+}
+
+/// A subscription to a git repository.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSubscription {
+    /// The repository URL: `https://`, `http://`, `file://` or `ssh://`.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// How the commit is chosen (default `NewestFromBranch`).
+    #[serde(default)]
+    pub commit_selection_strategy: CommitSelectionStrategy,
+    /// The branch to follow for `NewestFromBranch` (default: the remote's default branch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// A semver range for the `SemVer` strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver_constraint: Option<String>,
+    /// Regular expressions; when set, only matching tags are considered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_tags: Vec<String>,
+    /// Regular expressions; matching tags are never considered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_tags: Vec<String>,
+    /// Only commits touching these paths count (plain prefix, `glob:` or `regex:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub include_paths: Vec<String>,
+    /// Commits touching only these paths never count (plain prefix, `glob:` or `regex:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_paths: Vec<String>,
+    /// How many candidates discovery keeps (default 20, at most 100).
+    #[serde(default = "default_discovery_limit")]
+    pub discovery_limit: u32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_discovery_limit() -> u32 {
+    20
+}
+
+/// The observed state of a Warehouse.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WarehouseStatus {
+    /// Conditions such as `Ready` (discovery works) and `Healthy`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec that discovery last ran against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When discovery last finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_discovered_at: Option<Time>,
+    /// The id of the newest Freight this Warehouse minted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_freight_id: Option<String>,
+}
