@@ -1,1 +1,5 @@
-fn main(){}
+//! The `dray` binary: the CLI and, with `dray serve`, the server. See `dray --help`.
+
+fn main() -> std::process::ExitCode {
+    dray::cli::main()
+}

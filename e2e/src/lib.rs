@@ -1,1 +1,45 @@
+//! Dray's end-to-end harness: real services in a temporary world, one per test.
+//!
+//! Test tooling only, never shipped. Start with [`TestWorld::new`], then start what the
+//! test needs; each service keeps the world alive and stops its processes on drop:
+//!
+//! - [`Registry`]: a real `docker-registry` (distribution 2.8), optional htpasswd auth
+//!   and push notifications; [`oci`] pushes images and image indexes to it.
+//! - [`GitServer`]: `git http-backend` over HTTP with optional basic auth;
+//!   [`GitRepo`] is a test-side working copy driven by the git CLI.
+//! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
+//!
+//! Process control and git calls are blocking; `oci` is async (Tokio). The git server
+//! runs on its own thread, so blocking git calls from an async test cannot starve it.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use dray_e2e::{GitRepo, GitServer, Registry, TestWorld, oci};
+//!
+//! let world = TestWorld::new()?;
+//! let registry = Registry::start(&world, Default::default())?;
+//! let digest = oci::push_image(&registry, "demo/app", "1.0.0").await?;
+//! let git = GitServer::start(&world, Default::default())?;
+//! let url = git.create_repo("config")?;
+//! let repo = GitRepo::clone_from_url(&world, &url)?;
+//! repo.write("app.yaml", &format!("image: {}@{digest}\n", registry.image("demo/app", "1.0.0")))?;
+//! repo.commit("Add app")?;
+//! repo.push("main")?;
+//! # Ok(()) }
+//! ```
 
+mod credentials;
+mod dray;
+mod git_repo;
+mod git_server;
+pub mod oci;
+mod process;
+mod registry;
+mod world;
+
+pub use credentials::Credentials;
+pub use dray::{DRAY_BIN_ENV, DRAY_SERVER_ENV, Dray, DrayOptions};
+pub use git_repo::{Commit, GitRepo, TEST_AUTHOR, git, ls_remote};
+pub use git_server::{GitRequest, GitServer, GitServerOptions};
+pub use registry::{Notifications, REGISTRY_BIN, Registry, RegistryOptions};
+pub use world::{KEEP_ENV, TestWorld, free_port, loopback, workspace_root};

@@ -4,13 +4,16 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::core::CustomResourceExt;
 
-use super::{Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask, Stage, Warehouse};
+use super::{
+    Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask, Stage, Warehouse,
+};
 
 /// The CRD for one kind.
 pub fn crd(kind: Kind) -> CustomResourceDefinition {
     match kind {
         Kind::Project => Project::crd(),
         Kind::ProjectConfig => ProjectConfig::crd(),
+        Kind::Credential => Credential::crd(),
         Kind::Warehouse => Warehouse::crd(),
         Kind::Freight => Freight::crd(),
         Kind::Stage => Stage::crd(),
@@ -27,6 +30,11 @@ pub fn schema(kind: Kind) -> serde_json::Value {
         .and_then(|s| s.open_api_v3_schema)
         .map(|s| serde_json::to_value(s).unwrap_or_default())
         .unwrap_or_default()
+}
+
+/// The CRD of one kind as YAML, exactly as `dray crds` writes it and `crds/` holds it.
+pub fn yaml(kind: Kind) -> Result<String, serde_yaml_ng::Error> {
+    serde_yaml_ng::to_string(&crd(kind))
 }
 
 /// The file name `dray crds` writes for a kind, e.g. `dray.dev_stages.yaml`.
@@ -70,6 +78,23 @@ mod tests {
             assert!(!text.contains("\"$ref\""), "{kind} schema has $ref");
         }
         assert!(problems.is_empty(), "{problems:#?}");
+    }
+
+    #[test]
+    fn committed_crds_match_the_types() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
+        let mut stale = Vec::new();
+        for kind in Kind::ALL {
+            let path = dir.join(file_name(kind));
+            let committed = std::fs::read_to_string(&path).unwrap_or_default();
+            if committed != yaml(kind).unwrap() {
+                stale.push(path.display().to_string());
+            }
+        }
+        assert!(
+            stale.is_empty(),
+            "stale CRDs {stale:?}; run `cargo run -- crds --out crds`"
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@ pub enum Kind {
     Project,
     /// [`crate::api::ProjectConfig`].
     ProjectConfig,
+    /// [`crate::api::Credential`].
+    Credential,
     /// [`crate::api::Warehouse`].
     Warehouse,
     /// [`crate::api::Freight`].
@@ -24,9 +26,10 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order in which `dray apply` writes them (dependencies first).
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Project,
         Kind::ProjectConfig,
+        Kind::Credential,
         Kind::Warehouse,
         Kind::PromotionTask,
         Kind::Stage,
@@ -39,6 +42,7 @@ impl Kind {
         match self {
             Kind::Project => "Project",
             Kind::ProjectConfig => "ProjectConfig",
+            Kind::Credential => "Credential",
             Kind::Warehouse => "Warehouse",
             Kind::Freight => "Freight",
             Kind::Stage => "Stage",
@@ -52,6 +56,7 @@ impl Kind {
         match self {
             Kind::Project => "projects",
             Kind::ProjectConfig => "projectconfigs",
+            Kind::Credential => "credentials",
             Kind::Warehouse => "warehouses",
             Kind::Freight => "freight",
             Kind::Stage => "stages",
@@ -97,8 +102,14 @@ mod tests {
         assert_eq!(Kind::from_user_input("stages"), Some(Kind::Stage));
         assert_eq!(Kind::from_user_input("Stage"), Some(Kind::Stage));
         assert_eq!(Kind::from_user_input("freight"), Some(Kind::Freight));
-        assert_eq!(Kind::from_user_input("PromotionTasks"), Some(Kind::PromotionTask));
-        assert_eq!(Kind::from_user_input("projectconfig"), Some(Kind::ProjectConfig));
+        assert_eq!(
+            Kind::from_user_input("PromotionTasks"),
+            Some(Kind::PromotionTask)
+        );
+        assert_eq!(
+            Kind::from_user_input("projectconfig"),
+            Some(Kind::ProjectConfig)
+        );
         assert_eq!(Kind::from_user_input("stagez"), None);
     }
 }

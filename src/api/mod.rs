@@ -11,6 +11,7 @@
 
 mod common;
 pub mod crd;
+mod credential;
 mod freight;
 mod kind;
 mod object;
@@ -22,6 +23,7 @@ mod stage;
 mod warehouse;
 
 pub use common::*;
+pub use credential::*;
 pub use freight::*;
 pub use kind::*;
 pub use object::*;

@@ -19,12 +19,20 @@ pub struct ObjectKey {
 impl ObjectKey {
     /// A key for a namespaced kind.
     pub fn namespaced(kind: Kind, namespace: &str, name: &str) -> Self {
-        ObjectKey { kind, namespace: Some(namespace.to_owned()), name: name.to_owned() }
+        ObjectKey {
+            kind,
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
     }
 
     /// A key for a cluster-scoped kind (a Project).
     pub fn cluster(kind: Kind, name: &str) -> Self {
-        ObjectKey { kind, namespace: None, name: name.to_owned() }
+        ObjectKey {
+            kind,
+            namespace: None,
+            name: name.to_owned(),
+        }
     }
 }
 

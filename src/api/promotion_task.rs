@@ -9,7 +9,12 @@ use super::{Var, optional_duration_string, optional_free_form_object};
 
 /// A reusable list of promotion steps, referenced from Stages with `task:`.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(group = "dray.dev", version = "v1alpha1", kind = "PromotionTask", namespaced)]
+#[kube(
+    group = "dray.dev",
+    version = "v1alpha1",
+    kind = "PromotionTask",
+    namespaced
+)]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionTaskSpec {
     /// Variables the task takes. One without a `value` must be supplied by every caller.

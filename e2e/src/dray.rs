@@ -1,0 +1,192 @@
+//! `dray serve` as a child process, and the `dray` CLI pointed at it.
+//!
+//! Owns the server's data directory, port, log file and lifecycle: start and wait for
+//! `GET /healthz`, SIGKILL, graceful stop, restart on the same data dir and port.
+//! The binary comes from `DRAY_BIN` or `<workspace>/target/debug/dray`; this module
+//! never builds it. Does not know Dray's API: tests talk to `url()` themselves.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Output};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::process::{READY_TIMEOUT, Service};
+use crate::world::{TestWorld, free_port, loopback, workspace_root};
+
+/// The environment variable naming the `dray` binary under test.
+pub const DRAY_BIN_ENV: &str = "DRAY_BIN";
+
+/// The environment variable the CLI reads for the server URL.
+pub const DRAY_SERVER_ENV: &str = "DRAY_SERVER";
+
+/// How to start `dray serve`.
+#[derive(Clone, Debug, Default)]
+pub struct DrayOptions {
+    /// Config files or directories, each passed as `--config PATH`.
+    pub config: Vec<PathBuf>,
+    /// Extra arguments after the standard ones.
+    pub args: Vec<String>,
+    /// Extra environment variables (e.g. `RUST_LOG`, forge tokens).
+    pub env: Vec<(String, String)>,
+}
+
+/// A `dray serve` process on 127.0.0.1; killed on drop.
+#[derive(Debug)]
+pub struct Dray {
+    world: TestWorld,
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    options: DrayOptions,
+    service: Option<Service>,
+}
+
+impl Dray {
+    /// The binary under test: `$DRAY_BIN`, else `<workspace>/target/debug/dray`.
+    pub fn binary() -> PathBuf {
+        match std::env::var_os(DRAY_BIN_ENV) {
+            Some(bin) if !bin.is_empty() => PathBuf::from(bin),
+            _ => workspace_root().join("target").join("debug").join("dray"),
+        }
+    }
+
+    /// Whether the binary under test exists (tests needing it may skip without it).
+    pub fn is_available() -> bool {
+        Self::binary().is_file()
+    }
+
+    /// Start `dray serve` with a fresh data directory on a free port and wait for
+    /// `GET /healthz` to answer 200.
+    pub fn start(world: &TestWorld, options: DrayOptions) -> Result<Self> {
+        let bin = Self::binary();
+        if !bin.is_file() {
+            bail!(
+                "The dray binary `{}` does not exist\nhint: run `cargo build -p dray` or set `{DRAY_BIN_ENV}`",
+                bin.display()
+            );
+        }
+        let dir = world.unique_dir("dray")?;
+        std::fs::create_dir_all(dir.join("data"))?;
+        let mut dray = Self {
+            world: world.clone(),
+            bin,
+            dir,
+            port: free_port()?,
+            options,
+            service: None,
+        };
+        dray.restart()?;
+        Ok(dray)
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", loopback(self.port))
+    }
+
+    /// The port, kept across restarts.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The `--data-dir`, kept across restarts.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    /// Everything the server printed (stdout and stderr), across restarts.
+    pub fn log(&self) -> String {
+        crate::process::read_lossy(&self.log_path())
+    }
+
+    /// The log file's path.
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.join("dray.log")
+    }
+
+    /// Whether the server process is running.
+    pub fn is_running(&mut self) -> bool {
+        self.service.as_mut().is_some_and(Service::is_running)
+    }
+
+    /// Kill the server with SIGKILL (no chance to clean up), e.g. mid-promotion.
+    pub fn kill9(&mut self) -> Result<()> {
+        if let Some(mut service) = self.service.take() {
+            service.kill9()?;
+        }
+        Ok(())
+    }
+
+    /// Stop the server with SIGTERM, waiting up to `timeout` before SIGKILL. Returns
+    /// its exit status if it exited on its own.
+    pub fn stop(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
+        match self.service.take() {
+            Some(mut service) => service.terminate(timeout),
+            None => Ok(None),
+        }
+    }
+
+    /// Start the server again on the same data dir and port (SIGKILLing it first if it
+    /// still runs) and wait for `/healthz`.
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill9()?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(self.data_dir())
+            .arg("--listen")
+            .arg(loopback(self.port).to_string());
+        for config in &self.options.config {
+            cmd.arg("--config").arg(config);
+        }
+        cmd.args(&self.options.args)
+            .current_dir(&self.dir)
+            .env("HOME", self.world.home())
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .envs(self.options.env.iter().map(|(k, v)| (k, v)));
+        let mut service = Service::spawn(
+            &format!("{} serve", self.bin.display()),
+            &mut cmd,
+            &self.log_path(),
+        )?;
+        service.wait_http(loopback(self.port), "/healthz", |s| s == 200, READY_TIMEOUT)?;
+        self.service = Some(service);
+        Ok(())
+    }
+
+    /// Run `dray --server URL ARGS` (also with `DRAY_SERVER=URL`) and return its output.
+    pub fn cli<I, S>(&self, args: I) -> Result<Output>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = self.cli_command();
+        cmd.args(args);
+        cmd.output()
+            .with_context(|| format!("Failed to run {cmd:?}"))
+    }
+
+    /// The `dray --server URL` command, to add arguments, stdin or env to.
+    pub fn cli_command(&self) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("--server")
+            .arg(self.url())
+            .env(DRAY_SERVER_ENV, self.url())
+            .env("HOME", self.world.home())
+            .env("NO_COLOR", "1")
+            .current_dir(self.world.path());
+        cmd
+    }
+
+    /// The world this server lives in.
+    pub fn world(&self) -> &TestWorld {
+        &self.world
+    }
+
+    /// The directory holding the data dir and log.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Dray's test command (what CI runs): install the real services the end-to-end tests
+# use when missing, then build, test, lint and check formatting of the whole workspace.
+# Works from any directory; idempotent (skips what is already installed).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+if [ ! -t 1 ]; then
+  export CARGO_TERM_COLOR=never
+fi
+
+# --- system packages -------------------------------------------------------------------
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+
+missing=()
+command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
+command -v git >/dev/null 2>&1 || missing+=(git)
+if command -v git >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-http-backend" ]; then
+  missing+=(git)
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "test.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# --- build and test --------------------------------------------------------------------
+# The e2e tests start the binary built here.
+export DRAY_BIN="$ROOT/target/debug/dray"
+# Two cores: bound the parallel tests, each of which starts real services.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
+
+cargo build --workspace --all-targets
+cargo test --workspace --all-targets
+
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets -- -D warnings
+else
+  echo "test.sh: clippy is not installed, skipping lints" >&2
+fi
+
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check
+else
+  echo "test.sh: rustfmt is not installed, skipping the format check" >&2
+fi

@@ -1,0 +1,278 @@
+//! `dray get KIND [NAME] [-o table|yaml|json]`.
+
+use serde_json::Value;
+
+use crate::api::Kind;
+use crate::cli::output::{self, OutputFormat};
+use crate::cli::{CliError, Context};
+
+/// Arguments of `dray get`.
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    /// The kind: projects, projectconfigs, warehouses, freight, stages, promotiontasks, promotions.
+    pub kind: String,
+    /// Show only this resource.
+    pub name: Option<String>,
+    /// The output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+/// Parses a kind as users type it, with a hint listing the kinds.
+pub fn parse_kind(text: &str) -> Result<Kind, CliError> {
+    Kind::from_user_input(text).ok_or_else(|| {
+        let kinds: Vec<_> = Kind::ALL.iter().map(|k| k.plural()).collect();
+        CliError::usage(
+            format!("unknown kind `{text}`"),
+            format!("use one of: {}", kinds.join(", ")),
+        )
+    })
+}
+
+/// Runs `dray get`.
+pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
+    let kind = parse_kind(&args.kind)?;
+    let base = if kind == Kind::Project {
+        "/api/v1/projects".to_owned()
+    } else {
+        format!(
+            "/api/v1/projects/{}/{}",
+            ctx.project().await?,
+            kind.plural()
+        )
+    };
+    let (items, single) = match &args.name {
+        Some(name) => (
+            vec![ctx.client.get::<Value>(&format!("{base}/{name}")).await?],
+            true,
+        ),
+        None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
+    };
+    let text = match args.output {
+        OutputFormat::Json => {
+            let value = if single {
+                items[0].clone()
+            } else {
+                Value::Array(items)
+            };
+            let mut text = serde_json::to_string_pretty(&value)
+                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
+            text.push('\n');
+            text
+        }
+        OutputFormat::Yaml => output::yaml(&items)?,
+        OutputFormat::Table if items.is_empty() => {
+            eprintln!("no {} found", kind.plural());
+            return Ok(());
+        }
+        OutputFormat::Table => {
+            let (header, rows) = columns(kind, &items);
+            output::table(&header, &rows)
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+fn text(value: &Value, pointer: &str) -> String {
+    match value.pointer(pointer) {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => "-".into(),
+    }
+}
+
+fn array<'a>(value: &'a Value, pointer: &str) -> &'a [Value] {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+fn age(item: &Value) -> String {
+    output::age(
+        item.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str),
+    )
+}
+
+fn short_digest(digest: &str) -> String {
+    match digest.split_once(':') {
+        Some((algorithm, hex)) => format!("{algorithm}:{}", &hex[..hex.len().min(12)]),
+        None => digest.to_owned(),
+    }
+}
+
+fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let name = |item: &Value| text(item, "/metadata/name");
+    match kind {
+        Kind::Project => (
+            vec!["NAME", "DESCRIPTION", "AGE"],
+            items
+                .iter()
+                .map(|i| vec![name(i), text(i, "/spec/description"), age(i)])
+                .collect(),
+        ),
+        Kind::ProjectConfig => (
+            vec!["NAME", "POLICIES", "RECEIVERS", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    vec![
+                        name(i),
+                        array(i, "/spec/promotionPolicies").len().to_string(),
+                        array(i, "/spec/webhookReceivers").len().to_string(),
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Credential => (
+            vec!["NAME", "TYPE", "REPOSITORY", "USERNAME", "SECRETS", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let repo = match text(i, "/spec/repoURL").as_str() {
+                        "-" => text(i, "/spec/repoURLPattern"),
+                        url => url.to_owned(),
+                    };
+                    let secrets: Vec<&str> = array(i, "/status/secretFields")
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    vec![
+                        name(i),
+                        text(i, "/spec/type"),
+                        repo,
+                        text(i, "/spec/username"),
+                        if secrets.is_empty() {
+                            "-".into()
+                        } else {
+                            secrets.join(",")
+                        },
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Warehouse => (
+            vec!["NAME", "SUBSCRIPTIONS", "INTERVAL", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let subscriptions: Vec<String> = array(i, "/spec/subscriptions")
+                        .iter()
+                        .map(|s| {
+                            if let Some(image) = s.get("image") {
+                                format!("image:{}", text(image, "/repoURL"))
+                            } else {
+                                format!("git:{}", text(s, "/git/repoURL"))
+                            }
+                        })
+                        .collect();
+                    let interval = match text(i, "/spec/interval").as_str() {
+                        "-" => "5m".to_owned(),
+                        other => other.to_owned(),
+                    };
+                    vec![name(i), subscriptions.join(","), interval, age(i)]
+                })
+                .collect(),
+        ),
+        Kind::Freight => (
+            vec![
+                "ALIAS", "ID", "ORIGIN", "IMAGES", "COMMITS", "AGE", "WARNINGS",
+            ],
+            items
+                .iter()
+                .map(|i| {
+                    let images: Vec<String> = array(i, "/images")
+                        .iter()
+                        .map(|img| {
+                            format!(
+                                "{}:{}@{}",
+                                text(img, "/repoURL"),
+                                text(img, "/tag"),
+                                short_digest(&text(img, "/digest"))
+                            )
+                        })
+                        .collect();
+                    let commits: Vec<String> = array(i, "/commits")
+                        .iter()
+                        .map(|c| {
+                            let id = text(c, "/id");
+                            format!("{} {}", &id[..id.len().min(7)], text(c, "/message"))
+                        })
+                        .collect();
+                    let id = name(i);
+                    vec![
+                        text(i, "/alias"),
+                        id[..id.len().min(12)].to_owned(),
+                        text(i, "/origin/name"),
+                        images.join(", "),
+                        commits.join(", "),
+                        age(i),
+                        array(i, "/warnings").len().to_string(),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Stage => (
+            vec!["NAME", "REQUESTS", "FREIGHT", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let requests: Vec<String> = array(i, "/spec/requestedFreight")
+                        .iter()
+                        .map(|r| {
+                            let mut from: Vec<String> = array(r, "/sources/stages")
+                                .iter()
+                                .filter_map(|s| s.as_str().map(str::to_owned))
+                                .collect();
+                            if r.pointer("/sources/direct").and_then(Value::as_bool) == Some(true) {
+                                from.insert(0, "direct".into());
+                            }
+                            format!("{} from {}", text(r, "/origin/name"), from.join("+"))
+                        })
+                        .collect();
+                    vec![
+                        name(i),
+                        requests.join(", "),
+                        text(i, "/status/currentFreight/alias"),
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::PromotionTask => (
+            vec!["NAME", "STEPS", "VARS", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    vec![
+                        name(i),
+                        array(i, "/spec/steps").len().to_string(),
+                        array(i, "/spec/vars").len().to_string(),
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Promotion => (
+            vec!["NAME", "STAGE", "FREIGHT", "PHASE", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    vec![
+                        name(i),
+                        text(i, "/spec/stage"),
+                        text(i, "/spec/freight"),
+                        text(i, "/status/phase"),
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+    }
+}

@@ -1,0 +1,61 @@
+//! `dray serve`: run the embedded server.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tracing_subscriber::EnvFilter;
+
+use crate::cli::{CliError, env};
+use crate::server::{ServeOptions, serve};
+
+/// Arguments of `dray serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Where the database and caches live.
+    #[arg(long, default_value = ".dray")]
+    pub data_dir: PathBuf,
+    /// The address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// YAML files or directories applied at start-up; may be repeated.
+    #[arg(long)]
+    pub config: Vec<PathBuf>,
+    /// The log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How `dray serve` writes its log.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Runs `dray serve`.
+pub async fn run(args: ServeArgs) -> Result<(), CliError> {
+    let filter = EnvFilter::try_from_env(env::DRAY_LOG)
+        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let installed = match args.log_format {
+        LogFormat::Text => subscriber.try_init(),
+        LogFormat::Json => subscriber.json().try_init(),
+    };
+    if let Err(error) = installed {
+        return Err(CliError::Local(format!("cannot set up logging: {error}")));
+    }
+    let options = ServeOptions {
+        data_dir: args.data_dir,
+        listen: args.listen,
+        config: args.config,
+    };
+    serve(options)
+        .await
+        .map_err(|e| CliError::Local(format!("{e:#}")))
+}

@@ -1,0 +1,400 @@
+//! Rules about one resource that its type cannot express: Warehouse subscriptions, Stage
+//! requests, durations, names used as references, Promotion targets, ProjectConfig naming.
+//! Rules that need other documents live in [`super::references`].
+
+use std::collections::BTreeMap;
+
+use crate::api::{
+    Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion, PromotionTask,
+    RepoSubscription, Stage, Warehouse,
+};
+
+use super::durations;
+use super::error::Issue;
+use super::names::{self, MAX_FREIGHT, MAX_LABEL};
+use super::path::FieldPath;
+use super::steps::{check_steps, check_vars};
+use super::typed::Resource;
+use super::unsupported::reject_unimplemented_features;
+
+/// The most candidates a subscription may keep.
+const MAX_DISCOVERY_LIMIT: u32 = 100;
+
+/// Every single-resource rule for `resource`, whose identity is `key`.
+pub(crate) fn check(resource: &Resource, key: &ObjectKey) -> Vec<Issue> {
+    match resource {
+        Resource::Project(_) => Vec::new(),
+        Resource::Credential(credential) => self::credential(credential),
+        Resource::ProjectConfig(config) => project_config(config, key),
+        Resource::Warehouse(warehouse) => self::warehouse(warehouse),
+        Resource::Freight(freight) => self::freight(freight),
+        Resource::Stage(stage) => self::stage(stage),
+        Resource::PromotionTask(task) => self::task(task),
+        Resource::Promotion(promo) => promotion(promo),
+    }
+}
+
+fn credential(credential: &Credential) -> Vec<Issue> {
+    let spec = &credential.spec;
+    let mut issues = Vec::new();
+    let at = FieldPath::root().key("spec");
+    let repo_fields = (spec.repo_url.is_some(), spec.repo_url_pattern.is_some());
+    match (spec.type_, repo_fields) {
+        (CredentialType::Webhook, _) => {}
+        (_, (false, false)) => issues.push(
+            Issue::new(
+                at.key("repoURL"),
+                "a git or image credential must name its repository",
+            )
+            .hint("set `repoURL`, or `repoURLPattern` (a regular expression)"),
+        ),
+        (_, (true, true)) => issues.push(
+            Issue::new(
+                at.key("repoURLPattern"),
+                "set `repoURL` or `repoURLPattern`, not both",
+            )
+            .hint("keep the one that says which repositories this credential is for"),
+        ),
+        _ => {}
+    }
+    if let Some(pattern) = &spec.repo_url_pattern
+        && let Err(error) = regex::Regex::new(pattern)
+    {
+        issues.push(
+            Issue::new(
+                at.key("repoURLPattern"),
+                format!("`{pattern}` is not a regular expression: {error}"),
+            )
+            .hint("escape dots and slashes as needed, e.g. `^https://git\\.example\\.com/.*`"),
+        );
+    }
+    if spec.sealed.is_some() {
+        issues.push(
+            Issue::new(at.key("sealed"), "`sealed` is written by Dray, not by hand")
+                .hint("give `password`, `token` or `sshPrivateKey` instead; Dray encrypts them"),
+        );
+    }
+    issues
+}
+
+fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
+    let mut issues = reject_unimplemented_features(&config.spec);
+    if let Some(project) = key.namespace.as_deref().filter(|ns| *ns != key.name) {
+        issues.push(
+            Issue::new(
+                FieldPath::of(&["metadata", "name"]),
+                format!(
+                    "a ProjectConfig must be named after its project `{project}`, not `{}`",
+                    key.name
+                ),
+            )
+            .hint(format!("set `metadata.name: {project}`")),
+        );
+    }
+    issues
+}
+
+fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let at = FieldPath::of(&["spec", "subscriptions"]);
+    if warehouse.spec.subscriptions.is_empty() {
+        issues.push(
+            Issue::new(at.clone(), "a Warehouse needs at least one subscription")
+                .hint("add `- image: {repoURL: …}` or `- git: {repoURL: …}`"),
+        );
+    }
+    for (i, sub) in warehouse.spec.subscriptions.iter().enumerate() {
+        subscription(sub, &at.index(i), &mut issues);
+    }
+    if let Some(interval) = &warehouse.spec.interval {
+        issues.extend(durations::check(
+            interval,
+            FieldPath::of(&["spec", "interval"]),
+        ));
+    }
+    issues
+}
+
+fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    let (kind, repo_url, limit) = match (&sub.image, &sub.git) {
+        (Some(image), None) => ("image", &image.repo_url, image.discovery_limit),
+        (None, Some(git)) => ("git", &git.repo_url, git.discovery_limit),
+        (Some(_), Some(_)) => {
+            let issue = Issue::new(
+                at.clone(),
+                "a subscription must set exactly one of `image` and `git`, not both",
+            )
+            .hint("split it into two subscriptions");
+            issues.push(issue);
+            return;
+        }
+        (None, None) => {
+            let issue = Issue::new(at.clone(), "a subscription must set `image` or `git`")
+                .hint("add `image: {repoURL: …}` or `git: {repoURL: …}`");
+            issues.push(issue);
+            return;
+        }
+    };
+    let at = at.key(kind);
+    if repo_url.trim().is_empty() {
+        let issue = Issue::new(at.key("repoURL"), "`repoURL` is empty").hint(if kind == "image" {
+            "name the image repository, e.g. `registry.example.com/team/app`"
+        } else {
+            "give the repository URL, e.g. `https://git.example.com/team/config.git`"
+        });
+        issues.push(issue);
+    }
+    if !(1..=MAX_DISCOVERY_LIMIT).contains(&limit) {
+        issues.push(
+            Issue::new(
+                at.key("discoveryLimit"),
+                format!(
+                    "`discoveryLimit` is {limit}, but must be between 1 and {MAX_DISCOVERY_LIMIT}"
+                ),
+            )
+            .hint("remove it to use the default (20)"),
+        );
+    }
+}
+
+fn freight(freight: &Freight) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let origin = &freight.spec.origin.name;
+    issues.extend(names::check(
+        origin,
+        MAX_LABEL,
+        "Warehouse name",
+        FieldPath::of(&["origin", "name"]),
+    ));
+    if freight.spec.images.is_empty() && freight.spec.commits.is_empty() {
+        issues.push(
+            Issue::new(
+                FieldPath::root(),
+                "Freight must pin at least one image or commit",
+            )
+            .hint("add `images:` or `commits:`"),
+        );
+    }
+    issues
+}
+
+fn stage(stage: &Stage) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let at = FieldPath::of(&["spec", "requestedFreight"]);
+    if stage.spec.requested_freight.is_empty() {
+        issues.push(
+            Issue::new(at.clone(), "a Stage must request Freight from at least one Warehouse")
+                .hint("add `- origin: {kind: Warehouse, name: <warehouse>}` with `sources: {direct: true}`"),
+        );
+    }
+    let mut origins: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, request) in stage.spec.requested_freight.iter().enumerate() {
+        let path = at.index(i);
+        let name = request.origin.name.as_str();
+        let origin_path = path.key("origin").key("name");
+        issues.extend(names::check(
+            name,
+            MAX_LABEL,
+            "Warehouse name",
+            origin_path.clone(),
+        ));
+        if let Some(first) = origins.insert(name, i) {
+            origins.insert(name, first);
+            issues.push(
+                Issue::new(
+                    origin_path,
+                    format!("Warehouse `{name}` is already requested by requestedFreight[{first}]"),
+                )
+                .hint("request each Warehouse once; list all its sources in one request"),
+            );
+        }
+        let sources = &request.sources;
+        let sources_path = path.key("sources");
+        if !sources.direct && sources.stages.is_empty() {
+            issues.push(
+                Issue::new(sources_path.clone(), "the request has no source: it is not `direct` and names no upstream `stages`")
+                    .hint("set `direct: true` to take Freight from the Warehouse, or list upstream `stages`"),
+            );
+        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (j, upstream) in sources.stages.iter().enumerate() {
+            let stage_path = sources_path.key("stages").index(j);
+            issues.extend(names::check(
+                upstream,
+                MAX_LABEL,
+                "stage name",
+                stage_path.clone(),
+            ));
+            if seen.insert(upstream, j).is_some() {
+                issues.push(
+                    Issue::new(
+                        stage_path,
+                        format!("upstream stage `{upstream}` is listed twice"),
+                    )
+                    .hint("list it once"),
+                );
+            }
+        }
+        if let Some(soak) = &sources.required_soak_time {
+            let soak_path = sources_path.key("requiredSoakTime");
+            if let Some(issue) = durations::check(soak, soak_path.clone()) {
+                issues.push(issue);
+            } else if sources.stages.is_empty() {
+                issues.push(
+                    Issue::new(soak_path, "`requiredSoakTime` applies to upstream stages, and this request names none")
+                        .hint("remove it, or list the upstream `stages` that Freight must soak in"),
+                );
+            }
+        }
+    }
+    issues.extend(check_vars(
+        &stage.spec.vars,
+        &FieldPath::of(&["spec", "vars"]),
+    ));
+    if let Some(template) = &stage.spec.promotion_template {
+        let at = FieldPath::of(&["spec", "promotionTemplate", "spec"]);
+        if template.spec.steps.is_empty() {
+            issues.push(
+                Issue::new(at.key("steps"), "the promotion template has no steps")
+                    .hint("add steps, or remove `promotionTemplate`"),
+            );
+        }
+        issues.extend(check_vars(&template.spec.vars, &at.key("vars")));
+        issues.extend(check_steps(&template.spec.steps, &at.key("steps"), true));
+    }
+    issues
+}
+
+fn task(task: &PromotionTask) -> Vec<Issue> {
+    let at = FieldPath::of(&["spec"]);
+    let mut issues = check_vars(&task.spec.vars, &at.key("vars"));
+    if task.spec.steps.is_empty() {
+        issues.push(
+            Issue::new(at.key("steps"), "the task has no steps").hint("add at least one step"),
+        );
+    }
+    issues.extend(check_steps(&task.spec.steps, &at.key("steps"), false));
+    issues
+}
+
+fn promotion(promo: &Promotion) -> Vec<Issue> {
+    let at = FieldPath::of(&["spec"]);
+    let mut issues = Vec::new();
+    issues.extend(names::check(
+        &promo.spec.stage,
+        MAX_LABEL,
+        "stage name",
+        at.key("stage"),
+    ));
+    if promo.spec.freight.is_empty() {
+        issues.push(
+            Issue::new(at.key("freight"), "`freight` is empty")
+                .hint("give the id of the Freight to promote (see `dray get freight`)"),
+        );
+    } else {
+        issues.extend(names::check(
+            &promo.spec.freight,
+            MAX_FREIGHT,
+            "Freight id",
+            at.key("freight"),
+        ));
+    }
+    issues.extend(check_vars(&promo.spec.vars, &at.key("vars")));
+    issues.extend(check_steps(&promo.spec.steps, &at.key("steps"), true));
+    issues
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::Kind;
+    use crate::config::typed;
+
+    fn issues(kind: Kind, object: Value) -> Vec<(String, String)> {
+        let resource = typed::quietly(kind, &object).expect("test object deserializes");
+        let key = ObjectKey::namespaced(kind, "demo", object["metadata"]["name"].as_str().unwrap());
+        check(&resource, &key)
+            .into_iter()
+            .map(|i| (i.path.to_string(), i.message))
+            .collect()
+    }
+
+    #[test]
+    fn warehouse_subscriptions() {
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {"interval": "often", "subscriptions": [
+                {"image": {"repoURL": "r"}, "git": {"repoURL": "g"}},
+                {},
+                {"image": {"repoURL": " ", "discoveryLimit": 0}},
+                {"git": {"repoURL": "https://x", "discoveryLimit": 101}},
+            ]}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.subscriptions[0]",
+                "spec.subscriptions[1]",
+                "spec.subscriptions[2].image.repoURL",
+                "spec.subscriptions[2].image.discoveryLimit",
+                "spec.subscriptions[3].git.discoveryLimit",
+                "spec.interval",
+            ]
+        );
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {"subscriptions": []}}),
+        );
+        assert_eq!(found[0].1, "a Warehouse needs at least one subscription");
+    }
+
+    #[test]
+    fn stage_requests() {
+        let found = issues(
+            Kind::Stage,
+            json!({"metadata": {"name": "qa"}, "spec": {"requestedFreight": [
+                {"origin": {"kind": "Warehouse", "name": "app"}, "sources": {}},
+                {"origin": {"kind": "Warehouse", "name": "app"},
+                 "sources": {"stages": ["dev", "dev"], "requiredSoakTime": "1x"}},
+                {"origin": {"kind": "Warehouse", "name": "lib"}, "sources": {"direct": true, "requiredSoakTime": "1h"}},
+            ], "promotionTemplate": {"spec": {"steps": []}}}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.requestedFreight[0].sources",
+                "spec.requestedFreight[1].origin.name",
+                "spec.requestedFreight[1].sources.stages[1]",
+                "spec.requestedFreight[1].sources.requiredSoakTime",
+                "spec.requestedFreight[2].sources.requiredSoakTime",
+                "spec.promotionTemplate.spec.steps",
+            ]
+        );
+    }
+
+    #[test]
+    fn promotion_and_project_config() {
+        let found = issues(
+            Kind::Promotion,
+            json!({"metadata": {"name": "p"}, "spec": {"stage": "Prod", "freight": ""}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, vec!["spec.stage", "spec.freight"]);
+
+        let found = issues(
+            Kind::ProjectConfig,
+            json!({"metadata": {"name": "other"}, "spec": {}}),
+        );
+        assert_eq!(
+            found,
+            vec![(
+                "metadata.name".to_owned(),
+                "a ProjectConfig must be named after its project `demo`, not `other`".to_owned()
+            )]
+        );
+    }
+}

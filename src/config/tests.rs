@@ -1,0 +1,669 @@
+//! Whole-batch tests of [`super::load`]: what a user sees for real files.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::api::Kind;
+
+const PROJECT: &str = "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata:
+  name: demo
+spec: {}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata:
+  name: app
+  namespace: demo
+spec:
+  interval: 5m
+  subscriptions:
+  - image:
+      repoURL: registry.example.com/team/app
+      constraint: ^1.0.0
+  - git:
+      repoURL: https://git.example.com/team/config.git
+      branch: main
+---
+apiVersion: dray.dev/v1alpha1
+kind: PromotionTask
+metadata:
+  name: update-image
+  namespace: demo
+spec:
+  vars:
+  - name: image
+  - name: branch
+    value: main
+  steps:
+  - uses: git-clone
+    as: clone
+  - uses: kustomize-set-image
+    config:
+      images: [\"${{ vars.image }}\"]
+  - uses: git-push
+    retry:
+      timeout: 5m
+";
+
+const STAGES: &str = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: dev
+  namespace: demo
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {direct: true}
+  promotionTemplate:
+    spec:
+      steps:
+      - task: {name: update-image}
+        vars:
+        - {name: image, value: registry.example.com/team/app}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: staging
+  namespace: demo
+spec:
+  vars:
+  - {name: image, value: registry.example.com/team/app}
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources:
+      stages: [dev]
+      requiredSoakTime: 1h
+  promotionTemplate:
+    spec:
+      steps:
+      - task: {name: update-image}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: prod
+  namespace: demo
+  labels: {tier: production}
+spec:
+  queuePolicy: Queue
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {stages: [staging]}
+  promotionTemplate:
+    spec:
+      vars:
+      - {name: image, value: registry.example.com/team/app}
+      steps:
+      - task: {name: update-image}
+      - uses: argocd-update
+        as: sync
+";
+
+fn file(path: &str, content: &str) -> SourceFile {
+    SourceFile {
+        path: path.to_owned(),
+        content: content.to_owned(),
+    }
+}
+
+fn nothing() -> BTreeMap<ObjectKey, Value> {
+    BTreeMap::new()
+}
+
+fn load_errors(
+    files: &[SourceFile],
+    ns: Option<&str>,
+    existing: &BTreeMap<ObjectKey, Value>,
+) -> Vec<ConfigError> {
+    match load(files, ns, existing) {
+        Ok(m) => panic!("expected errors, loaded {} manifests", m.len()),
+        Err(e) => e.0,
+    }
+}
+
+/// (line, field, message) of each error.
+fn summary(errors: &[ConfigError]) -> Vec<(usize, String, String)> {
+    errors
+        .iter()
+        .map(|e| {
+            (
+                e.line.unwrap_or(0),
+                e.field.clone().unwrap_or_default(),
+                e.message.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_valid_three_stage_project_loads() {
+    let manifests = load(
+        &[file("project.yaml", PROJECT), file("stages.yaml", STAGES)],
+        None,
+        &nothing(),
+    )
+    .unwrap();
+    let keys: Vec<String> = manifests.iter().map(|m| m.key.to_string()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "Project demo",
+            "Warehouse demo/app",
+            "PromotionTask demo/update-image",
+            "Stage demo/dev",
+            "Stage demo/staging",
+            "Stage demo/prod"
+        ]
+    );
+    let prod = &manifests[5];
+    assert_eq!(
+        prod.origin,
+        DocumentOrigin {
+            file: "stages.yaml".into(),
+            document: 3,
+            line: 35
+        }
+    );
+    assert_eq!(prod.object["apiVersion"], "dray.dev/v1alpha1");
+    assert_eq!(prod.object["metadata"]["labels"]["tier"], "production");
+    assert_eq!(
+        prod.object["spec"]["requestedFreight"][0]["sources"]["stages"],
+        json!(["staging"])
+    );
+    assert_eq!(manifests[1].origin.line, 7);
+}
+
+#[test]
+fn a_misspelled_field_a_bad_name_and_a_missing_upstream_are_exactly_three_errors() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: dev
+  namespace: demo
+spec:
+  requestedFrieght:
+  - origin: {kind: Warehouse, name: app}
+    sources: {direct: true}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: Staging_1
+  namespace: demo
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {stages: [dev]}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: prod
+  namespace: demo
+spec:
+  requestedFreight:
+  - origin:
+      kind: Warehouse
+      name: app
+    sources:
+      stages:
+      - qa
+";
+    let errors = load_errors(
+        &[file("project.yaml", PROJECT), file("bad.yaml", text)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![
+            (
+                7,
+                "spec.requestedFrieght".into(),
+                "unknown field `requestedFrieght`".into()
+            ),
+            (
+                14,
+                "metadata.name".into(),
+                "`Staging_1` is not a valid name: use lowercase letters, digits and `-`, starting \
+                 and ending with a letter or digit, at most 63 characters"
+                    .into()
+            ),
+            (
+                33,
+                "spec.requestedFreight[0].sources.stages[0]".into(),
+                "upstream stage `qa` does not exist in project `demo`".into()
+            ),
+        ]
+    );
+    let hints: Vec<_> = errors
+        .iter()
+        .map(|e| e.hint.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        hints,
+        vec![
+            "did you mean `requestedFreight`?",
+            "write `staging-1` instead",
+            "define a Stage named `qa`, or use one of: `Staging_1`, `dev`",
+        ]
+    );
+    assert_eq!(
+        errors
+            .iter()
+            .map(|e| (e.document, e.name.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (Some(1), Some("demo/dev".into())),
+            (Some(2), Some("demo/Staging_1".into())),
+            (Some(3), Some("demo/prod".into()))
+        ]
+    );
+    assert_eq!(
+        errors[2].to_string(),
+        "bad.yaml:33: document 3 (Stage demo/prod): spec.requestedFreight[0].sources.stages[0]: \
+         upstream stage `qa` does not exist in project `demo`\n  \
+         hint: define a Stage named `qa`, or use one of: `Staging_1`, `dev`"
+    );
+}
+
+#[test]
+fn stage_cycles_are_reported_once_with_their_path() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: dev, namespace: demo}
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources:
+      direct: true
+      stages: [staging]
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: staging, namespace: demo}
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {stages: [dev]}
+";
+    let errors = load_errors(
+        &[file("p.yaml", PROJECT), file("cycle.yaml", text)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![(
+            9,
+            "spec.requestedFreight[0].sources.stages[0]".into(),
+            "stages form a cycle: `dev -> staging -> dev`".into()
+        )]
+    );
+    assert_eq!(errors[0].file, "cycle.yaml");
+    assert!(errors[0].hint.is_some());
+}
+
+#[test]
+fn a_task_var_without_a_value_must_be_supplied() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: dev, namespace: demo}
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {direct: true}
+  promotionTemplate:
+    spec:
+      steps:
+      - uses: git-clone
+      - task:
+          name: update-image
+        vars:
+        - {name: imagee, value: x}
+";
+    let errors = load_errors(
+        &[file("p.yaml", PROJECT), file("dev.yaml", text)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![(
+            12,
+            "spec.promotionTemplate.spec.steps[1].task".into(),
+            "task `update-image` needs var `image`, which has no value here: set it on the step \
+             or on the promotion template or the Stage"
+                .into()
+        )]
+    );
+    assert_eq!(
+        errors[0].hint.as_deref(),
+        Some("add `vars: [{name: image, value: …}]` to this step")
+    );
+}
+
+#[test]
+fn a_document_defined_twice_names_both_places() {
+    let dev = STAGES.split("---\n").next().unwrap();
+    let errors = load_errors(
+        &[
+            file("p.yaml", PROJECT),
+            file("a.yaml", dev),
+            file("b.yaml", &format!("# again\n{dev}")),
+        ],
+        None,
+        &nothing(),
+    );
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(
+        (errors[0].file.as_str(), errors[0].line),
+        ("b.yaml", Some(5))
+    );
+    assert_eq!(
+        errors[0].message,
+        "Stage demo/dev is defined twice: also in a.yaml:1 (document 1)"
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_have_a_line_and_do_not_hide_other_files() {
+    let broken = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: dev
+  namespace: demo
+spec:
+  requestedFreight: [
+";
+    let bad_kind =
+        "apiVersion: dray.dev/v1alpha1\nkind: Stgae\nmetadata: {name: x, namespace: demo}\n";
+    let errors = load_errors(
+        &[file("broken.yaml", broken), file("kind.yaml", bad_kind)],
+        None,
+        &nothing(),
+    );
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.file.as_str(), e.line, e.document))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            ("broken.yaml", Some(8), Some(1)),
+            ("kind.yaml", Some(2), Some(1))
+        ]
+    );
+    assert!(
+        errors[0].message.starts_with("invalid YAML: "),
+        "{}",
+        errors[0].message
+    );
+    assert!(errors[0].hint.is_some());
+    assert_eq!(errors[1].message, "unknown kind `Stgae`");
+
+    let tabs = "a:\n\t- b\n";
+    let errors = load_errors(&[file("tabs.yaml", tabs)], None, &nothing());
+    assert_eq!(errors[0].line, Some(2));
+    assert_eq!(
+        errors[0].hint.as_deref(),
+        Some("indent with spaces: YAML does not allow tabs for indentation")
+    );
+}
+
+fn stored(text: &str) -> BTreeMap<ObjectKey, Value> {
+    load(&[file("stored.yaml", text)], None, &nothing())
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.key, m.object))
+        .collect()
+}
+
+#[test]
+fn references_resolve_against_stored_resources() {
+    let existing = stored(&format!(
+        "{PROJECT}---\n{}",
+        STAGES.split("---\n").next().unwrap()
+    ));
+    assert_eq!(existing.len(), 4);
+    let staging = STAGES.split("---\n").nth(1).unwrap();
+    let manifests = load(&[file("staging.yaml", staging)], None, &existing).unwrap();
+    assert_eq!(manifests.len(), 1);
+    assert_eq!(
+        manifests[0].key,
+        ObjectKey::namespaced(Kind::Stage, "demo", "staging")
+    );
+
+    // A batch document overrides the stored one: dev now takes from staging, a cycle.
+    let dev = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: dev, namespace: demo}
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {stages: [staging]}
+";
+    let errors = load_errors(
+        &[file("staging.yaml", staging), file("dev.yaml", dev)],
+        None,
+        &existing,
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![(
+            7,
+            "spec.requestedFreight[0].sources.stages[0]".into(),
+            "stages form a cycle: `dev -> staging -> dev`".into()
+        )]
+    );
+    assert_eq!(errors[0].file, "dev.yaml");
+
+    // Without the stored resources, nothing resolves.
+    let errors = load_errors(&[file("staging.yaml", staging)], None, &nothing());
+    let fields: Vec<_> = errors
+        .iter()
+        .map(|e| e.field.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            "metadata.namespace",
+            "spec.requestedFreight[0].origin.name",
+            "spec.requestedFreight[0].sources.stages[0]",
+            "spec.promotionTemplate.spec.steps[0].task.name",
+        ]
+    );
+    assert_eq!(errors[0].message, "project `demo` does not exist");
+    assert_eq!(errors[0].line, Some(5));
+}
+
+#[test]
+fn the_default_namespace_fills_in_the_project() {
+    let task = "apiVersion: dray.dev/v1alpha1\nkind: PromotionTask\nmetadata:\n  name: t\nspec:\n  steps: [{uses: git-clone}]\n";
+    let project = PROJECT.split("---\n").next().unwrap();
+    let manifests = load(
+        &[file("p.yaml", project), file("t.yaml", task)],
+        Some("demo"),
+        &nothing(),
+    )
+    .unwrap();
+    assert_eq!(
+        manifests[1].key,
+        ObjectKey::namespaced(Kind::PromotionTask, "demo", "t")
+    );
+    assert_eq!(manifests[1].object["metadata"]["namespace"], "demo");
+    assert_eq!(manifests[0].object["metadata"], json!({"name": "demo"}));
+
+    let errors = load_errors(
+        &[file("p.yaml", project), file("t.yaml", task)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![(
+            3,
+            "metadata".into(),
+            "a PromotionTask belongs to a project, but `metadata.namespace` is not set".into()
+        )]
+    );
+    assert_eq!(
+        errors[0].hint.as_deref(),
+        Some("add `metadata.namespace: <project>` or pass `-p <project>`")
+    );
+}
+
+#[test]
+fn unimplemented_project_features_are_rejected() {
+    let config = "\
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  promotionPolicies:
+  - stageSelector: {name: dev}
+    autoPromotionEnabled: true
+  webhookReceivers:
+  - name: gh
+    github: {secretRef: gh-secret}
+";
+    let errors = load_errors(
+        &[file("p.yaml", PROJECT), file("c.yaml", config)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![
+            (
+                7,
+                "spec.promotionPolicies[0].autoPromotionEnabled".into(),
+                "auto-promotion is not implemented in this build of Dray".into()
+            ),
+            (
+                8,
+                "spec.webhookReceivers".into(),
+                "webhook receivers are not implemented in this build of Dray".into()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn promotions_name_a_stage_and_freight() {
+    let promo = "\
+apiVersion: dray.dev/v1alpha1
+kind: Promotion
+metadata: {name: p1, namespace: demo}
+spec:
+  stage: qa
+  freight: ''
+";
+    let errors = load_errors(
+        &[
+            file("p.yaml", PROJECT),
+            file("s.yaml", STAGES),
+            file("promo.yaml", promo),
+        ],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![
+            (
+                5,
+                "spec.stage".into(),
+                "stage `qa` does not exist in project `demo`".into()
+            ),
+            (6, "spec.freight".into(), "`freight` is empty".into()),
+        ]
+    );
+}
+
+#[test]
+fn type_errors_and_envelope_errors_are_located() {
+    let text = "\
+apiVersion: v1
+kind: Warehouse
+metadata: {name: images, namespace: demo}
+spec:
+  subscriptions:
+  - image:
+      repoURL: registry.example.com/app
+      discoveryLimit: lots
+";
+    let errors = load_errors(
+        &[file("p.yaml", PROJECT), file("w.yaml", text)],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![
+            (
+                1,
+                "apiVersion".into(),
+                "`apiVersion` is `v1`, but Dray reads `dray.dev/v1alpha1`".into()
+            ),
+            (
+                8,
+                "spec.subscriptions[0].image.discoveryLimit".into(),
+                "invalid type: string \"lots\", expected u32".into()
+            ),
+        ]
+    );
+    assert!(
+        errors[1]
+            .hint
+            .as_deref()
+            .unwrap()
+            .starts_with("expected an integer")
+    );
+}
+
+#[test]
+fn errors_serialize_for_the_api() {
+    let errors = ConfigErrors(load_errors(
+        &[file("t.yaml", "kind: Stage\n")],
+        None,
+        &nothing(),
+    ));
+    let json = serde_json::to_value(&errors).unwrap();
+    assert_eq!(json[0]["file"], "t.yaml");
+    assert_eq!(json[0]["document"], 1);
+    assert!(json[0].get("hint").is_some());
+    let back: ConfigErrors = serde_json::from_value(json).unwrap();
+    assert_eq!(back, errors);
+}
+
+#[test]
+fn empty_input_loads_nothing() {
+    assert_eq!(
+        load(&[file("e.yaml", "# nothing\n---\n")], None, &nothing()).unwrap(),
+        Vec::new()
+    );
+}
+
+#[test]
+fn never_panics_on_truncated_or_mangled_input() {
+    let text = format!("{PROJECT}---\n{STAGES}");
+    let cuts = text.char_indices().map(|(i, _)| i).step_by(23);
+    for cut in cuts {
+        let _ = load(&[file("cut.yaml", &text[..cut])], Some("demo"), &nothing());
+        let mangled = format!("{}\t: [{{&*!|>\n{}", &text[..cut], &text[cut..]);
+        let _ = load(&[file("mangled.yaml", &mangled)], None, &nothing());
+    }
+}

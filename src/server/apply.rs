@@ -1,0 +1,161 @@
+//! Applying a batch of YAML documents: validate them all together against what is stored,
+//! then write every change in one atomic commit. Used by `POST /api/v1/apply` and by
+//! `dray serve --config`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::{Kind, ObjectKey};
+use crate::config::{self, ConfigErrors, SourceFile};
+use crate::secrets::SecretKey;
+use crate::store::{Store, Write, desired_state};
+
+use super::credentials;
+use super::error::ApiError;
+
+/// The body of `POST /api/v1/apply`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyRequest {
+    /// The files, with the paths the user gave (used in error messages).
+    pub files: Vec<ApplyFile>,
+    /// The project for documents that name none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_project: Option<String>,
+}
+
+/// One file of an apply request.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+pub struct ApplyFile {
+    /// The path, as the user wrote it.
+    pub path: String,
+    /// The YAML text.
+    pub content: String,
+}
+
+/// What happened to each resource.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ApplyResponse {
+    /// One entry per document, in the order they were written.
+    pub results: Vec<ApplyResult>,
+}
+
+/// What happened to one resource.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ApplyResult {
+    /// The kind.
+    pub kind: String,
+    /// The project, for namespaced kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+    /// `created`, `configured` or `unchanged`.
+    pub action: String,
+}
+
+/// The kinds that other documents refer to, loaded so references can be checked.
+const REFERENCED_KINDS: [Kind; 5] = [
+    Kind::Project,
+    Kind::ProjectConfig,
+    Kind::Warehouse,
+    Kind::PromotionTask,
+    Kind::Stage,
+];
+
+/// Everything stored that a batch of documents may refer to.
+pub(crate) async fn referenced_objects(
+    store: &dyn Store,
+) -> Result<BTreeMap<ObjectKey, Value>, ApiError> {
+    let mut existing = BTreeMap::new();
+    for kind in REFERENCED_KINDS {
+        for stored in store.list(kind, None).await? {
+            existing.insert(stored.key, stored.object);
+        }
+    }
+    Ok(existing)
+}
+
+/// Validates and stores a batch of documents; nothing is stored if anything is invalid.
+pub async fn apply(
+    store: &dyn Store,
+    key: &SecretKey,
+    request: ApplyRequest,
+) -> Result<ApplyResponse, ApiError> {
+    let files: Vec<SourceFile> = request
+        .files
+        .into_iter()
+        .map(|f| SourceFile {
+            path: f.path,
+            content: f.content,
+        })
+        .collect();
+    let existing = referenced_objects(store).await?;
+    let manifests = config::load(&files, request.default_project.as_deref(), &existing)?;
+    if manifests.is_empty() {
+        return Err(ApiError::from(ConfigErrors(vec![config::ConfigError {
+            file: files
+                .iter()
+                .map(|f| f.path.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            document: None,
+            kind: None,
+            name: None,
+            line: None,
+            field: None,
+            message: "no resources found".into(),
+            hint: Some("the files hold no YAML documents with `kind:`".into()),
+        }])));
+    }
+
+    let mut ordered = manifests;
+    ordered.sort_by_key(|m| Kind::ALL.iter().position(|k| *k == m.key.kind));
+    let mut writes = Vec::new();
+    let mut results = Vec::new();
+    let mut seen = BTreeSet::new();
+    for manifest in ordered {
+        seen.insert(manifest.key.clone());
+        let current = store.get(&manifest.key).await?;
+        let mut object = manifest.object;
+        let action = match current {
+            None => {
+                credentials::seal(key, &mut object, None)?;
+                writes.push(Write::Create(object));
+                "created"
+            }
+            Some(current) if credentials::is_unchanged(key, &current, &object)? => "unchanged",
+            Some(current) => {
+                credentials::seal(key, &mut object, Some(&current))?;
+                let status = object.get("status").cloned();
+                let mut desired = desired_state(&object);
+                desired["metadata"]["resourceVersion"] =
+                    Value::String(current.resource_version.to_string());
+                writes.push(Write::Update(desired));
+                if manifest.key.kind == Kind::Credential
+                    && let Some(status) = status
+                {
+                    let key = manifest.key.clone();
+                    writes.push(Write::UpdateStatus {
+                        key,
+                        status,
+                        resource_version: None,
+                    });
+                }
+                "configured"
+            }
+        };
+        results.push(ApplyResult {
+            kind: manifest.key.kind.as_str().to_owned(),
+            namespace: manifest.key.namespace.clone(),
+            name: manifest.key.name.clone(),
+            action: action.to_owned(),
+        });
+    }
+    if !writes.is_empty() {
+        store.commit(writes).await?;
+    }
+    Ok(ApplyResponse { results })
+}

@@ -1,0 +1,158 @@
+//! One error type for every API route, with a stable JSON shape:
+//! `{"error": {"code": "...", "message": "...", "hint": "...", "details": [...]}}`.
+//! Internal failures are logged in full and answered with a generic message.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ConfigErrors;
+use crate::store::StoreError;
+
+/// The body of every error response.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, for people and programs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ErrorDetail {
+    /// A stable, machine-readable code: `not_found`, `conflict`, `invalid`, `internal`, …
+    pub code: String,
+    /// What went wrong, naming the resource.
+    pub message: String,
+    /// What to do next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Structured details, e.g. every validation error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// An error answered by the API.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    detail: ErrorDetail,
+}
+
+impl ApiError {
+    /// An error with a status, code and message.
+    pub fn new(status: StatusCode, code: &str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            detail: ErrorDetail {
+                code: code.to_owned(),
+                message: message.into(),
+                hint: None,
+                details: None,
+            },
+        }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.detail.hint = Some(hint.into());
+        self
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 404: no such resource or route.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 409: the request conflicts with the stored state.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 500: something broke; the cause is logged, not returned.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle the request; its log has the details",
+        )
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(ErrorBody { error: self.detail })).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> Self {
+        match &error {
+            StoreError::NotFound(key) => ApiError::not_found(error.to_string()).with_hint(format!(
+                "run `dray get {}` to see what exists",
+                key.kind.plural()
+            )),
+            StoreError::AlreadyExists(_) => ApiError::conflict(error.to_string())
+                .with_hint("use `dray apply` to update an existing resource"),
+            StoreError::Conflict { .. } => ApiError::conflict(error.to_string()),
+            StoreError::Invalid(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                error.to_string(),
+            ),
+            StoreError::Open { .. } | StoreError::Database(_) | StoreError::Internal(_) => {
+                ApiError::internal(error)
+            }
+        }
+    }
+}
+
+impl From<ConfigErrors> for ApiError {
+    fn from(errors: ConfigErrors) -> Self {
+        let count = errors.0.len();
+        let mut error = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            format!(
+                "{count} error{} in the configuration; nothing was stored",
+                plural(count)
+            ),
+        )
+        .with_hint("fix every error listed and apply again");
+        error.detail.details = serde_json::to_value(&errors.0).ok();
+        error
+    }
+}
+
+fn plural(count: usize) -> &'static str {
+    if count == 1 { "" } else { "s" }
+}
+
+impl std::fmt::Display for ApiError {
+    /// The message, every validation error on its own line, then the hint.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.detail.message)?;
+        if let Some(details) = &self.detail.details {
+            let errors: Vec<crate::config::ConfigError> =
+                serde_json::from_value(details.clone()).unwrap_or_default();
+            for error in errors {
+                write!(f, "\n{error}")?;
+            }
+        }
+        if let Some(hint) = &self.detail.hint {
+            write!(f, "\nhint: {hint}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,104 @@
+//! The HTTP server of `dray serve`: the JSON API, health, and (later) webhook receivers and
+//! the web UI. Nothing here decides; routes validate input, call the store, and answer.
+//!
+//! [`router`] builds the whole API from an [`AppState`]; `main` serves it and tests call
+//! it with `tower::ServiceExt::oneshot`.
+
+pub mod apply;
+mod credentials;
+pub mod error;
+pub mod resources;
+pub mod run;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use crate::secrets::SecretKey;
+use crate::store::Store;
+
+pub use error::{ApiError, ErrorBody};
+pub use run::{ServeOptions, serve};
+
+/// What every route shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// Where resources live.
+    pub store: Arc<dyn Store>,
+    /// Seals and opens Credential secrets.
+    pub secret_key: Arc<SecretKey>,
+}
+
+/// The whole HTTP API.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/version", get(version))
+        .route("/apply", post(apply_route))
+        .route(
+            "/projects",
+            get(resources::list_projects).post(resources::create_project),
+        )
+        .route(
+            "/projects/{name}",
+            get(resources::get_project)
+                .put(resources::put_project)
+                .delete(resources::delete_project),
+        )
+        .route(
+            "/projects/{project}/{plural}",
+            get(resources::list).post(resources::create),
+        )
+        .route(
+            "/projects/{project}/{plural}/{name}",
+            get(resources::get)
+                .put(resources::put)
+                .delete(resources::delete),
+        )
+        .route(
+            "/projects/{project}/{plural}/{name}/status",
+            put(resources::put_status),
+        );
+    Router::new()
+        .route("/healthz", get(healthz))
+        .nest("/api/v1", api)
+        .fallback(not_found)
+        .with_state(state)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
+}
+
+async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn version() -> Json<Value> {
+    Json(json!({"version": crate::VERSION, "apiVersion": crate::api::API_VERSION}))
+}
+
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for `{}`", uri.path()))
+        .with_hint("the API lives under /api/v1; see docs/architecture.md")
+}
+
+async fn apply_route(
+    State(state): State<AppState>,
+    Json(request): Json<apply::ApplyRequest>,
+) -> Result<Json<apply::ApplyResponse>, ApiError> {
+    let response = apply::apply(state.store.as_ref(), &state.secret_key, request).await?;
+    for result in &response.results {
+        if result.action != "unchanged" {
+            tracing::info!(
+                kind = %result.kind,
+                namespace = result.namespace.as_deref().unwrap_or(""),
+                name = %result.name,
+                action = %result.action,
+                "applied"
+            );
+        }
+    }
+    Ok(Json(response))
+}

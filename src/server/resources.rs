@@ -1,0 +1,307 @@
+//! CRUD and list routes for every kind, scoped by project:
+//!
+//! - `GET|POST /api/v1/projects`, `GET|PUT|DELETE /api/v1/projects/{name}`
+//! - `GET|POST /api/v1/projects/{project}/{plural}`
+//! - `GET|PUT|DELETE /api/v1/projects/{project}/{plural}/{name}`
+//! - `PUT /api/v1/projects/{project}/{plural}/{name}/status`
+//!
+//! Creates and updates go through the same validation as `dray apply`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::api::{Kind, ObjectKey};
+use crate::config::{self, SourceFile};
+use crate::store::{StoredObject, key_of, resource_version_of};
+
+use super::AppState;
+use super::apply::referenced_objects;
+use super::credentials::{present, seal};
+use super::error::ApiError;
+
+/// Optional preconditions on deletes.
+#[derive(Deserialize, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeleteParams {
+    resource_version: Option<u64>,
+}
+
+fn kind_from_plural(plural: &str) -> Result<Kind, ApiError> {
+    Kind::from_user_input(plural)
+        .filter(|k| k.is_namespaced())
+        .ok_or_else(|| {
+            let known: Vec<_> = Kind::ALL
+                .iter()
+                .filter(|k| k.is_namespaced())
+                .map(|k| k.plural())
+                .collect();
+            ApiError::not_found(format!("there is no resource type `{plural}`"))
+                .with_hint(format!("use one of: {}", known.join(", ")))
+        })
+}
+
+fn bodies(objects: Vec<StoredObject>) -> Json<Vec<Value>> {
+    Json(objects.into_iter().map(|o| present(o.object)).collect())
+}
+
+fn body(object: StoredObject) -> Json<Value> {
+    Json(present(object.object))
+}
+
+async fn require_project(state: &AppState, project: &str) -> Result<(), ApiError> {
+    let key = ObjectKey::cluster(Kind::Project, project);
+    match state.store.get(&key).await? {
+        Some(_) => Ok(()),
+        None => Err(
+            ApiError::not_found(format!("project `{project}` does not exist"))
+                .with_hint("run `dray get projects` to list projects"),
+        ),
+    }
+}
+
+/// Validates one object like `dray apply` would, and returns it as loaded.
+async fn validated(state: &AppState, object: &Value) -> Result<Value, ApiError> {
+    let existing = referenced_objects(state.store.as_ref()).await?;
+    let file = SourceFile {
+        path: "request body".into(),
+        content: object.to_string(),
+    };
+    let mut manifests = config::load(&[file], None, &existing)?;
+    let manifest = manifests
+        .pop()
+        .ok_or_else(|| ApiError::bad_request("the request body holds no resource"))?;
+    let mut loaded = manifest.object;
+    if let Some(rv) = object.pointer("/metadata/resourceVersion") {
+        loaded["metadata"]["resourceVersion"] = rv.clone();
+    }
+    Ok(loaded)
+}
+
+fn check_path_matches(object: &Value, expected: &ObjectKey) -> Result<(), ApiError> {
+    let actual = key_of(object)?;
+    if &actual != expected {
+        return Err(ApiError::bad_request(format!(
+            "the body describes {actual} but the URL names {expected}"
+        )));
+    }
+    Ok(())
+}
+
+fn fill_namespace(object: &mut Value, project: &str) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.entry("namespace")
+            .or_insert_with(|| Value::String(project.to_owned()));
+    }
+}
+
+/// Who still refers to a resource that is about to be deleted.
+async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, ApiError> {
+    let Some(project) = key.namespace.as_deref() else {
+        let mut held = Vec::new();
+        for kind in Kind::ALL.into_iter().filter(|k| k.is_namespaced()) {
+            let count = state.store.list(kind, Some(&key.name)).await?.len();
+            if count > 0 {
+                held.push(format!("{count} {}", kind.plural()));
+            }
+        }
+        return Ok(held);
+    };
+    let stages = state.store.list(Kind::Stage, Some(project)).await?;
+    let mut names = Vec::new();
+    for stage in stages {
+        let spec = &stage.object["spec"];
+        let refers = match key.kind {
+            Kind::Warehouse => spec["requestedFreight"].as_array().is_some_and(|reqs| {
+                reqs.iter()
+                    .any(|r| r["origin"]["name"].as_str() == Some(&key.name))
+            }),
+            Kind::Stage => spec["requestedFreight"].as_array().is_some_and(|reqs| {
+                reqs.iter().any(|r| {
+                    r["sources"]["stages"]
+                        .as_array()
+                        .is_some_and(|s| s.iter().any(|n| n.as_str() == Some(&key.name)))
+                })
+            }),
+            Kind::PromotionTask => spec["promotionTemplate"]["spec"]["steps"]
+                .as_array()
+                .is_some_and(|steps| {
+                    steps
+                        .iter()
+                        .any(|s| s["task"]["name"].as_str() == Some(&key.name))
+                }),
+            _ => false,
+        };
+        if refers {
+            names.push(format!("stage `{}`", stage.key.name));
+        }
+    }
+    Ok(names)
+}
+
+async fn delete_key(
+    state: &AppState,
+    key: ObjectKey,
+    params: DeleteParams,
+) -> Result<Json<Value>, ApiError> {
+    let referrers = referrers(state, &key).await?;
+    if !referrers.is_empty() {
+        return Err(
+            ApiError::conflict(format!("{key} is still used by {}", referrers.join(", ")))
+                .with_hint("delete or change those first"),
+        );
+    }
+    let deleted = state.store.delete(&key, params.resource_version).await?;
+    tracing::info!(resource = %key, "deleted");
+    Ok(body(deleted))
+}
+
+pub(crate) async fn list_projects(
+    State(state): State<AppState>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    Ok(bodies(state.store.list(Kind::Project, None).await?))
+}
+
+pub(crate) async fn create_project(
+    State(state): State<AppState>,
+    Json(object): Json<Value>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let object = validated(&state, &object).await?;
+    let created = state.store.create(object).await?;
+    tracing::info!(resource = %created.key, "created");
+    Ok((StatusCode::CREATED, body(created)))
+}
+
+pub(crate) async fn get_project(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let key = ObjectKey::cluster(Kind::Project, &name);
+    let stored = state.store.get(&key).await?.ok_or_else(|| {
+        ApiError::not_found(format!("project `{name}` does not exist"))
+            .with_hint("run `dray get projects` to list projects")
+    })?;
+    Ok(body(stored))
+}
+
+pub(crate) async fn put_project(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Json(object): Json<Value>,
+) -> Result<Json<Value>, ApiError> {
+    check_path_matches(&object, &ObjectKey::cluster(Kind::Project, &name))?;
+    let object = validated(&state, &object).await?;
+    let updated = state.store.update(object).await?;
+    Ok(body(updated))
+}
+
+pub(crate) async fn delete_project(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Query<DeleteParams>,
+) -> Result<Json<Value>, ApiError> {
+    delete_key(&state, ObjectKey::cluster(Kind::Project, &name), params).await
+}
+
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Path((project, plural)): Path<(String, String)>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    require_project(&state, &project).await?;
+    Ok(bodies(state.store.list(kind, Some(&project)).await?))
+}
+
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    Path((project, plural)): Path<(String, String)>,
+    Json(mut object): Json<Value>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    fill_namespace(&mut object, &project);
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    check_path_matches(&object, &ObjectKey::namespaced(kind, &project, name))?;
+    let mut object = validated(&state, &object).await?;
+    seal(&state.secret_key, &mut object, None)?;
+    let created = state.store.create(object).await?;
+    tracing::info!(resource = %created.key, "created");
+    Ok((StatusCode::CREATED, body(created)))
+}
+
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    Path((project, plural, name)): Path<(String, String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    let key = ObjectKey::namespaced(kind, &project, &name);
+    let stored = state.store.get(&key).await?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "{kind} `{name}` does not exist in project `{project}`"
+        ))
+        .with_hint(format!(
+            "run `dray get {} -p {project}` to list them",
+            kind.plural()
+        ))
+    })?;
+    Ok(body(stored))
+}
+
+pub(crate) async fn put(
+    State(state): State<AppState>,
+    Path((project, plural, name)): Path<(String, String, String)>,
+    Json(mut object): Json<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    fill_namespace(&mut object, &project);
+    let key = ObjectKey::namespaced(kind, &project, &name);
+    check_path_matches(&object, &key)?;
+    let mut object = validated(&state, &object).await?;
+    if kind == Kind::Credential {
+        let previous = state.store.get(&key).await?;
+        seal(&state.secret_key, &mut object, previous.as_ref())?;
+        let status = object.get("status").cloned().unwrap_or_default();
+        let updated = state.store.update(object).await?;
+        let updated = state
+            .store
+            .update_status(&key, status, Some(updated.resource_version))
+            .await?;
+        return Ok(body(updated));
+    }
+    let updated = state.store.update(object).await?;
+    tracing::info!(resource = %updated.key, "updated");
+    Ok(body(updated))
+}
+
+pub(crate) async fn put_status(
+    State(state): State<AppState>,
+    Path((project, plural, name)): Path<(String, String, String)>,
+    Json(object): Json<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    let key = ObjectKey::namespaced(kind, &project, &name);
+    let status = object
+        .get("status")
+        .filter(|s| s.is_object())
+        .cloned()
+        .ok_or_else(|| ApiError::bad_request("the body must hold a `status` object"))?;
+    let resource_version = resource_version_of(&object)?;
+    let updated = state
+        .store
+        .update_status(&key, status, resource_version)
+        .await?;
+    Ok(body(updated))
+}
+
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Path((project, plural, name)): Path<(String, String, String)>,
+    Query(params): Query<DeleteParams>,
+) -> Result<Json<Value>, ApiError> {
+    let kind = kind_from_plural(&plural)?;
+    delete_key(&state, ObjectKey::namespaced(kind, &project, &name), params).await
+}

@@ -1,0 +1,43 @@
+//! The store's errors, one variant per way a read or write can fail.
+
+use crate::api::ObjectKey;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The resource does not exist.
+    #[error("{0} not found")]
+    NotFound(ObjectKey),
+    /// A create named a resource that exists.
+    #[error("{0} already exists")]
+    AlreadyExists(ObjectKey),
+    /// An update or delete named a stale `resourceVersion`.
+    #[error(
+        "{key} was changed by someone else (you had resourceVersion {expected}, it is now {actual}); read it again and retry"
+    )]
+    Conflict {
+        /// The resource.
+        key: ObjectKey,
+        /// The version the caller had.
+        expected: u64,
+        /// The version stored now.
+        actual: u64,
+    },
+    /// The object handed to the store is not a well-formed resource.
+    #[error("invalid object: {0}")]
+    Invalid(String),
+    /// The database could not be opened or migrated.
+    #[error("cannot open the data directory `{path}`: {cause}")]
+    Open {
+        /// The data directory or database file.
+        path: String,
+        /// What went wrong.
+        cause: String,
+    },
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// Anything else that should not happen.
+    #[error("internal store error: {0}")]
+    Internal(String),
+}

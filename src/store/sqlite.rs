@@ -1,0 +1,557 @@
+//! The embedded store: SQLite in WAL mode with `synchronous=FULL`, one writer, schema
+//! migrations by `PRAGMA user_version`. Blocking SQLite calls run on tokio's blocking pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::api::{Kind, ObjectKey};
+
+use super::object::{desired_state, key_of, resource_version_of, spec_part};
+use super::{Change, ChangeFeed, ChangeOp, Store, StoreError, StoredObject, Write};
+
+/// The database file inside the data directory.
+pub const DATABASE_FILE: &str = "dray.db";
+
+/// How many change-feed rows to keep; older ones are trimmed.
+const CHANGES_KEPT: u64 = 100_000;
+
+/// Schema migrations, applied in order; `PRAGMA user_version` counts how many ran.
+const MIGRATIONS: &[&str] = &[
+    // 1: resources and the change feed.
+    "CREATE TABLE objects (
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        resource_version INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (kind, namespace, name)
+     ) WITHOUT ROWID;
+     CREATE TABLE changes (
+        revision INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        op TEXT NOT NULL
+     );",
+];
+
+/// The embedded SQLite store.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connection: Mutex<Connection>,
+    latest: watch::Sender<u64>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in a data directory and migrates it.
+    pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
+        let open_error = |cause: String| StoreError::Open {
+            path: data_dir.display().to_string(),
+            cause,
+        };
+        std::fs::create_dir_all(data_dir).map_err(|e| open_error(e.to_string()))?;
+        let path = data_dir.join(DATABASE_FILE);
+        let mut connection = Connection::open(&path).map_err(|e| open_error(e.to_string()))?;
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+            )
+            .map_err(|e| open_error(e.to_string()))?;
+        connection
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| open_error(e.to_string()))?;
+        migrate(&mut connection).map_err(|e| open_error(e.to_string()))?;
+        let latest: u64 = connection
+            .query_row("SELECT COALESCE(MAX(revision), 0) FROM changes", [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| open_error(e.to_string()))?;
+        let (sender, _) = watch::channel(latest);
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                connection: Mutex::new(connection),
+                latest: sender,
+                path,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut connection = inner
+                .connection
+                .lock()
+                .map_err(|_| StoreError::Internal("the database lock was poisoned".into()))?;
+            work(&mut connection)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(format!("database task failed: {e}")))?
+    }
+}
+
+fn migrate(connection: &mut Connection) -> Result<(), rusqlite::Error> {
+    let applied: usize = connection.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(applied) {
+        let tx = connection.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", index + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn namespace_column(key: &ObjectKey) -> &str {
+    key.namespace.as_deref().unwrap_or("")
+}
+
+fn read_row(tx: &Transaction<'_>, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    let row: Option<(u64, String)> = tx
+        .query_row(
+            "SELECT resource_version, body FROM objects WHERE kind=?1 AND namespace=?2 AND name=?3",
+            params![key.kind.as_str(), namespace_column(key), key.name],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    row.map(|(resource_version, body)| parse_row(key.clone(), resource_version, &body))
+        .transpose()
+}
+
+fn parse_row(
+    key: ObjectKey,
+    resource_version: u64,
+    body: &str,
+) -> Result<StoredObject, StoreError> {
+    let object = serde_json::from_str(body)
+        .map_err(|e| StoreError::Internal(format!("stored body of {key} is not JSON: {e}")))?;
+    Ok(StoredObject {
+        key,
+        resource_version,
+        object,
+    })
+}
+
+fn check_version(key: &ObjectKey, expected: Option<u64>, actual: u64) -> Result<(), StoreError> {
+    match expected {
+        Some(expected) if expected != actual => Err(StoreError::Conflict {
+            key: key.clone(),
+            expected,
+            actual,
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn record_change(tx: &Transaction<'_>, key: &ObjectKey, op: ChangeOp) -> Result<u64, StoreError> {
+    let op_text = match op {
+        ChangeOp::Created => "Created",
+        ChangeOp::Updated => "Updated",
+        ChangeOp::StatusUpdated => "StatusUpdated",
+        ChangeOp::Deleted => "Deleted",
+    };
+    tx.execute(
+        "INSERT INTO changes (kind, namespace, name, op) VALUES (?1, ?2, ?3, ?4)",
+        params![key.kind.as_str(), namespace_column(key), key.name, op_text],
+    )?;
+    Ok(tx.last_insert_rowid() as u64)
+}
+
+fn write_row(tx: &Transaction<'_>, stored: &StoredObject) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT INTO objects (kind, namespace, name, resource_version, body)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (kind, namespace, name)
+         DO UPDATE SET resource_version = excluded.resource_version, body = excluded.body",
+        params![
+            stored.key.kind.as_str(),
+            namespace_column(&stored.key),
+            stored.key.name,
+            stored.resource_version,
+            stored.object.to_string()
+        ],
+    )?;
+    Ok(())
+}
+
+fn set_metadata(object: &mut Value, field: &str, value: Value) {
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert(field.to_owned(), value);
+    }
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
+}
+
+fn apply_write(tx: &Transaction<'_>, write: Write) -> Result<StoredObject, StoreError> {
+    match write {
+        Write::Create(mut object) => {
+            let key = key_of(&object)?;
+            if read_row(tx, &key)?.is_some() {
+                return Err(StoreError::AlreadyExists(key));
+            }
+            let revision = record_change(tx, &key, ChangeOp::Created)?;
+            if !object.get("metadata").is_some_and(Value::is_object) {
+                return Err(StoreError::Invalid(format!("{key} has no metadata")));
+            }
+            set_metadata(&mut object, "resourceVersion", json!(revision.to_string()));
+            set_metadata(&mut object, "uid", json!(uuid::Uuid::new_v4().to_string()));
+            set_metadata(&mut object, "generation", json!(1));
+            set_metadata(&mut object, "creationTimestamp", json!(now()));
+            let stored = StoredObject {
+                key,
+                resource_version: revision,
+                object,
+            };
+            write_row(tx, &stored)?;
+            Ok(stored)
+        }
+        Write::Update(object) => {
+            let key = key_of(&object)?;
+            let expected = resource_version_of(&object)?;
+            let current = read_row(tx, &key)?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_version(&key, expected, current.resource_version)?;
+            let revision = record_change(tx, &key, ChangeOp::Updated)?;
+            let mut next = desired_state(&object);
+            let old_meta = current.object.get("metadata").cloned().unwrap_or_default();
+            for kept in ["uid", "creationTimestamp"] {
+                if let Some(value) = old_meta.get(kept) {
+                    set_metadata(&mut next, kept, value.clone());
+                }
+            }
+            let old_generation = old_meta
+                .get("generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            let generation = if spec_part(&current.object) == spec_part(&next) {
+                old_generation
+            } else {
+                old_generation + 1
+            };
+            set_metadata(&mut next, "generation", json!(generation));
+            set_metadata(&mut next, "resourceVersion", json!(revision.to_string()));
+            if let (Some(map), Some(status)) = (next.as_object_mut(), current.object.get("status"))
+            {
+                map.insert("status".into(), status.clone());
+            }
+            let stored = StoredObject {
+                key,
+                resource_version: revision,
+                object: next,
+            };
+            write_row(tx, &stored)?;
+            Ok(stored)
+        }
+        Write::UpdateStatus {
+            key,
+            status,
+            resource_version,
+        } => {
+            let mut current =
+                read_row(tx, &key)?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_version(&key, resource_version, current.resource_version)?;
+            let revision = record_change(tx, &key, ChangeOp::StatusUpdated)?;
+            if let Some(map) = current.object.as_object_mut() {
+                map.insert("status".into(), status);
+            }
+            set_metadata(
+                &mut current.object,
+                "resourceVersion",
+                json!(revision.to_string()),
+            );
+            current.resource_version = revision;
+            write_row(tx, &current)?;
+            Ok(current)
+        }
+        Write::Delete {
+            key,
+            resource_version,
+        } => {
+            let current = read_row(tx, &key)?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+            check_version(&key, resource_version, current.resource_version)?;
+            record_change(tx, &key, ChangeOp::Deleted)?;
+            tx.execute(
+                "DELETE FROM objects WHERE kind=?1 AND namespace=?2 AND name=?3",
+                params![key.kind.as_str(), namespace_column(&key), key.name],
+            )?;
+            Ok(current)
+        }
+    }
+}
+
+fn parse_op(text: &str) -> ChangeOp {
+    match text {
+        "Created" => ChangeOp::Created,
+        "StatusUpdated" => ChangeOp::StatusUpdated,
+        "Deleted" => ChangeOp::Deleted,
+        _ => ChangeOp::Updated,
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        let key = key.clone();
+        self.with_connection(move |c| {
+            let tx = c.transaction()?;
+            read_row(&tx, &key)
+        })
+        .await
+    }
+
+    async fn list(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let namespace = namespace.map(str::to_owned);
+        self.with_connection(move |c| {
+            let mut statement = c.prepare_cached(
+                "SELECT namespace, name, resource_version, body FROM objects
+                 WHERE kind = ?1 AND (?2 IS NULL OR namespace = ?2)
+                 ORDER BY namespace, name",
+            )?;
+            let rows = statement.query_map(params![kind.as_str(), namespace], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })?;
+            let mut objects = Vec::new();
+            for row in rows {
+                let (ns, name, resource_version, body) = row?;
+                let key = if kind.is_namespaced() {
+                    ObjectKey::namespaced(kind, &ns, &name)
+                } else {
+                    ObjectKey::cluster(kind, &name)
+                };
+                objects.push(parse_row(key, resource_version, &body)?);
+            }
+            Ok(objects)
+        })
+        .await
+    }
+
+    async fn commit(&self, writes: Vec<Write>) -> Result<Vec<StoredObject>, StoreError> {
+        let inner = self.inner.clone();
+        let (stored, latest) = self
+            .with_connection(move |c| {
+                let tx = c.transaction()?;
+                let stored = writes
+                    .into_iter()
+                    .map(|w| apply_write(&tx, w))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let latest: u64 =
+                    tx.query_row("SELECT COALESCE(MAX(revision), 0) FROM changes", [], |r| {
+                        r.get(0)
+                    })?;
+                if latest > CHANGES_KEPT && latest % 1000 == 0 {
+                    tx.execute(
+                        "DELETE FROM changes WHERE revision <= ?1",
+                        params![latest - CHANGES_KEPT],
+                    )?;
+                }
+                tx.commit()?;
+                Ok((stored, latest))
+            })
+            .await?;
+        inner.latest.send_replace(latest);
+        Ok(stored)
+    }
+
+    fn changes(&self) -> ChangeFeed {
+        ChangeFeed::new(self.inner.latest.subscribe())
+    }
+
+    async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
+        self.with_connection(move |c| {
+            let mut statement = c.prepare_cached(
+                "SELECT revision, kind, namespace, name, op FROM changes
+                 WHERE revision > ?1 ORDER BY revision LIMIT ?2",
+            )?;
+            let rows = statement.query_map(params![revision, limit as i64], |r| {
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })?;
+            let mut changes = Vec::new();
+            for row in rows {
+                let (revision, kind, ns, name, op) = row?;
+                let Some(kind) = Kind::from_manifest_kind(&kind) else {
+                    continue;
+                };
+                let key = if kind.is_namespaced() {
+                    ObjectKey::namespaced(kind, &ns, &name)
+                } else {
+                    ObjectKey::cluster(kind, &name)
+                };
+                changes.push(Change {
+                    revision,
+                    key,
+                    op: parse_op(&op),
+                });
+            }
+            Ok(changes)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn stage(name: &str, rv: Option<&str>) -> Value {
+        let mut object = json!({
+            "apiVersion": "dray.dev/v1alpha1",
+            "kind": "Stage",
+            "metadata": {"name": name, "namespace": "demo"},
+            "spec": {"requestedFreight": []}
+        });
+        if let Some(rv) = rv {
+            object["metadata"]["resourceVersion"] = json!(rv);
+        }
+        object
+    }
+
+    #[tokio::test]
+    async fn create_get_update_delete_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let created = store.create(stage("dev", None)).await.unwrap();
+        assert_eq!(created.object["metadata"]["generation"], json!(1));
+        let key = created.key.clone();
+        let got = store.get(&key).await.unwrap().unwrap();
+        assert_eq!(got, created);
+
+        let status = json!({"lastPromotion": "p1"});
+        let with_status = store
+            .update_status(&key, status.clone(), Some(created.resource_version))
+            .await
+            .unwrap();
+        assert_eq!(with_status.object["status"], status);
+        assert_eq!(with_status.object["metadata"]["generation"], json!(1));
+
+        let mut changed = stage("dev", Some(&with_status.resource_version.to_string()));
+        changed["spec"]["vars"] = json!([{"name": "a", "value": "b"}]);
+        let updated = store.update(changed).await.unwrap();
+        assert_eq!(
+            updated.object["status"], status,
+            "an update keeps the status"
+        );
+        assert_eq!(updated.object["metadata"]["generation"], json!(2));
+        assert_eq!(
+            updated.object["metadata"]["uid"],
+            created.object["metadata"]["uid"]
+        );
+
+        store.delete(&key, None).await.unwrap();
+        assert!(store.get(&key).await.unwrap().is_none());
+        assert!(matches!(
+            store.delete(&key, None).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_stale_update_is_a_conflict_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let first = store.create(stage("dev", None)).await.unwrap();
+        let stale = first.resource_version.to_string();
+        store.update(stage("dev", Some(&stale))).await.unwrap();
+        let mut late = stage("dev", Some(&stale));
+        late["spec"]["vars"] = json!([{"name": "lost", "value": "update"}]);
+        let result = store.update(late).await;
+        assert!(
+            matches!(result, Err(StoreError::Conflict { .. })),
+            "{result:?}"
+        );
+        let now = store.get(&first.key).await.unwrap().unwrap();
+        assert!(now.object["spec"].get("vars").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_batch_is_all_or_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.create(stage("dev", None)).await.unwrap();
+        let result = store
+            .commit(vec![
+                Write::Create(stage("staging", None)),
+                Write::Create(stage("dev", None)),
+            ])
+            .await;
+        assert!(matches!(result, Err(StoreError::AlreadyExists(_))));
+        assert_eq!(
+            store.list(Kind::Stage, Some("demo")).await.unwrap().len(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn the_feed_wakes_waiters_and_lists_changes_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let mut feed = store.changes();
+        let start = feed.latest();
+        let writer = store.clone();
+        let handle = tokio::spawn(async move { writer.create(stage("dev", None)).await });
+        let woke = feed.wait_past(start, Duration::from_secs(30)).await;
+        assert!(woke.is_some_and(|rev| rev > start));
+        handle.await.unwrap().unwrap();
+        let key = ObjectKey::namespaced(Kind::Stage, "demo", "dev");
+        store.delete(&key, None).await.unwrap();
+        let changes = store.changes_since(start, 10).await.unwrap();
+        let ops: Vec<_> = changes.iter().map(|c| c.op).collect();
+        assert_eq!(ops, vec![ChangeOp::Created, ChangeOp::Deleted]);
+        assert!(changes.iter().all(|c| c.key == key));
+    }
+
+    #[tokio::test]
+    async fn data_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let rv = {
+            let store = SqliteStore::open(dir.path()).unwrap();
+            store
+                .create(stage("dev", None))
+                .await
+                .unwrap()
+                .resource_version
+        };
+        let store = SqliteStore::open(dir.path()).unwrap();
+        assert_eq!(store.changes().latest(), rv);
+        let key = ObjectKey::namespaced(Kind::Stage, "demo", "dev");
+        assert_eq!(store.get(&key).await.unwrap().unwrap().resource_version, rv);
+    }
+}
