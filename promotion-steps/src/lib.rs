@@ -1,1 +1,52 @@
-pub fn x() {}
+//! `dray-steps`: the [`Step`] trait and Dray's built-in promotion steps.
+//!
+//! The trait is the boundary between the engine and the things a promotion does:
+//!
+//! ```text
+//!   dray (engine, pipeline, store, server)
+//!     │  builds a StepContext, evaluates ${{ }} in the config, persists outcomes
+//!     ▼
+//!   dray-steps::Step  ◀── implemented here, one file per built-in step
+//!     │  touches git, renderers, forges, Argo CD, HTTP — nothing else
+//!     ▼
+//!   the world
+//! ```
+//!
+//! This crate never imports `dray`: a step receives a fully evaluated configuration and a
+//! narrow [`StepContext`] (work directory, Freight, credentials, HTTP client, repository
+//! cache, cancellation, a log sink), and answers with a [`StepOutcome`]. The binary
+//! registers [`builtin_steps`] with the engine at start-up; the engine never names a
+//! concrete step.
+//!
+//! Every step is idempotent: the engine may run the step that was in flight again after a
+//! crash, with the state the step saved last time ([`StepContext::saved_state`]).
+
+mod context;
+mod outcome;
+mod registry;
+
+pub use context::{
+    CredentialProvider, FreightCommit, FreightImage, GitCredentials, LogSink, NoCredentials,
+    RepoCache, StepContext, TargetFreight, ToolPaths,
+};
+pub use outcome::{StepOutcome, parse_config};
+pub use registry::{StepRegistry, builtin_steps};
+
+use async_trait::async_trait;
+
+/// One kind of promotion step, e.g. `git-clone`.
+///
+/// Implementations keep to one shape: a `KIND` constant, a typed `Config`
+/// (`serde` + `JsonSchema`) parsed with [`parse_config`] before any side effect (a bad
+/// config is [`StepOutcome::Failed`], never retried), then the work.
+#[async_trait]
+pub trait Step: Send + Sync {
+    /// The name used in `uses:`.
+    fn kind(&self) -> &'static str;
+
+    /// The JSON schema of the step's configuration.
+    fn config_schema(&self) -> schemars::Schema;
+
+    /// Runs the step with its fully evaluated configuration.
+    async fn run(&self, ctx: &StepContext, config: serde_json::Value) -> StepOutcome;
+}

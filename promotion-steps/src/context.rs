@@ -1,0 +1,193 @@
+//! What a step gets to work with: the narrow [`StepContext`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// An image of the Freight being promoted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightImage {
+    /// The repository, e.g. `registry.example.com/team/app`.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The tag.
+    pub tag: String,
+    /// The digest, `sha256:…`.
+    pub digest: String,
+}
+
+/// A config commit of the Freight being promoted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightCommit {
+    /// The repository URL.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The full commit id.
+    pub id: String,
+    /// The branch it was found on.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// The subject line.
+    #[serde(default)]
+    pub message: String,
+    /// The author.
+    #[serde(default)]
+    pub author: String,
+}
+
+/// The Freight a promotion moves.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetFreight {
+    /// The id (content hash).
+    pub id: String,
+    /// The alias.
+    pub alias: String,
+    /// The Warehouse it came from.
+    pub origin: String,
+    /// Its images.
+    pub images: Vec<FreightImage>,
+    /// Its config commits.
+    pub commits: Vec<FreightCommit>,
+}
+
+/// A user name and a password or token for git over HTTP.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GitCredentials {
+    /// The user name.
+    pub username: String,
+    /// The password or token.
+    pub password: String,
+}
+
+impl std::fmt::Debug for GitCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitCredentials")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Finds credentials for a repository URL.
+pub trait CredentialProvider: Send + Sync {
+    /// Credentials for a git repository, if the project has any for it.
+    fn git(&self, repo_url: &str) -> Option<GitCredentials>;
+    /// A token for a forge or API at `url` (GitHub, GitLab, Argo CD), if any.
+    fn token(&self, url: &str) -> Option<String>;
+}
+
+/// A provider with no credentials at all.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCredentials;
+
+impl CredentialProvider for NoCredentials {
+    fn git(&self, _: &str) -> Option<GitCredentials> {
+        None
+    }
+    fn token(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// The shared bare mirrors of git repositories, so that a promotion never clones afresh.
+#[async_trait]
+pub trait RepoCache: Send + Sync {
+    /// Brings the mirror of `repo_url` up to date and returns its path.
+    async fn fetch(
+        &self,
+        repo_url: &str,
+        credentials: Option<&GitCredentials>,
+    ) -> Result<PathBuf, String>;
+}
+
+/// Where the external tools are.
+#[derive(Clone, Debug)]
+pub struct ToolPaths {
+    /// `git`.
+    pub git: PathBuf,
+    /// `kubectl` (for `kubectl kustomize`).
+    pub kubectl: PathBuf,
+    /// A standalone `kustomize`, used instead of `kubectl kustomize` when set.
+    pub kustomize: Option<PathBuf>,
+    /// `helm`.
+    pub helm: PathBuf,
+}
+
+impl Default for ToolPaths {
+    fn default() -> Self {
+        ToolPaths {
+            git: PathBuf::from("git"),
+            kubectl: PathBuf::from("kubectl"),
+            kustomize: None,
+            helm: PathBuf::from("helm"),
+        }
+    }
+}
+
+/// Where a step's log lines go (the promotion's log, shown live in the CLI and UI).
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Everything a step may use.
+#[derive(Clone)]
+pub struct StepContext {
+    /// The promotion's work directory; step paths are relative to it.
+    pub work_dir: PathBuf,
+    /// The project.
+    pub project: String,
+    /// The Stage being promoted into.
+    pub stage: String,
+    /// The promotion's name.
+    pub promotion: String,
+    /// Who asked for the promotion.
+    pub actor: String,
+    /// The step's alias (for messages).
+    pub alias: String,
+    /// The Freight being promoted.
+    pub freight: TargetFreight,
+    /// Who approved the Freight for this Stage, if anyone did.
+    pub approved_by: Option<String>,
+    /// Credentials by repository.
+    pub credentials: Arc<dyn CredentialProvider>,
+    /// Bare mirrors of git repositories.
+    pub repos: Arc<dyn RepoCache>,
+    /// An HTTP client.
+    pub http: reqwest::Client,
+    /// External tools.
+    pub tools: ToolPaths,
+    /// Set when the promotion is aborted: stop at the next safe point.
+    pub cancel: CancellationToken,
+    /// The promotion's log.
+    pub log: LogSink,
+    /// What this step saved on its previous run, if it ran before.
+    pub saved_state: Option<Value>,
+}
+
+impl StepContext {
+    /// Resolves a path from a step's config inside the work directory, refusing paths that
+    /// escape it (`..`, absolute paths).
+    pub fn path(&self, relative: &str) -> Result<PathBuf, String> {
+        let candidate = Path::new(relative);
+        let escapes = candidate.is_absolute()
+            || candidate
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        if escapes {
+            return Err(format!(
+                "path `{relative}` leaves the promotion's work directory; use a relative path without `..`"
+            ));
+        }
+        Ok(self.work_dir.join(candidate))
+    }
+
+    /// Writes a line to the promotion's log.
+    pub fn log(&self, line: &str) {
+        (self.log)(line);
+    }
+}
