@@ -14,6 +14,7 @@ pub mod api;
 pub mod cli;
 pub mod config;
 pub mod discovery;
+pub mod expr;
 pub mod secrets;
 pub mod server;
 pub mod store;

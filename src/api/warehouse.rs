@@ -170,4 +170,72 @@ pub struct WarehouseStatus {
     /// The id of the newest Freight this Warehouse minted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_freight_id: Option<String>,
+    /// The refresh request (`dray.dev/refresh` annotation) handled last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_refresh: Option<String>,
+    /// What each subscription found last time, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subscriptions: Vec<SubscriptionStatus>,
+    /// Surprises seen by discovery, e.g. a tag that moved to another digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// What one subscription found, or why it found nothing.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionStatus {
+    /// The subscribed repository.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// `image` or `git`.
+    pub kind: String,
+    /// Whether the last discovery worked.
+    pub ready: bool,
+    /// Why it failed, in words that say what to do.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Recently discovered images (newest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<DiscoveredImageRef>,
+    /// Recently discovered commits (newest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commits: Vec<DiscoveredCommitRef>,
+    /// Opaque state that lets the next git discovery skip a fetch when nothing moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::optional_free_form_object")]
+    pub git_state: Option<serde_json::Value>,
+}
+
+/// A discovered image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredImageRef {
+    /// The tag.
+    pub tag: String,
+    /// The pinned digest.
+    pub digest: String,
+    /// When the image was built, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+}
+
+/// A discovered commit.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredCommitRef {
+    /// The commit id.
+    pub id: String,
+    /// The branch it was found on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The tag it was found under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The subject line.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The author.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
 }

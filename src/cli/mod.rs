@@ -55,6 +55,10 @@ pub enum Command {
     Get(commands::get::GetArgs),
     /// Delete a resource.
     Delete(commands::delete::DeleteArgs),
+    /// Ask a Warehouse to look for new artifacts now.
+    Refresh(commands::refresh::RefreshArgs),
+    /// Work with Freight (e.g. assemble hotfix Freight by hand).
+    Freight(commands::freight::FreightArgs),
     /// Write the CustomResourceDefinitions for Kubernetes.
     Crds(commands::crds::CrdsArgs),
     /// Print the CLI's and the server's versions.
@@ -101,6 +105,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Apply(args) => commands::apply::run(&ctx()?, args).await,
         Command::Get(args) => commands::get::run(&ctx()?, args).await,
         Command::Delete(args) => commands::delete::run(&ctx()?, args).await,
+        Command::Refresh(args) => commands::refresh::run(&ctx()?, args).await,
+        Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
         Command::Crds(args) => commands::crds::run(args),
         Command::Version => commands::version::run(&ctx()?).await,
     }

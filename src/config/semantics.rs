@@ -79,6 +79,37 @@ fn credential(credential: &Credential) -> Vec<Issue> {
 
 fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
     let mut issues = reject_unimplemented_features(&config.spec);
+    let receivers = FieldPath::of(&["spec", "webhookReceivers"]);
+    let mut names = std::collections::BTreeSet::new();
+    for (i, receiver) in config.spec.webhook_receivers.iter().enumerate() {
+        let at = receivers.index(i);
+        let providers = [
+            receiver.github.is_some(),
+            receiver.gitlab.is_some(),
+            receiver.generic.is_some(),
+            receiver.registry.is_some(),
+        ];
+        if providers.iter().filter(|set| **set).count() != 1 {
+            issues.push(
+                Issue::new(at.clone(), "a webhook receiver must set exactly one of `github`, `gitlab`, `generic`, `registry`")
+                    .hint("e.g. `github: {secretRef: github-webhook}` naming a Credential of type `webhook`"),
+            );
+        }
+        if !names.insert(receiver.name.as_str()) {
+            issues.push(
+                Issue::new(
+                    at.key("name"),
+                    format!("webhook receiver `{}` is defined twice", receiver.name),
+                )
+                .hint("give every receiver its own name; it is part of its URL"),
+            );
+        }
+        if let Some(issue) =
+            names::check(&receiver.name, MAX_LABEL, "receiver name", at.key("name"))
+        {
+            issues.push(issue);
+        }
+    }
     if let Some(project) = key.namespace.as_deref().filter(|ns| *ns != key.name) {
         issues.push(
             Issue::new(

@@ -7,7 +7,7 @@ use crate::api::ProjectConfigSpec;
 use super::error::Issue;
 use super::path::FieldPath;
 
-/// Rejects auto-promotion and webhook receivers, which are not implemented yet.
+/// Rejects auto-promotion, which is not implemented yet.
 pub(crate) fn reject_unimplemented_features(spec: &ProjectConfigSpec) -> Vec<Issue> {
     let mut issues = Vec::new();
     let policies = FieldPath::of(&["spec", "promotionPolicies"]);
@@ -21,15 +21,6 @@ pub(crate) fn reject_unimplemented_features(spec: &ProjectConfigSpec) -> Vec<Iss
                 .hint("remove `autoPromotionEnabled: true` and promote by hand (`dray promote`) for now"),
             );
         }
-    }
-    if !spec.webhook_receivers.is_empty() {
-        issues.push(
-            Issue::new(
-                FieldPath::of(&["spec", "webhookReceivers"]),
-                "webhook receivers are not implemented in this build of Dray",
-            )
-            .hint("remove `webhookReceivers`; Warehouses look for new artifacts every `interval`"),
-        );
     }
     issues
 }
@@ -57,16 +48,10 @@ mod tests {
             .collect();
         assert_eq!(
             found,
-            vec![
-                (
-                    "spec.promotionPolicies[1].autoPromotionEnabled".to_owned(),
-                    "auto-promotion is not implemented in this build of Dray"
-                ),
-                (
-                    "spec.webhookReceivers".to_owned(),
-                    "webhook receivers are not implemented in this build of Dray"
-                ),
-            ]
+            vec![(
+                "spec.promotionPolicies[1].autoPromotionEnabled".to_owned(),
+                "auto-promotion is not implemented in this build of Dray"
+            ),]
         );
         assert!(reject_unimplemented_features(&ProjectConfigSpec::default()).is_empty());
     }

@@ -123,18 +123,20 @@ pub async fn apply(
         let action = match current {
             None => {
                 credentials::seal(key, &mut object, None)?;
+                derive_status(&mut object);
                 writes.push(Write::Create(object));
                 "created"
             }
             Some(current) if credentials::is_unchanged(key, &current, &object)? => "unchanged",
             Some(current) => {
                 credentials::seal(key, &mut object, Some(&current))?;
+                let derived = derive_status(&mut object);
                 let status = object.get("status").cloned();
                 let mut desired = desired_state(&object);
                 desired["metadata"]["resourceVersion"] =
                     Value::String(current.resource_version.to_string());
                 writes.push(Write::Update(desired));
-                if manifest.key.kind == Kind::Credential
+                if (derived || manifest.key.kind == Kind::Credential)
                     && let Some(status) = status
                 {
                     let key = manifest.key.clone();
@@ -158,4 +160,24 @@ pub async fn apply(
         store.commit(writes).await?;
     }
     Ok(ApplyResponse { results })
+}
+
+/// Fills in the status that follows from the spec alone (a ProjectConfig's receiver URLs).
+/// Returns whether it did.
+fn derive_status(object: &mut Value) -> bool {
+    if object.get("kind").and_then(Value::as_str) != Some("ProjectConfig") {
+        return false;
+    }
+    let Ok(config) = serde_json::from_value::<crate::api::ProjectConfig>(object.clone()) else {
+        return false;
+    };
+    let project = config.metadata.namespace.clone().unwrap_or_default();
+    let receivers: Vec<Value> = config
+        .spec
+        .webhook_receivers
+        .iter()
+        .map(|r| serde_json::json!({"name": r.name, "path": super::webhooks::receiver_path(&project, r)}))
+        .collect();
+    object["status"] = serde_json::json!({"webhookReceivers": receivers});
+    true
 }

@@ -1,4 +1,4 @@
-//! The HTTP server of `dray serve`: the JSON API, health, and (later) webhook receivers and
+//! The HTTP server of `dray serve`: the JSON API, health, webhook receivers and (later)
 //! the web UI. Nothing here decides; routes validate input, call the store, and answer.
 //!
 //! [`router`] builds the whole API from an [`AppState`]; `main` serves it and tests call
@@ -7,10 +7,13 @@
 pub mod apply;
 mod credentials;
 pub mod error;
+pub mod refresh;
 pub mod resources;
 pub mod run;
 #[cfg(test)]
 mod tests;
+pub mod warehouses;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -32,6 +35,16 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// Seals and opens Credential secrets.
     pub secret_key: Arc<SecretKey>,
+    /// Registry and git access, for checking hand-assembled Freight.
+    pub discovery: Option<Arc<DiscoveryServices>>,
+}
+
+/// The discovery clients shared by the Warehouse controller and the API.
+pub struct DiscoveryServices {
+    /// Registry access.
+    pub images: crate::discovery::image::ImageDiscoverer,
+    /// The shared git mirrors.
+    pub mirrors: Arc<crate::discovery::git::MirrorCache>,
 }
 
 /// The whole HTTP API.
@@ -62,10 +75,23 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/projects/{project}/{plural}/{name}/status",
             put(resources::put_status),
+        )
+        .route(
+            "/projects/{project}/warehouses/{name}/refresh",
+            post(warehouses::refresh),
+        )
+        .route(
+            "/projects/{project}/freight/assemble",
+            post(warehouses::assemble_freight),
         );
     Router::new()
         .route("/healthz", get(healthz))
         .nest("/api/v1", api)
+        .route("/webhooks/{project}/{receiver}", post(webhooks::signed))
+        .route(
+            "/webhooks/{project}/{receiver}/{token}",
+            post(webhooks::generic),
+        )
         .fallback(not_found)
         .with_state(state)
         .layer(tower_http::trace::TraceLayer::new_for_http())

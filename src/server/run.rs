@@ -6,13 +6,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use tokio_util::sync::CancellationToken;
 
 use crate::config;
+use crate::discovery::controller::WarehouseController;
+use crate::discovery::git::{GitDiscoverer, MirrorCache};
+use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use crate::secrets::SecretKey;
-use crate::store::SqliteStore;
+use crate::store::{SqliteStore, Store};
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
-use super::{AppState, router};
+use super::{AppState, DiscoveryServices, router};
 
 /// How `dray serve` runs.
 #[derive(Debug, Clone)]
@@ -29,11 +33,28 @@ pub struct ServeOptions {
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let store = SqliteStore::open(&options.data_dir)?;
     tracing::info!(path = %store.path().display(), "store opened");
-    let secret_key = SecretKey::load(&options.data_dir)?;
+    let store: Arc<dyn Store> = Arc::new(store);
+    let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
+    let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
+        .context("cannot set up the registry client")?;
+    let mirrors = Arc::new(MirrorCache::new(&options.data_dir));
+    let services = Arc::new(DiscoveryServices {
+        images: images.clone(),
+        mirrors: mirrors.clone(),
+    });
     let state = AppState {
-        store: Arc::new(store),
-        secret_key: Arc::new(secret_key),
+        store: store.clone(),
+        secret_key: secret_key.clone(),
+        discovery: Some(services),
     };
+    let shutdown = CancellationToken::new();
+    let controller = WarehouseController::new(
+        store.clone(),
+        secret_key.clone(),
+        images,
+        GitDiscoverer::new(mirrors),
+    );
+    let controller = tokio::spawn(controller.run(shutdown.clone()));
 
     if !options.config.is_empty() {
         let files = config::read_paths(&options.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -58,10 +79,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen))?;
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}"), "dray is serving");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
+    let stopping = shutdown.clone();
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            stopping.cancel();
+        })
+        .await;
+    shutdown.cancel();
+    if tokio::time::timeout(std::time::Duration::from_secs(10), controller)
         .await
-        .context("the HTTP server failed")?;
+        .is_err()
+    {
+        tracing::warn!("the warehouse controller did not stop within 10s");
+    }
+    served.context("the HTTP server failed")?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -27,6 +27,7 @@ impl TestServer {
             state: AppState {
                 store: Arc::new(store),
                 secret_key,
+                discovery: None,
             },
             _dir: dir,
         }

@@ -16,6 +16,9 @@ pub struct GetArgs {
     /// The output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+    /// For freight: only Freight from this Warehouse.
+    #[arg(long)]
+    pub warehouse: Option<String>,
 }
 
 /// Parses a kind as users type it, with a hint listing the kinds.
@@ -48,6 +51,11 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
         ),
         None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
     };
+    let items = if kind == Kind::Freight && !single {
+        newest_first(items, args.warehouse.as_deref())
+    } else {
+        items
+    };
     let text = match args.output {
         OutputFormat::Json => {
             let value = if single {
@@ -72,6 +80,24 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
     };
     print!("{text}");
     Ok(())
+}
+
+/// Freight newest first, optionally only from one Warehouse.
+fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
+    if let Some(warehouse) = warehouse {
+        items.retain(|f| f.pointer("/origin/name").and_then(Value::as_str) == Some(warehouse));
+    }
+    let created = |f: &Value| {
+        f.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or_default().to_owned()
+    };
+    let revision = |f: &Value| {
+        f.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .and_then(|r| r.parse::<u64>().ok())
+            .unwrap_or_default()
+    };
+    items.sort_by(|a, b| (created(b), revision(b)).cmp(&(created(a), revision(a))));
+    items
 }
 
 fn text(value: &Value, pointer: &str) -> String {

@@ -1,0 +1,70 @@
+//! `dray refresh warehouse NAME [--wait]`: ask a Warehouse to look for new artifacts now.
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::cli::{CliError, Context};
+
+/// Arguments of `dray refresh`.
+#[derive(clap::Args, Debug)]
+pub struct RefreshArgs {
+    /// What to refresh: `warehouse`.
+    pub kind: String,
+    /// The Warehouse's name.
+    pub name: String,
+    /// Wait until discovery finished and show what it found (at most `--timeout` seconds).
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits, in seconds (at most 120).
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+}
+
+/// Runs `dray refresh`.
+pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
+    if !matches!(args.kind.to_ascii_lowercase().as_str(), "warehouse" | "warehouses" | "wh") {
+        return Err(CliError::usage(
+            format!("cannot refresh `{}`", args.kind),
+            "only Warehouses are refreshed: `dray refresh warehouse NAME`",
+        ));
+    }
+    let project = ctx.project().await?;
+    let path = format!(
+        "/api/v1/projects/{project}/warehouses/{}/refresh?wait={}&timeoutSeconds={}",
+        args.name, args.wait, args.timeout
+    );
+    let answer: Value = ctx.client.send(Method::POST, &path, None::<&()>).await?;
+    if !args.wait {
+        println!("warehouse {project}/{} refresh requested", args.name);
+        return Ok(());
+    }
+    let warehouse = &answer["warehouse"];
+    let subscriptions = warehouse.pointer("/status/subscriptions").and_then(Value::as_array);
+    let mut failed = Vec::new();
+    for sub in subscriptions.into_iter().flatten() {
+        let repo = sub["repoURL"].as_str().unwrap_or("?");
+        if sub["ready"].as_bool() == Some(true) {
+            let newest = sub
+                .pointer("/images/0/tag")
+                .or_else(|| sub.pointer("/commits/0/id"))
+                .and_then(Value::as_str)
+                .unwrap_or("nothing");
+            println!("{repo}: newest {newest}");
+        } else {
+            let message = sub["message"].as_str().unwrap_or("failed");
+            println!("{repo}: {message}");
+            failed.push(repo.to_owned());
+        }
+    }
+    for warning in warehouse.pointer("/status/warnings").and_then(Value::as_array).into_iter().flatten() {
+        println!("warning: {}", warning.as_str().unwrap_or_default());
+    }
+    if let Some(id) = warehouse.pointer("/status/lastFreightId").and_then(Value::as_str) {
+        println!("newest freight: {id}");
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Local(format!("discovery failed for {}", failed.join(", "))))
+    }
+}

@@ -1,0 +1,500 @@
+//! The Warehouse controller: decides when each Warehouse is discovered, runs discovery,
+//! mints Freight and writes the Warehouse status.
+//!
+//! A Warehouse is reconciled when its spec changed (`observedGeneration`), when someone
+//! asked for a refresh (the `dray.dev/refresh` annotation differs from
+//! `status.lastHandledRefresh`; the CLI, the API and webhook receivers set it), or when its
+//! `interval` (default 5m) has passed. The loop waits on the store's change feed, never on
+//! a fixed poll, and at most until the next Warehouse is due.
+//!
+//! Contract: Freight is minted only when every subscription was discovered; a failing
+//! subscription leaves a readable message in `status.subscriptions[].message` and the
+//! `Ready` condition, and mints nothing. Minting is idempotent (the id is the content
+//! hash), so a crash between discovery and the status write mints nothing twice.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{
+    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCommit, FreightCreationPolicy,
+    FreightImage, Kind, ObjectKey, RepoSubscription, SubscriptionStatus, Time, Warehouse,
+    WarehouseStatus, parse_duration,
+};
+use crate::secrets::SecretKey;
+use crate::store::{Store, StoreError, StoredObject};
+
+use super::credentials;
+use super::git::{GitCredentials, GitDiscoverer, GitDiscoveryState};
+use super::image::{ImageDiscoverer, RegistryCredentials};
+use super::mint;
+
+/// The annotation that asks for a refresh; its value is an opaque token.
+pub const REFRESH_ANNOTATION: &str = "dray.dev/refresh";
+/// The label that names the Warehouse a Freight came from.
+pub const WAREHOUSE_LABEL: &str = "dray.dev/warehouse";
+/// The default discovery interval.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
+/// The longest the loop sleeps without looking at the store.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// Runs discovery for every Warehouse.
+#[derive(Clone)]
+pub struct WarehouseController {
+    store: Arc<dyn Store>,
+    secret_key: Arc<SecretKey>,
+    images: ImageDiscoverer,
+    git: GitDiscoverer,
+}
+
+/// What the loop decided about one Warehouse.
+enum Due {
+    Now,
+    At(jiff::Timestamp),
+}
+
+impl WarehouseController {
+    /// A controller over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        secret_key: Arc<SecretKey>,
+        images: ImageDiscoverer,
+        git: GitDiscoverer,
+    ) -> Self {
+        WarehouseController {
+            store,
+            secret_key,
+            images,
+            git,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled.
+    pub async fn run(self, shutdown: CancellationToken) {
+        let mut feed = self.store.changes();
+        let mut running: HashSet<ObjectKey> = HashSet::new();
+        let mut tasks: JoinSet<ObjectKey> = JoinSet::new();
+        loop {
+            let seen = feed.latest();
+            let mut sleep = MAX_SLEEP;
+            match self.store.list(Kind::Warehouse, None).await {
+                Ok(warehouses) => {
+                    let now = jiff::Timestamp::now();
+                    for stored in warehouses {
+                        if running.contains(&stored.key) {
+                            continue;
+                        }
+                        match due(&stored) {
+                            Due::Now => {
+                                running.insert(stored.key.clone());
+                                let this = self.clone();
+                                tasks.spawn(async move {
+                                    let key = stored.key.clone();
+                                    this.reconcile(stored).await;
+                                    key
+                                });
+                            }
+                            Due::At(when) => {
+                                let wait = (when - now).get_milliseconds().max(0) as u64;
+                                sleep = sleep.min(Duration::from_millis(wait));
+                            }
+                        }
+                    }
+                }
+                Err(error) => tracing::error!(%error, "cannot list warehouses"),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = feed.wait_past(seen, sleep) => {}
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Ok(key) = done {
+                        running.remove(&key);
+                    }
+                }
+            }
+            while let Some(done) = tasks.try_join_next() {
+                if let Ok(key) = done {
+                    running.remove(&key);
+                }
+            }
+        }
+        tasks.abort_all();
+    }
+
+    /// Discovers one Warehouse, mints Freight and writes its status.
+    pub async fn reconcile(&self, stored: StoredObject) {
+        let key = stored.key.clone();
+        let warehouse: Warehouse = match stored.to_typed() {
+            Ok(w) => w,
+            Err(error) => {
+                tracing::error!(warehouse = %key, %error, "unreadable warehouse");
+                return;
+            }
+        };
+        let project = key.namespace.clone().unwrap_or_default();
+        let previous = warehouse.status.clone().unwrap_or_default();
+        let refresh = refresh_token(&stored.object);
+        let mut status = WarehouseStatus {
+            observed_generation: warehouse.metadata.generation,
+            last_discovered_at: Some(Time(jiff::Timestamp::now())),
+            last_freight_id: previous.last_freight_id.clone(),
+            last_handled_refresh: refresh.or(previous.last_handled_refresh.clone()),
+            ..Default::default()
+        };
+        for (index, sub) in warehouse.spec.subscriptions.iter().enumerate() {
+            let before = previous.subscriptions.get(index);
+            status
+                .subscriptions
+                .push(self.discover(&project, sub, before).await);
+        }
+        let failures: Vec<String> = status
+            .subscriptions
+            .iter()
+            .filter(|s| !s.ready)
+            .map(|s| format!("{}: {}", s.repo_url, s.message))
+            .collect();
+        if failures.is_empty() {
+            match self.mint(&key, &warehouse, &status).await {
+                Ok(Some((id, warnings))) => {
+                    status.last_freight_id = Some(id);
+                    status.warnings = warnings;
+                }
+                Ok(None) => status.warnings = previous.warnings.clone(),
+                Err(error) => {
+                    tracing::error!(warehouse = %key, %error, "minting failed");
+                    status.conditions.push(condition(
+                        "Ready",
+                        false,
+                        "MintFailed",
+                        &error.to_string(),
+                    ));
+                }
+            }
+            if status.conditions.is_empty() {
+                status.conditions.push(condition(
+                    "Ready",
+                    true,
+                    "Discovered",
+                    "every subscription was discovered",
+                ));
+            }
+        } else {
+            status.conditions.push(condition(
+                "Ready",
+                false,
+                "DiscoveryFailed",
+                &failures.join("; "),
+            ));
+            status.warnings = previous.warnings.clone();
+        }
+        let status = match serde_json::to_value(&status) {
+            Ok(value) => value,
+            Err(error) => {
+                tracing::error!(warehouse = %key, %error, "cannot encode status");
+                return;
+            }
+        };
+        match self.store.update_status(&key, status, None).await {
+            Ok(_) | Err(StoreError::NotFound(_)) => {}
+            Err(error) => tracing::error!(warehouse = %key, %error, "cannot write status"),
+        }
+    }
+
+    async fn discover(
+        &self,
+        project: &str,
+        sub: &RepoSubscription,
+        before: Option<&SubscriptionStatus>,
+    ) -> SubscriptionStatus {
+        if let Some(image) = &sub.image {
+            let mut status = SubscriptionStatus {
+                repo_url: image.repo_url.clone(),
+                kind: "image".into(),
+                ..Default::default()
+            };
+            let creds = match credentials::find(
+                self.store.as_ref(),
+                &self.secret_key,
+                project,
+                "image",
+                &image.repo_url,
+            )
+            .await
+            {
+                Ok(found) => found.map(|c| RegistryCredentials {
+                    username: c.username,
+                    password: c.secrets.password_or_token().unwrap_or_default().to_owned(),
+                }),
+                Err(error) => {
+                    status.message = error.to_string();
+                    return status;
+                }
+            };
+            match self.images.discover(image, creds.as_ref()).await {
+                Ok(found) => {
+                    status.ready = true;
+                    status.images = found
+                        .images
+                        .iter()
+                        .map(|i| DiscoveredImageRef {
+                            tag: i.tag.clone(),
+                            digest: i.digest.clone(),
+                            created_at: i.created.map(Time),
+                        })
+                        .collect();
+                }
+                Err(error) => status.message = error.to_string(),
+            }
+            return status;
+        }
+        let Some(git) = &sub.git else {
+            return SubscriptionStatus {
+                kind: "unknown".into(),
+                message: "a subscription must set `image` or `git`".into(),
+                ..Default::default()
+            };
+        };
+        let mut status = SubscriptionStatus {
+            repo_url: git.repo_url.clone(),
+            kind: "git".into(),
+            ..Default::default()
+        };
+        let creds = match credentials::find(
+            self.store.as_ref(),
+            &self.secret_key,
+            project,
+            "git",
+            &git.repo_url,
+        )
+        .await
+        {
+            Ok(found) => found.map(|c| {
+                GitCredentials::new(
+                    c.username,
+                    c.secrets.password_or_token().unwrap_or_default(),
+                )
+            }),
+            Err(error) => {
+                status.message = error.to_string();
+                return status;
+            }
+        };
+        let previous_state: Option<GitDiscoveryState> = before
+            .filter(|b| b.repo_url == git.repo_url && b.ready)
+            .and_then(|b| b.git_state.clone())
+            .and_then(|v| serde_json::from_value(v).ok());
+        match self
+            .git
+            .discover(git, creds.as_ref(), previous_state.as_ref())
+            .await
+        {
+            Ok(found) => {
+                status.ready = true;
+                status.git_state = serde_json::to_value(&found.state).ok();
+                status.commits = if found.unchanged {
+                    before.map(|b| b.commits.clone()).unwrap_or_default()
+                } else {
+                    found
+                        .commits
+                        .iter()
+                        .map(|c| DiscoveredCommitRef {
+                            id: c.id.clone(),
+                            branch: c.branch.clone(),
+                            tag: c.tag.clone(),
+                            message: c.message.clone(),
+                            author: c.author.clone(),
+                        })
+                        .collect()
+                };
+            }
+            Err(error) => status.message = error.to_string(),
+        }
+        status
+    }
+
+    /// Mints Freight from the newest artifact of every subscription, unless it exists.
+    /// Returns the id and warnings of newly minted Freight.
+    async fn mint(
+        &self,
+        key: &ObjectKey,
+        warehouse: &Warehouse,
+        status: &WarehouseStatus,
+    ) -> Result<Option<(String, Vec<String>)>, StoreError> {
+        if warehouse.spec.freight_creation_policy == FreightCreationPolicy::Manual {
+            return Ok(None);
+        }
+        let mut images = Vec::new();
+        let mut commits = Vec::new();
+        for sub in &status.subscriptions {
+            match sub.kind.as_str() {
+                "image" => match sub.images.first() {
+                    Some(newest) => images.push(FreightImage {
+                        repo_url: sub.repo_url.clone(),
+                        tag: newest.tag.clone(),
+                        digest: newest.digest.clone(),
+                    }),
+                    None => return Ok(None),
+                },
+                _ => match sub.commits.first() {
+                    Some(newest) => commits.push(FreightCommit {
+                        repo_url: sub.repo_url.clone(),
+                        id: newest.id.clone(),
+                        branch: newest.branch.clone(),
+                        tag: newest.tag.clone(),
+                        message: newest.message.clone(),
+                        author: newest.author.clone(),
+                    }),
+                    None => return Ok(None),
+                },
+            }
+        }
+        let project = key.namespace.as_deref().unwrap_or_default();
+        let id = mint::freight_id(&images, &commits);
+        let freight_key = ObjectKey::namespaced(Kind::Freight, project, &id);
+        if self.store.get(&freight_key).await?.is_some() {
+            return Ok(None);
+        }
+        let existing = self.store.list(Kind::Freight, Some(project)).await?;
+        let warnings = moved_tags(&existing, &key.name, &images);
+        let taken: BTreeSet<String> = existing
+            .iter()
+            .filter_map(|f| {
+                f.object
+                    .get("alias")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .collect();
+        let alias = mint::alias_for(&id, &taken);
+        let object = mint::freight_object(project, &key.name, &alias, &images, &commits, &warnings);
+        match self.store.create(object).await {
+            Ok(_) => {
+                tracing::info!(warehouse = %key, freight = %id, %alias, "minted freight");
+                Ok(Some((id, warnings)))
+            }
+            Err(StoreError::AlreadyExists(_)) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// Warnings for images whose tag was seen before, in this Warehouse's Freight, with
+/// another digest.
+fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage]) -> Vec<String> {
+    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+    for freight in existing {
+        if freight
+            .object
+            .pointer("/origin/name")
+            .and_then(Value::as_str)
+            != Some(warehouse)
+        {
+            continue;
+        }
+        for image in freight
+            .object
+            .get("images")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let field = |name: &str| {
+                image
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            seen.insert((field("repoURL"), field("tag")), field("digest"));
+        }
+    }
+    images
+        .iter()
+        .filter_map(|image| {
+            let previous = seen.get(&(image.repo_url.clone(), image.tag.clone()))?;
+            (previous != &image.digest).then(|| {
+                format!(
+                    "tagMoved: `{}:{}` now points at `{}`; it was `{}` when earlier Freight was minted",
+                    image.repo_url, image.tag, image.digest, previous
+                )
+            })
+        })
+        .collect()
+}
+
+fn refresh_token(object: &Value) -> Option<String> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(REFRESH_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+fn due(stored: &StoredObject) -> Due {
+    let object = &stored.object;
+    let status = object.get("status");
+    let generation = object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let observed = status
+        .and_then(|s| s.get("observedGeneration"))
+        .and_then(Value::as_i64);
+    if generation != observed {
+        return Due::Now;
+    }
+    let handled = status
+        .and_then(|s| s.get("lastHandledRefresh"))
+        .and_then(Value::as_str);
+    if let Some(token) = refresh_token(object)
+        && Some(token.as_str()) != handled
+    {
+        return Due::Now;
+    }
+    let interval = object
+        .pointer("/spec/interval")
+        .and_then(Value::as_str)
+        .and_then(|text| parse_duration(text).ok())
+        .unwrap_or(DEFAULT_INTERVAL);
+    let last = status
+        .and_then(|s| s.get("lastDiscoveredAt"))
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    match last {
+        None => Due::Now,
+        Some(last) => {
+            let next = last
+                + jiff::SignedDuration::try_from(interval)
+                    .unwrap_or(jiff::SignedDuration::from_secs(300));
+            if next <= jiff::Timestamp::now() {
+                Due::Now
+            } else {
+                Due::At(next)
+            }
+        }
+    }
+}
+
+fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Condition {
+    Condition {
+        type_: type_.into(),
+        status: if ok { "True".into() } else { "False".into() },
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: Some(Time(jiff::Timestamp::now())),
+        observed_generation: None,
+    }
+}
+
+/// A refresh token: unique enough to tell two requests apart.
+pub fn new_refresh_token() -> String {
+    json!(jiff::Timestamp::now().to_string())
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+        + "-"
+        + &uuid::Uuid::new_v4().simple().to_string()[..8]
+}

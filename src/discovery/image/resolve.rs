@@ -1,0 +1,225 @@
+//! From a tag to what a Freight pins: the tag's digest (cached, or `HEAD`ed when asked
+//! for a fresh one), the platform's manifest inside an image index, and the build time.
+//!
+//! Owns the use of the caches and the detection of moved tags. Does not choose which tags
+//! to resolve or how fresh they must be: `discover` (in `mod.rs`) decides.
+
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+
+use super::MovedTag;
+use super::cache::{Caches, ConfigFacts, ManifestFacts};
+use super::error::ImageDiscoveryError;
+use super::manifest::{ImageConfig, Platform, RawManifest, is_index};
+use super::registry::Session;
+use super::repo::Repo;
+
+type Result<T> = std::result::Result<T, ImageDiscoveryError>;
+
+/// A tag resolved to what a Freight pins.
+#[derive(Clone, Debug)]
+pub(crate) struct Pinned {
+    pub(crate) tag: String,
+    /// The tag's own digest (an index digest for a multi-platform tag).
+    pub(crate) tag_digest: String,
+    /// The digest to pin: the platform's manifest when picked from an index, else the tag's.
+    pub(crate) digest: String,
+    /// Whether `digest` was picked from an index for the subscription's platform.
+    pub(crate) from_index: bool,
+    /// Whether the tag's digest was read from the registry in this discovery.
+    pub(crate) fresh: bool,
+}
+
+/// Resolution for one discovery.
+pub(crate) struct Resolver<'a> {
+    pub(crate) session: &'a Session<'a>,
+    pub(crate) caches: &'a Caches,
+    pub(crate) repo: &'a Repo,
+    pub(crate) platform: Option<&'a Platform>,
+    pub(crate) moved: Mutex<Vec<MovedTag>>,
+}
+
+impl Resolver<'_> {
+    /// Resolve `tag`: from the cache unless `fresh` (or not cached), then the platform.
+    /// `None` when the registry no longer knows the tag.
+    pub(crate) async fn pin(&self, tag: &str, fresh: bool) -> Result<Option<Pinned>> {
+        let key = self.repo.key();
+        let cached = if fresh {
+            None
+        } else {
+            self.caches.tag(&key, tag)
+        };
+        let (tag_digest, fresh) = match cached {
+            Some(cached) => (cached, false),
+            None => {
+                let Some(digest) = self.session.head(tag).await? else {
+                    self.caches.forget_tag(&key, tag);
+                    return Ok(None);
+                };
+                if let Some(previous) = self.caches.set_tag(&key, tag, &digest) {
+                    self.record_move(tag, previous, &digest);
+                }
+                (digest, true)
+            }
+        };
+        let (digest, from_index) = self.platform_digest(tag, &tag_digest).await?;
+        let tag = tag.to_owned();
+        Ok(Some(Pinned {
+            tag,
+            tag_digest,
+            digest,
+            from_index,
+            fresh,
+        }))
+    }
+
+    fn record_move(&self, tag: &str, previous_digest: String, digest: &str) {
+        tracing::warn!(repo = %self.repo.display, tag, %previous_digest, digest, "image tag moved");
+        let moved = MovedTag {
+            tag: tag.to_owned(),
+            previous_digest,
+            digest: digest.to_owned(),
+        };
+        self.moved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(moved);
+    }
+
+    /// The digest to pin for `tag` (whose own digest is `tag_digest`) and whether it was
+    /// picked from an index.
+    async fn platform_digest(&self, tag: &str, tag_digest: &str) -> Result<(String, bool)> {
+        let Some(wanted) = self.platform else {
+            return Ok((tag_digest.to_owned(), false));
+        };
+        match &*self.manifest(tag_digest).await? {
+            ManifestFacts::Index(entries) => {
+                let found = entries
+                    .iter()
+                    .find(|e| e.platform.as_ref().is_some_and(|p| p.serves(wanted)));
+                match found {
+                    Some(entry) => Ok((entry.digest.clone(), true)),
+                    None => {
+                        let present = entries
+                            .iter()
+                            .filter_map(|e| e.platform.as_ref())
+                            .filter(|p| !p.is_unknown())
+                            .map(ToString::to_string)
+                            .collect();
+                        Err(self.platform_not_found(tag, wanted, present))
+                    }
+                }
+            }
+            ManifestFacts::Image { config } => {
+                let facts = self.config(config).await?;
+                if facts.platform.serves(wanted) {
+                    Ok((tag_digest.to_owned(), false))
+                } else {
+                    let present = vec![facts.platform.to_string()];
+                    Err(self.platform_not_found(tag, wanted, present))
+                }
+            }
+        }
+    }
+
+    /// The build time of a pinned image (its config's `created`). For an index pinned
+    /// without a platform, the first entry with a known platform stands for the image.
+    pub(crate) async fn created(&self, pinned: &Pinned) -> Result<Option<Timestamp>> {
+        let mut digest = pinned.digest.clone();
+        for _ in 0..2 {
+            match &*self.manifest(&digest).await? {
+                ManifestFacts::Image { config } => return Ok(self.config(config).await?.created),
+                ManifestFacts::Index(entries) => {
+                    let entry = entries
+                        .iter()
+                        .find(|e| e.platform.as_ref().is_some_and(|p| !p.is_unknown()))
+                        .or(entries.first());
+                    let Some(entry) = entry else { return Ok(None) };
+                    digest = entry.digest.clone();
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The build time if it is known without a request.
+    pub(crate) fn cached_created(&self, pinned: &Pinned) -> Option<Timestamp> {
+        let facts = self.caches.manifest(&self.manifest_key(&pinned.digest))?;
+        let ManifestFacts::Image { config } = &*facts else {
+            return None;
+        };
+        self.caches.config(&self.config_key(config))?.created
+    }
+
+    /// What the manifest `digest` says; immutable, so cached for good.
+    async fn manifest(&self, digest: &str) -> Result<Arc<ManifestFacts>> {
+        let key = self.manifest_key(digest);
+        if let Some(facts) = self.caches.manifest(&key) {
+            return Ok(facts);
+        }
+        let body = self.session.manifest(digest).await?;
+        let op = format!("fetch manifest `{digest}`");
+        let raw: RawManifest = self.session.parse(&op, &body)?;
+        let index = raw.manifests.is_some() || raw.media_type.as_deref().is_some_and(is_index);
+        let facts = match (index, raw.manifests, raw.config) {
+            (true, Some(entries), _) => ManifestFacts::Index(entries),
+            (false, _, Some(config)) => ManifestFacts::Image {
+                config: config.digest,
+            },
+            _ => {
+                return Err(ImageDiscoveryError::InvalidResponse {
+                    operation: op,
+                    url: self.repo.display.clone(),
+                    reason: "neither an image manifest nor an image index".into(),
+                });
+            }
+        };
+        let facts = Arc::new(facts);
+        self.caches.set_manifest(&key, facts.clone());
+        Ok(facts)
+    }
+
+    /// What the config blob `digest` says; immutable, so cached for good.
+    async fn config(&self, digest: &str) -> Result<ConfigFacts> {
+        let key = self.config_key(digest);
+        if let Some(facts) = self.caches.config(&key) {
+            return Ok(facts);
+        }
+        let body = self.session.blob(digest).await?;
+        let config: ImageConfig = self
+            .session
+            .parse(&format!("fetch config `{digest}`"), &body)?;
+        let created = config
+            .created
+            .as_deref()
+            .and_then(|c| c.parse::<Timestamp>().ok());
+        let facts = ConfigFacts {
+            created,
+            platform: Platform::from(&config),
+        };
+        self.caches.set_config(&key, facts.clone());
+        Ok(facts)
+    }
+
+    fn manifest_key(&self, digest: &str) -> String {
+        format!("{}@{digest}", self.repo.key())
+    }
+
+    fn config_key(&self, digest: &str) -> String {
+        format!("{}@{digest}", self.repo.key())
+    }
+
+    fn platform_not_found(
+        &self,
+        tag: &str,
+        wanted: &Platform,
+        present: Vec<String>,
+    ) -> ImageDiscoveryError {
+        ImageDiscoveryError::PlatformNotFound {
+            image: format!("{}:{tag}", self.repo.display),
+            platform: wanted.to_string(),
+            present,
+        }
+    }
+}

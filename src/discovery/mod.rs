@@ -1,0 +1,8 @@
+//! Warehouses' discovery: what is in the image registries ([`image`]) and the config
+//! repositories ([`git`]), from which Freight is minted.
+
+pub mod controller;
+pub mod credentials;
+pub mod git;
+pub mod image;
+pub mod mint;
