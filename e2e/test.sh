@@ -32,6 +32,9 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# Helm's SDK for the `helm` shim (e2e/helm-shim/helm): no helm binary is packaged here.
+python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk
+
 # --- build and test --------------------------------------------------------------------
 # The e2e tests start the binary built here.
 export DRAY_BIN="$ROOT/target/debug/dray"

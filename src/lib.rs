@@ -15,6 +15,8 @@ pub mod cli;
 pub mod config;
 pub mod discovery;
 pub mod expr;
+pub mod pipeline;
+pub mod promotion;
 pub mod secrets;
 pub mod server;
 pub mod store;

@@ -97,6 +97,10 @@ impl CredentialProvider for NoCredentials {
 }
 
 /// The shared bare mirrors of git repositories, so that a promotion never clones afresh.
+///
+/// An implementation must hold [`crate::MirrorLocks`]' lock for a mirror while it fetches
+/// into it or collects its garbage: `git-clone` adds worktrees to the same mirror, and git
+/// fails when it meets a half-registered worktree.
 #[async_trait]
 pub trait RepoCache: Send + Sync {
     /// Brings the mirror of `repo_url` up to date and returns its path.

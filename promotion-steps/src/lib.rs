@@ -22,13 +22,20 @@
 //! crash, with the state the step saved last time ([`StepContext::saved_state`]).
 
 mod context;
+mod git;
 mod outcome;
 mod registry;
+#[cfg(test)]
+mod schemas;
+mod steps;
+#[cfg(test)]
+mod testing;
 
 pub use context::{
     CredentialProvider, FreightCommit, FreightImage, GitCredentials, LogSink, NoCredentials,
     RepoCache, StepContext, TargetFreight, ToolPaths,
 };
+pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
 

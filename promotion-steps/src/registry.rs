@@ -31,6 +31,23 @@ impl StepRegistry {
 }
 
 /// Every built-in step.
+// One `push` per step, so that adding a step is adding a line.
+#[allow(clippy::vec_init_then_push)]
 pub fn builtin_steps() -> StepRegistry {
-    StepRegistry::new(Vec::new())
+    let mut steps: Vec<Arc<dyn Step>> = Vec::new();
+    // git
+    steps.push(Arc::new(crate::steps::git_clone::GitClone));
+    steps.push(Arc::new(crate::steps::git_clear::GitClear));
+    steps.push(Arc::new(crate::steps::git_commit::GitCommit));
+    steps.push(Arc::new(crate::steps::git_push::GitPush));
+    // render
+    steps.push(Arc::new(
+        crate::steps::kustomize_set_image::KustomizeSetImage,
+    ));
+    steps.push(Arc::new(crate::steps::yaml_update::YamlUpdate));
+    steps.push(Arc::new(crate::steps::kustomize_build::KustomizeBuild));
+    steps.push(Arc::new(crate::steps::helm_template::HelmTemplate));
+    steps.push(Arc::new(crate::steps::copy::CopyFiles));
+    steps.push(Arc::new(crate::steps::delete::Delete));
+    StepRegistry::new(steps)
 }

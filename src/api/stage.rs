@@ -116,6 +116,42 @@ pub struct StageStatus {
     /// The last promotion that finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_promotion: Option<String>,
+    /// The branch the last promotion pushed to, and the commit it left there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<StageBranch>,
+    /// Set when the branch moved outside Dray: what it holds now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<StageDrift>,
+}
+
+/// A Stage's branch, as Dray last wrote it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageBranch {
+    /// The repository.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The branch, e.g. `stage/dev`.
+    pub name: String,
+    /// The commit Dray pushed.
+    pub commit: String,
+}
+
+/// A Stage branch that moved outside Dray.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageDrift {
+    /// The commit the branch holds now.
+    pub commit: String,
+    /// Its subject line.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Its author.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub author: String,
+    /// When Dray noticed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_at: Option<Time>,
 }
 
 /// A reference to Freight held by a Stage.

@@ -75,6 +75,9 @@ impl CliError {
         let Some(details) = &body.error.details else {
             return Vec::new();
         };
+        if let Ok(reasons) = serde_json::from_value::<Vec<String>>(details.clone()) {
+            return reasons.iter().map(|r| format!("  - {r}")).collect();
+        }
         let errors: Vec<crate::config::ConfigError> =
             serde_json::from_value(details.clone()).unwrap_or_default();
         errors.iter().map(ToString::to_string).collect()

@@ -55,6 +55,12 @@ pub enum Command {
     Get(commands::get::GetArgs),
     /// Delete a resource.
     Delete(commands::delete::DeleteArgs),
+    /// Promote Freight into a Stage.
+    Promote(commands::promote::PromoteArgs),
+    /// Abort a promotion.
+    Abort(commands::abort::AbortArgs),
+    /// Show a Stage's history, read from its branch in git.
+    Audit(commands::audit::AuditArgs),
     /// Ask a Warehouse to look for new artifacts now.
     Refresh(commands::refresh::RefreshArgs),
     /// Work with Freight (e.g. assemble hotfix Freight by hand).
@@ -106,6 +112,9 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Get(args) => commands::get::run(&ctx()?, args).await,
         Command::Delete(args) => commands::delete::run(&ctx()?, args).await,
         Command::Refresh(args) => commands::refresh::run(&ctx()?, args).await,
+        Command::Promote(args) => commands::promote::run(&ctx()?, args).await,
+        Command::Abort(args) => commands::abort::run(&ctx()?, args).await,
+        Command::Audit(args) => commands::audit::run(&ctx()?, args).await,
         Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
         Command::Crds(args) => commands::crds::run(args),
         Command::Version => commands::version::run(&ctx()?).await,

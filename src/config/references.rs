@@ -398,7 +398,7 @@ kind: PromotionTask
 metadata: {name: deploy, namespace: demo}
 spec:
   vars: [{name: target}]
-  steps: [{uses: argocd-update}]
+  steps: [{uses: git-push}]
 ";
 
     fn problems(text: &str) -> Vec<(usize, String, String)> {

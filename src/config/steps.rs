@@ -45,8 +45,59 @@ pub(crate) fn check_steps(
             }
         }
         issues.extend(check_vars(&step.vars, &path.key("vars")));
+        check_expressions(step, &path, &mut issues);
     }
     issues
+}
+
+/// A field path relative to `base`, from text such as `checkout[0].commit`.
+fn sub_path(base: &FieldPath, text: &str) -> FieldPath {
+    let mut path = base.clone();
+    for part in text.split('.').filter(|p| !p.is_empty()) {
+        let mut pieces = part.split('[');
+        if let Some(key) = pieces.next().filter(|k| !k.is_empty()) {
+            path = path.key(key);
+        }
+        for index in pieces {
+            if let Ok(i) = index.trim_end_matches(']').parse() {
+                path = path.index(i);
+            }
+        }
+    }
+    path
+}
+
+/// `${{ }}` syntax in `config`, `if` and variable values, and the step kind itself.
+fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
+    let hint = "fix the CEL expression; see docs/steps.md for the variables and functions";
+    if let Some(kind) = step.uses.as_deref().filter(|k| !k.trim().is_empty()) {
+        let registry = dray_steps::builtin_steps();
+        let kinds = registry.kinds();
+        if !kinds.contains(&kind) {
+            issues.push(
+                Issue::new(path.key("uses"), format!("`{kind}` is not a built-in step"))
+                    .hint(super::suggest::hint_for(kind, kinds.iter().copied(), "see docs/steps.md")),
+            );
+        }
+    }
+    if let Some(config) = &step.config {
+        for error in crate::expr::validate_value(config, "") {
+            let at = sub_path(&path.key("config"), error.field().unwrap_or_default());
+            issues.push(Issue::new(at, error.to_string()).hint(hint));
+        }
+    }
+    if let Some(condition) = &step.if_
+        && let Err(error) = crate::expr::validate_condition(condition)
+    {
+        issues.push(Issue::new(path.key("if"), error.to_string()).hint(hint));
+    }
+    for (i, var) in step.vars.iter().enumerate() {
+        if let Some(value) = &var.value
+            && let Err(error) = crate::expr::validate_template(value)
+        {
+            issues.push(Issue::new(path.key("vars").index(i).key("value"), error.to_string()).hint(hint));
+        }
+    }
 }
 
 fn check_kind(step: &PromotionStep, path: &FieldPath, allow_tasks: bool, issues: &mut Vec<Issue>) {
@@ -204,10 +255,10 @@ mod tests {
     fn aliases_are_valid_and_unique_and_timeouts_parse() {
         let issues = check_steps(
             &steps(json!([
-                {"uses": "a", "as": "clone"},
-                {"uses": "b", "as": "clone"},
-                {"uses": "c", "as": "Push_It"},
-                {"uses": "d", "retry": {"timeout": "soon"}},
+                {"uses": "copy", "as": "clone"},
+                {"uses": "delete", "as": "clone"},
+                {"uses": "git-clear", "as": "Push_It"},
+                {"uses": "git-commit", "retry": {"timeout": "soon"}},
             ])),
             &FieldPath::of(&["steps"]),
             true,

@@ -102,7 +102,7 @@ spec:
       - {name: image, value: registry.example.com/team/app}
       steps:
       - task: {name: update-image}
-      - uses: argocd-update
+      - uses: git-push
         as: sync
 ";
 
@@ -551,11 +551,6 @@ spec:
                 7,
                 "spec.promotionPolicies[0].autoPromotionEnabled".into(),
                 "auto-promotion is not implemented in this build of Dray".into()
-            ),
-            (
-                8,
-                "spec.webhookReceivers".into(),
-                "webhook receivers are not implemented in this build of Dray".into()
             ),
         ]
     );

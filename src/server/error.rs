@@ -84,6 +84,11 @@ impl ApiError {
         )
     }
 
+    /// Attaches structured details (e.g. every reason a gate refused).
+    pub fn set_details(&mut self, details: serde_json::Value) {
+        self.detail.details = Some(details);
+    }
+
     /// The status code.
     pub fn status(&self) -> StatusCode {
         self.status

@@ -6,6 +6,7 @@
 
 pub mod apply;
 mod credentials;
+pub mod promotions;
 pub mod error;
 pub mod refresh;
 pub mod resources;
@@ -83,6 +84,18 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/projects/{project}/freight/assemble",
             post(warehouses::assemble_freight),
+        )
+        .route(
+            "/projects/{project}/stages/{stage}/promote",
+            post(promotions::promote),
+        )
+        .route(
+            "/projects/{project}/stages/{stage}/audit",
+            get(promotions::audit_trail),
+        )
+        .route(
+            "/projects/{project}/promotions/{name}/abort",
+            post(promotions::abort),
         );
     Router::new()
         .route("/healthz", get(healthz))

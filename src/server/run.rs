@@ -13,6 +13,8 @@ use crate::discovery::controller::WarehouseController;
 use crate::discovery::git::{GitDiscoverer, MirrorCache};
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use crate::secrets::SecretKey;
+use crate::pipeline::queue::PromotionController;
+use crate::promotion::{Engine, EngineParts, SharedMirrors};
 use crate::store::{SqliteStore, Store};
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
@@ -27,6 +29,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// YAML files or directories applied at start-up.
     pub config: Vec<PathBuf>,
+    /// Where `git`, `kubectl`, `kustomize` and `helm` are.
+    pub tools: dray_steps::ToolPaths,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -48,13 +52,29 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         discovery: Some(services),
     };
     let shutdown = CancellationToken::new();
-    let controller = WarehouseController::new(
+    let warehouses = WarehouseController::new(
         store.clone(),
         secret_key.clone(),
         images,
-        GitDiscoverer::new(mirrors),
+        GitDiscoverer::new(mirrors.clone()),
     );
-    let controller = tokio::spawn(controller.run(shutdown.clone()));
+    let engine = Engine::new(EngineParts {
+        store: store.clone(),
+        steps: dray_steps::builtin_steps(),
+        work_root: options.data_dir.join("work"),
+        repos: Arc::new(SharedMirrors(mirrors)),
+        secret_key: secret_key.clone(),
+        tools: options.tools.clone(),
+    });
+    let controllers = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            tokio::join!(
+                warehouses.run(shutdown.clone()),
+                PromotionController::new(engine).run(shutdown)
+            );
+        }
+    });
 
     if !options.config.is_empty() {
         let files = config::read_paths(&options.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -87,11 +107,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         })
         .await;
     shutdown.cancel();
-    if tokio::time::timeout(std::time::Duration::from_secs(10), controller)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the warehouse controller did not stop within 10s");
+    if tokio::time::timeout(std::time::Duration::from_secs(10), controllers).await.is_err() {
+        tracing::warn!("the controllers did not stop within 10s");
     }
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");

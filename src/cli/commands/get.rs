@@ -19,6 +19,9 @@ pub struct GetArgs {
     /// For freight: only Freight from this Warehouse.
     #[arg(long)]
     pub warehouse: Option<String>,
+    /// For promotions: only promotions into this Stage.
+    #[arg(long)]
+    pub stage: Option<String>,
 }
 
 /// Parses a kind as users type it, with a hint listing the kinds.
@@ -51,6 +54,10 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
         ),
         None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
     };
+    let mut items = items;
+    if let (Kind::Promotion, Some(stage)) = (kind, &args.stage) {
+        items.retain(|p| p.pointer("/spec/stage").and_then(Value::as_str) == Some(stage.as_str()));
+    }
     let items = if kind == Kind::Freight && !single {
         newest_first(items, args.warehouse.as_deref())
     } else {

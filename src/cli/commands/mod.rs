@@ -1,10 +1,13 @@
 //! One module per subcommand.
 
+pub mod abort;
 pub mod apply;
+pub mod audit;
 pub mod crds;
 pub mod delete;
 pub mod freight;
 pub mod get;
+pub mod promote;
 pub mod refresh;
 pub mod serve;
 pub mod version;

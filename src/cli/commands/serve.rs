@@ -21,6 +21,15 @@ pub struct ServeArgs {
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
+    /// The `helm` binary used by `helm-template` steps.
+    #[arg(long, env = "DRAY_HELM", default_value = "helm")]
+    pub helm: std::path::PathBuf,
+    /// The `kubectl` binary used by `kustomize-build` steps (`kubectl kustomize`).
+    #[arg(long, env = "DRAY_KUBECTL", default_value = "kubectl")]
+    pub kubectl: std::path::PathBuf,
+    /// A standalone `kustomize` binary to use instead of `kubectl kustomize`.
+    #[arg(long, env = "DRAY_KUSTOMIZE")]
+    pub kustomize: Option<std::path::PathBuf>,
     /// The log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -50,10 +59,17 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if let Err(error) = installed {
         return Err(CliError::Local(format!("cannot set up logging: {error}")));
     }
+    let tools = dray_steps::ToolPaths {
+        helm: args.helm,
+        kubectl: args.kubectl,
+        kustomize: args.kustomize,
+        ..Default::default()
+    };
     let options = ServeOptions {
         data_dir: args.data_dir,
         listen: args.listen,
         config: args.config,
+        tools,
     };
     serve(options)
         .await

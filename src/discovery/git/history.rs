@@ -185,3 +185,19 @@ fn commit_info(commit: &gix::Commit<'_>) -> Result<CommitInfo> {
 fn parse_id(hex: &str) -> Result<gix::ObjectId> {
     gix::ObjectId::from_hex(hex.as_bytes()).map_err(err)
 }
+
+/// The first-parent history of `head`, newest first, at most `bound` commits, Dray's own
+/// commits included (for the audit trail of a stage branch).
+pub(crate) fn first_parent_log(repo: &gix::Repository, head: &str, bound: usize) -> Result<Vec<CommitInfo>> {
+    let mut log = Vec::new();
+    let mut next = Some(parse_id(head)?);
+    while let Some(id) = next {
+        if log.len() == bound {
+            break;
+        }
+        let commit = repo.find_commit(id).map_err(err)?;
+        log.push(commit_info(&commit)?);
+        next = commit.parent_ids().next().map(|p| p.detach());
+    }
+    Ok(log)
+}

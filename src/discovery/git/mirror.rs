@@ -176,6 +176,9 @@ impl MirrorCache {
         }
         let _guard = self.lock(url).await;
         let mirror = self.mirror_path(url);
+        // Promotions add worktrees to this mirror; a fetch must not read their half-made
+        // entries (see `dray_steps::RepoCache`).
+        let _worktrees = dray_steps::MirrorLocks::global().lock(&mirror).await;
         let (task_url, creds, path) = (url.to_owned(), creds.cloned(), mirror.clone());
         blocking(url, move || {
             fetch_blocking(&path, &task_url, creds.as_ref())

@@ -488,3 +488,57 @@ fn short_hash(data: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect()
 }
+
+/// One commit of a branch's history, as the audit trail shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedCommit {
+    /// The full commit id.
+    pub id: String,
+    /// The whole message, trailers included.
+    pub message: String,
+    /// `Name <email>` of the author.
+    pub author: String,
+    /// The committer time.
+    pub committed_at: jiff::Timestamp,
+}
+
+impl MirrorCache {
+    /// The first-parent history of `branch` in `url`, newest first, at most `bound`
+    /// commits, after bringing the mirror up to date. `Ok(None)` when the branch does not
+    /// exist.
+    pub async fn branch_log(
+        &self,
+        url: &str,
+        branch: &str,
+        creds: Option<&GitCredentials>,
+        bound: usize,
+    ) -> Result<Option<Vec<LoggedCommit>>, GitDiscoveryError> {
+        let path = self.fetch(url, creds).await?;
+        let (task_url, branch) = (url.to_owned(), branch.to_owned());
+        mirror::blocking(url, move || {
+            let repo = gix::open(&path).map_err(|e| GitDiscoveryError::Mirror {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            let reference = format!("refs/heads/{branch}");
+            let Ok(mut found) = repo.find_reference(reference.as_str()) else { return Ok(None) };
+            let head = found.peel_to_id().map_err(|e| GitDiscoveryError::History {
+                url: redact_url(&task_url),
+                reason: e.to_string(),
+            })?;
+            let log = history::first_parent_log(&repo, &head.to_string(), bound)
+                .map_err(|reason| GitDiscoveryError::History { url: redact_url(&task_url), reason })?;
+            Ok(Some(
+                log.into_iter()
+                    .map(|c| LoggedCommit {
+                        id: c.id,
+                        message: c.message,
+                        author: c.author,
+                        committed_at: c.committed_at,
+                    })
+                    .collect(),
+            ))
+        })
+        .await
+    }
+}

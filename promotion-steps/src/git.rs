@@ -1,0 +1,684 @@
+//! Running the `git` CLI for the git steps, safely.
+//!
+//! Owns: how the git steps invoke `git` (environment, credentials, errors), the per-worktree
+//! record that `git-clone` leaves for `git-push`, and [`PushLocks`], which serialises
+//! pushes to one branch inside this process. It does not own the mirrors: those come from
+//! [`crate::RepoCache`].
+//!
+//! The rules:
+//! - `GIT_TERMINAL_PROMPT=0`: git never waits for a person.
+//! - Credentials travel only through `GIT_ASKPASS`, which points to a tiny script that
+//!   echoes `DRAY_GIT_USERNAME` / `DRAY_GIT_PASSWORD` from its environment. They never
+//!   appear in argv, in URLs, in files or in logs; URLs with user info are redacted in
+//!   every message.
+//! - A failed command is an error carrying its arguments and its stderr.
+//! - Worktrees made from a shared mirror are always on a **detached** HEAD, so that a
+//!   mirror fetch (`+refs/*:refs/*`) never collides with a branch checked out in a
+//!   promotion's worktree, and no promotion creates branches in the mirror.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::OwnedMutexGuard;
+
+use crate::{GitCredentials, StepContext};
+
+/// The identity used for commits Dray makes when a step names none.
+pub(crate) const DEFAULT_NAME: &str = "Dray";
+/// The e-mail of [`DEFAULT_NAME`].
+pub(crate) const DEFAULT_EMAIL: &str = "dray@localhost";
+
+/// The environment variable the askpass script answers user-name prompts from.
+const USERNAME_ENV: &str = "DRAY_GIT_USERNAME";
+/// The environment variable the askpass script answers password prompts from.
+const PASSWORD_ENV: &str = "DRAY_GIT_PASSWORD";
+
+/// The askpass script: it holds no secret, it only repeats its environment to git.
+const ASKPASS_SCRIPT: &str = "#!/bin/sh\n\
+# Dray's GIT_ASKPASS: answers git's prompts from the environment, never from argv.\n\
+case \"$1\" in\n\
+  [Uu]sername*) printf '%s\\n' \"$DRAY_GIT_USERNAME\" ;;\n\
+  *) printf '%s\\n' \"$DRAY_GIT_PASSWORD\" ;;\n\
+esac\n";
+
+/// A failed git operation.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GitError {
+    /// `git` could not be started.
+    #[error("could not run `{program}`: {source}; hint: install git or set the git tool path")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file operation around git failed.
+    #[error("cannot {what}: {source}")]
+    Io {
+        /// What was being done, e.g. ``remove `out` ``.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The askpass script could not be written.
+    #[error("could not prepare the git askpass script: {0}")]
+    Askpass(String),
+    /// `git` ran and failed.
+    #[error("`git {args}` failed ({status}): {stderr}")]
+    Failed {
+        /// The arguments, redacted.
+        args: String,
+        /// The exit status.
+        status: String,
+        /// What git said, redacted.
+        stderr: String,
+    },
+}
+
+/// A `git` runner for one repository's credentials.
+#[derive(Clone)]
+pub(crate) struct Git {
+    bin: PathBuf,
+    credentials: Option<GitCredentials>,
+}
+
+impl Git {
+    /// A runner using the context's `git` and the credentials for `repo_url`, if any.
+    pub(crate) fn for_repo(ctx: &StepContext, repo_url: &str) -> Git {
+        Git {
+            bin: ctx.tools.git.clone(),
+            credentials: ctx.credentials.git(repo_url),
+        }
+    }
+
+    /// A runner without credentials, for local work in a worktree.
+    pub(crate) fn local(ctx: &StepContext) -> Git {
+        Git {
+            bin: ctx.tools.git.clone(),
+            credentials: None,
+        }
+    }
+
+    /// The credentials this runner passes to git.
+    pub(crate) fn credentials(&self) -> Option<&GitCredentials> {
+        self.credentials.as_ref()
+    }
+
+    /// A `git` command in `dir` with Dray's environment. The arguments are never changed:
+    /// credentials go into the environment only.
+    pub(crate) fn command(
+        &self,
+        dir: &Path,
+        args: &[&str],
+    ) -> Result<tokio::process::Command, GitError> {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // A promotion must not inherit a repository from the process that runs it.
+        for var in [
+            "GIT_DIR",
+            "GIT_WORK_TREE",
+            "GIT_INDEX_FILE",
+            "GIT_COMMON_DIR",
+        ] {
+            cmd.env_remove(var);
+        }
+        for (key, value) in base_env() {
+            cmd.env(key, value);
+        }
+        if let Some(creds) = &self.credentials {
+            for (key, value) in askpass_env(creds, askpass_script()?) {
+                cmd.env(key, value);
+            }
+        }
+        Ok(cmd)
+    }
+
+    /// Runs git and returns its output whatever the exit status.
+    pub(crate) async fn output(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<Output, GitError> {
+        self.output_env(dir, args, input, &[]).await
+    }
+
+    /// Runs git with extra environment variables (e.g. an author), whatever the exit status.
+    pub(crate) async fn output_env(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        input: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Result<Output, GitError> {
+        let mut cmd = self.command(dir, args)?;
+        cmd.envs(env.iter().copied());
+        if input.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
+        let mut child = cmd.spawn().map_err(|source| GitError::Spawn {
+            program: self.bin.display().to_string(),
+            source,
+        })?;
+        if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+            // A write error shows up as git's own failure below.
+            let _ = stdin.write_all(input.as_bytes()).await;
+            drop(stdin);
+        }
+        child
+            .wait_with_output()
+            .await
+            .map_err(|source| GitError::Spawn {
+                program: self.bin.display().to_string(),
+                source,
+            })
+    }
+
+    /// Runs git and returns its stdout, or an error with its stderr.
+    pub(crate) async fn run(&self, dir: &Path, args: &[&str]) -> Result<String, GitError> {
+        self.run_with_input(dir, args, None).await
+    }
+
+    /// Runs git with `input` on stdin and returns its stdout, or an error with its stderr.
+    pub(crate) async fn run_with_input(
+        &self,
+        dir: &Path,
+        args: &[&str],
+        input: Option<&str>,
+    ) -> Result<String, GitError> {
+        let output = self.output(dir, args, input).await?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(self.failure(args, &output))
+        }
+    }
+
+    /// The error for a failed run.
+    pub(crate) fn failure(&self, args: &[&str], output: &Output) -> GitError {
+        GitError::Failed {
+            args: args
+                .iter()
+                .map(|a| redact_url(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+            status: output.status.to_string(),
+            stderr: self.redact(String::from_utf8_lossy(&output.stderr).trim()),
+        }
+    }
+
+    /// `text` with URL user info and this runner's password removed.
+    pub(crate) fn redact(&self, text: &str) -> String {
+        let mut text = text
+            .split('\n')
+            .map(redact_url)
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Some(creds) = &self.credentials
+            && !creds.password.is_empty()
+        {
+            text = text.replace(&creds.password, "<redacted>");
+        }
+        text
+    }
+
+    /// The full id of `rev` as a commit, or `None` when it does not resolve.
+    pub(crate) async fn resolve(&self, dir: &Path, rev: &str) -> Result<Option<String>, GitError> {
+        let spec = format!("{rev}^{{commit}}");
+        let output = self
+            .output(dir, &["rev-parse", "--verify", "-q", &spec], None)
+            .await?;
+        Ok(output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()))
+    }
+
+    /// Whether `ancestor` is an ancestor of (or equal to) `descendant`.
+    pub(crate) async fn is_ancestor(
+        &self,
+        dir: &Path,
+        ancestor: &str,
+        descendant: &str,
+    ) -> Result<bool, GitError> {
+        let args = ["merge-base", "--is-ancestor", ancestor, descendant];
+        let output = self.output(dir, &args, None).await?;
+        match output.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(self.failure(&args, &output)),
+        }
+    }
+
+    /// The value of the `Dray-Promotion` trailer of `rev`, if it has one.
+    pub(crate) async fn promotion_trailer(
+        &self,
+        dir: &Path,
+        rev: &str,
+    ) -> Result<Option<String>, GitError> {
+        let out = self
+            .run(
+                dir,
+                &[
+                    "log",
+                    "-1",
+                    "--format=%(trailers:key=Dray-Promotion,valueonly,separator=%x00)",
+                    rev,
+                    "--",
+                ],
+            )
+            .await?;
+        let value = out.split('\0').next().unwrap_or_default().trim();
+        Ok((!value.is_empty()).then(|| value.to_string()))
+    }
+
+    /// `<short sha> "<subject>"` of `rev`, for messages.
+    pub(crate) async fn describe(&self, dir: &Path, rev: &str) -> String {
+        match self
+            .run(dir, &["log", "-1", "--format=%h \"%s\"", rev, "--"])
+            .await
+        {
+            Ok(out) => out.trim().to_string(),
+            Err(_) => rev.chars().take(12).collect(),
+        }
+    }
+}
+
+/// The environment every git command gets.
+fn base_env() -> [(&'static str, &'static str); 10] {
+    [
+        ("GIT_TERMINAL_PROMPT", "0"),
+        // No automatic gc or maintenance: they enumerate the mirror's worktrees unlocked
+        // (see [`MirrorLocks`]); the mirror's upkeep belongs to the repository cache.
+        ("GIT_CONFIG_COUNT", "2"),
+        ("GIT_CONFIG_KEY_0", "gc.auto"),
+        ("GIT_CONFIG_VALUE_0", "0"),
+        ("GIT_CONFIG_KEY_1", "maintenance.auto"),
+        ("GIT_CONFIG_VALUE_1", "false"),
+        ("LC_ALL", "C"),
+        ("GIT_EDITOR", ":"),
+        ("GIT_COMMITTER_NAME", DEFAULT_NAME),
+        ("GIT_COMMITTER_EMAIL", DEFAULT_EMAIL),
+    ]
+}
+
+/// The environment that hands `creds` to git through the askpass script at `script`.
+pub(crate) fn askpass_env(creds: &GitCredentials, script: &Path) -> Vec<(OsString, OsString)> {
+    vec![
+        ("GIT_ASKPASS".into(), script.as_os_str().to_owned()),
+        ("GIT_TERMINAL_PROMPT".into(), "0".into()),
+        (USERNAME_ENV.into(), creds.username.clone().into()),
+        (PASSWORD_ENV.into(), creds.password.clone().into()),
+    ]
+}
+
+/// The askpass script, written once per process into a fresh private directory.
+pub(crate) fn askpass_script() -> Result<&'static Path, GitError> {
+    static SCRIPT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    SCRIPT
+        .get_or_init(write_askpass_script)
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(|e| GitError::Askpass(e.clone()))
+}
+
+fn write_askpass_script() -> Result<PathBuf, String> {
+    let base = std::env::temp_dir();
+    for n in 0..100u32 {
+        let dir = base.join(format!("dray-askpass-{}-{n}", std::process::id()));
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot create `{}`: {e}", dir.display())),
+        }
+        let path = dir.join("askpass.sh");
+        std::fs::write(&path, ASKPASS_SCRIPT)
+            .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("cannot make `{}` executable: {e}", path.display()))?;
+        }
+        return Ok(path);
+    }
+    Err(format!(
+        "no free directory for the askpass script under `{}`",
+        base.display()
+    ))
+}
+
+/// `text` with the user info of a URL (`https://user:token@host/…`) replaced by `***`.
+pub(crate) fn redact_url(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                out.push_str(&tail[at..end]);
+            }
+            None => out.push_str(&tail[..end]),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `name` is a branch or tag name git accepts (`git check-ref-format`) and that
+/// cannot be mistaken for an option.
+pub(crate) fn is_valid_ref_name(name: &str) -> bool {
+    let bad_char = |c: char| c.is_ascii_control() || " ~^:?*[\\".contains(c);
+    !name.is_empty()
+        && name != "@"
+        && !name.starts_with(['-', '/', '.'])
+        && !name.ends_with(['/', '.'])
+        && !name.ends_with(".lock")
+        && !name.contains("..")
+        && !name.contains("//")
+        && !name.contains("@{")
+        && !name.contains("/.")
+        && !name.split('/').any(|part| part.ends_with(".lock"))
+        && !name.chars().any(bad_char)
+}
+
+/// What `git-clone` records about a worktree, for the steps that follow (`git-push`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct CheckoutRecord {
+    /// The real repository URL: where pushes go (the mirror's `origin` is never used).
+    #[serde(rename = "repoURL")]
+    pub(crate) repo_url: String,
+    /// The branch that was checked out, if one was.
+    pub(crate) branch: Option<String>,
+}
+
+/// The record's file, in the worktree's private git directory (removed with the worktree).
+const RECORD_FILE: &str = "dray-checkout.json";
+
+/// The worktree's private git directory (`<mirror>/worktrees/<name>`).
+pub(crate) async fn private_git_dir(git: &Git, worktree: &Path) -> Result<PathBuf, GitError> {
+    let out = git
+        .run(
+            worktree,
+            &["rev-parse", "--path-format=absolute", "--git-dir"],
+        )
+        .await?;
+    Ok(PathBuf::from(out.trim()))
+}
+
+/// Writes the record for the worktree at `worktree`.
+pub(crate) async fn write_record(
+    git: &Git,
+    worktree: &Path,
+    record: &CheckoutRecord,
+) -> Result<(), String> {
+    let dir = private_git_dir(git, worktree)
+        .await
+        .map_err(|e| e.to_string())?;
+    let json = serde_json::to_vec_pretty(record).map_err(|e| e.to_string())?;
+    let path = dir.join(RECORD_FILE);
+    tokio::fs::write(&path, json)
+        .await
+        .map_err(|e| format!("cannot write `{}`: {e}", path.display()))
+}
+
+/// Reads the record of the worktree at `worktree`, if `git-clone` made it.
+pub(crate) async fn read_record(
+    git: &Git,
+    worktree: &Path,
+) -> Result<Option<CheckoutRecord>, String> {
+    let Ok(dir) = private_git_dir(git, worktree).await else {
+        return Ok(None);
+    };
+    let path = dir.join(RECORD_FILE);
+    match tokio::fs::read(&path).await {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("cannot read `{}`: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read `{}`: {e}", path.display())),
+    }
+}
+
+/// Per-mirror async locks that keep a mirror's set of worktrees still while git reads it.
+///
+/// `git worktree add` registers a worktree in several writes (`<mirror>/worktrees/<id>/…`),
+/// and every git command that enumerates worktrees (a mirror `fetch`, which refuses to
+/// update a branch checked out anywhere; `worktree prune`; `gc`) dies when it meets a
+/// half-made registration. So `git-clone` adds, removes and prunes worktrees while holding
+/// [`MirrorLocks::lock`] for the mirror, and **a [`crate::RepoCache`] must hold the same lock
+/// while it fetches into (or collects garbage in) a mirror**. The git steps turn off
+/// automatic gc and maintenance in the commands they run, so they never enumerate
+/// worktrees unlocked. One process-global instance ([`MirrorLocks::global`]) suffices: Dray
+/// has one active process per data directory.
+#[derive(Default)]
+pub struct MirrorLocks {
+    locks: PushLocks,
+}
+
+impl MirrorLocks {
+    /// The instance `git-clone` uses; a [`crate::RepoCache`] must use it too.
+    pub fn global() -> &'static MirrorLocks {
+        static GLOBAL: OnceLock<MirrorLocks> = OnceLock::new();
+        GLOBAL.get_or_init(MirrorLocks::default)
+    }
+
+    /// Waits for, and takes, the lock of the mirror at `mirror` (the path the
+    /// [`crate::RepoCache`] returns).
+    pub async fn lock(&self, mirror: &Path) -> OwnedMutexGuard<()> {
+        self.locks.lock(&mirror.to_string_lossy(), "").await
+    }
+}
+
+/// A repository URL (without a trailing `/`) and a branch.
+type BranchKey = (String, String);
+
+/// Per-(repository URL, branch) async locks that serialise pushes inside this process.
+///
+/// One process-global instance ([`PushLocks::global`]) is shared by every `git-push`, so
+/// that concurrent promotions in one Dray process take turns on a branch instead of
+/// racing and rebasing. Pushes from elsewhere (other processes, people) are still handled
+/// by `git-push`'s fetch, rebase and retry. Locks no one holds are dropped on the next
+/// [`PushLocks::lock`].
+#[derive(Default)]
+pub struct PushLocks {
+    locks: Mutex<HashMap<BranchKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl PushLocks {
+    /// The instance every `git-push` in this process uses.
+    pub fn global() -> &'static PushLocks {
+        static GLOBAL: OnceLock<PushLocks> = OnceLock::new();
+        GLOBAL.get_or_init(PushLocks::default)
+    }
+
+    /// Waits for, and takes, the lock of `branch` in `repo_url`.
+    pub async fn lock(&self, repo_url: &str, branch: &str) -> OwnedMutexGuard<()> {
+        let key = (
+            repo_url.trim_end_matches('/').to_string(),
+            branch.to_string(),
+        );
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(|e| e.into_inner());
+            locks.retain(|k, l| k == &key || Arc::strong_count(l) > 1);
+            locks.entry(key).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+
+    /// How many locks are kept (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.locks.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_url_hides_user_info() {
+        assert_eq!(
+            redact_url("fatal: https://bob:s3cret@git.example.com/a.git not found"),
+            "fatal: https://***@git.example.com/a.git not found"
+        );
+        assert_eq!(redact_url("file:///tmp/x.git"), "file:///tmp/x.git");
+        assert_eq!(redact_url("no url here"), "no url here");
+    }
+
+    #[test]
+    fn ref_names_are_checked() {
+        for good in ["main", "stage/dev", "dray/promotion/p-1", "v1.2.3"] {
+            assert!(is_valid_ref_name(good), "{good}");
+        }
+        for bad in [
+            "", "-f", "--force", "a..b", "a b", "a~1", "x.lock", "a/", "@", "a@{1}", "/a",
+        ] {
+            assert!(!is_valid_ref_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn askpass_env_carries_credentials_only_in_the_environment() {
+        let creds = GitCredentials {
+            username: "bob".into(),
+            password: "hunter2-token".into(),
+        };
+        let script = askpass_script().unwrap();
+        let env = askpass_env(&creds, script);
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        assert_eq!(get("GIT_ASKPASS").unwrap(), script.as_os_str());
+        assert_eq!(get("GIT_TERMINAL_PROMPT").unwrap(), "0");
+        assert_eq!(get(USERNAME_ENV).unwrap(), "bob");
+        assert_eq!(get(PASSWORD_ENV).unwrap(), "hunter2-token");
+        // The script holds no secret; the command line holds none either.
+        let text = std::fs::read_to_string(script).unwrap();
+        assert!(!text.contains("hunter2"));
+        let git = Git {
+            bin: "git".into(),
+            credentials: Some(creds),
+        };
+        let cmd = git
+            .command(
+                Path::new("."),
+                &[
+                    "push",
+                    "--porcelain",
+                    "https://git.example.com/a.git",
+                    "HEAD:refs/heads/x",
+                ],
+            )
+            .unwrap();
+        let argv: Vec<String> = cmd
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            argv.iter()
+                .all(|a| !a.contains("hunter2") && !a.contains("bob")),
+            "{argv:?}"
+        );
+        let envs: HashMap<String, String> = cmd
+            .as_std()
+            .get_envs()
+            .filter_map(|(k, v)| {
+                Some((
+                    k.to_string_lossy().into_owned(),
+                    v?.to_string_lossy().into_owned(),
+                ))
+            })
+            .collect();
+        assert_eq!(envs["GIT_ASKPASS"], script.display().to_string());
+        assert_eq!(envs[PASSWORD_ENV], "hunter2-token");
+        assert_eq!(envs["GIT_TERMINAL_PROMPT"], "0");
+        // Secrets are scrubbed from git's messages.
+        assert_eq!(
+            git.redact("denied for hunter2-token"),
+            "denied for <redacted>"
+        );
+    }
+
+    #[tokio::test]
+    async fn git_asks_the_askpass_script_for_credentials() {
+        // `git credential fill` prompts through GIT_ASKPASS when no helper answers: the
+        // same path a push over HTTPS takes, without a network.
+        let home = tempfile::tempdir().unwrap();
+        let git = Git {
+            bin: "git".into(),
+            credentials: Some(GitCredentials {
+                username: "bob".into(),
+                password: "hunter2-token".into(),
+            }),
+        };
+        let mut cmd = git.command(home.path(), &["credential", "fill"]).unwrap();
+        cmd.env("HOME", home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"protocol=https\nhost=git.example.com\n\n")
+            .await
+            .unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("username=bob\n"), "{stdout}");
+        assert!(stdout.contains("password=hunter2-token\n"), "{stdout}");
+    }
+
+    #[tokio::test]
+    async fn push_locks_serialise_one_branch_and_forget_idle_ones() {
+        let locks = PushLocks::default();
+        let held = locks.lock("file:///r.git", "main").await;
+        // Another branch is independent.
+        let other = locks.lock("file:///r.git/", "stage/dev").await;
+        drop(other);
+        // The same branch waits until the first guard is dropped.
+        let mut waiting = Box::pin(locks.lock("file:///r.git/", "main"));
+        assert!(futures_poll_once(waiting.as_mut()).is_none());
+        drop(held);
+        let _again = waiting.await;
+        let _third = locks.lock("file:///s.git", "main").await;
+        // `stage/dev` was idle and is gone; `r.git main` and `s.git main` are held.
+        assert_eq!(locks.len(), 2);
+    }
+
+    fn futures_poll_once<F: std::future::Future + Unpin>(fut: F) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        let mut fut = fut;
+        match std::pin::Pin::new(&mut fut).poll(&mut cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        }
+    }
+}

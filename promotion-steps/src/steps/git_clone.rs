@@ -1,0 +1,635 @@
+//! `git-clone`: checks out commits, branches or tags of one repository as worktrees of
+//! its shared bare mirror. Never a fresh clone: the mirror comes up to date with an
+//! incremental fetch ([`crate::RepoCache`]), and each checkout is a `git worktree add`.
+//!
+//! Worktrees are always on a detached HEAD (see [`crate::git`]); the branch checked out
+//! and the real repository URL are recorded beside the worktree for `git-push`. A branch
+//! that does not exist yet can be started as an orphan (`create: true`).
+//!
+//! Idempotent: a path that already is a worktree of this mirror at the wanted commit is
+//! reused (reset and cleaned); anything else at the path is removed and checked out anew.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Component, Path, PathBuf};
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::git::{CheckoutRecord, Git, GitError, is_valid_ref_name, redact_url, write_record};
+use crate::{MirrorLocks, Step, StepContext, StepOutcome, parse_config};
+
+/// The name used in `uses:`.
+pub(crate) const KIND: &str = "git-clone";
+
+/// The configuration of `git-clone`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Config {
+    /// The repository, e.g. `https://git.example.com/team/config.git`.
+    #[serde(rename = "repoURL")]
+    pub(crate) repo_url: String,
+    /// What to check out, and where.
+    pub(crate) checkout: Vec<Checkout>,
+}
+
+/// One checkout: exactly one of `commit`, `branch` or `tag`, and a path.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Checkout {
+    /// A commit id (full or abbreviated hex).
+    #[serde(default)]
+    pub(crate) commit: Option<String>,
+    /// A branch; its current head is checked out.
+    #[serde(default)]
+    pub(crate) branch: Option<String>,
+    /// A tag.
+    #[serde(default)]
+    pub(crate) tag: Option<String>,
+    /// Where, relative to the work directory, e.g. `./out`.
+    pub(crate) path: String,
+    /// With `branch`: start it as an empty (orphan) branch when it does not exist yet.
+    #[serde(default)]
+    pub(crate) create: bool,
+}
+
+/// What a checkout points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    Commit(String),
+    Branch { name: String, create: bool },
+    Tag(String),
+}
+
+/// A validated checkout.
+#[derive(Debug)]
+struct Plan {
+    path: String,
+    dir: PathBuf,
+    target: Target,
+}
+
+/// The `git-clone` step.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GitClone;
+
+#[async_trait]
+impl Step for GitClone {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn config_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Config)
+    }
+
+    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
+        let config: Config = match parse_config(KIND, config) {
+            Ok(c) => c,
+            Err(outcome) => return outcome,
+        };
+        let plans = match validate(ctx, &config) {
+            Ok(plans) => plans,
+            Err(reason) => return StepOutcome::failed(reason),
+        };
+        let url = redact_url(&config.repo_url);
+        let git = Git::for_repo(ctx, &config.repo_url);
+        let mirror = match ctx.repos.fetch(&config.repo_url, git.credentials()).await {
+            Ok(mirror) => mirror,
+            Err(e) => {
+                return StepOutcome::errored(format!("cannot fetch `{url}`: {}", git.redact(&e)));
+            }
+        };
+        if mirror.to_str().is_none() {
+            return StepOutcome::errored(format!("the mirror of `{url}` is at a non-UTF-8 path"));
+        }
+        let mut commits = Map::new();
+        for plan in &plans {
+            let want = match resolve(&git, &mirror, &plan.target, &url).await {
+                Ok(Ok(want)) => want,
+                Ok(Err(missing)) => return StepOutcome::failed(missing),
+                Err(e) => return StepOutcome::errored(e.to_string()),
+            };
+            let reused = match ensure_worktree(&git, &mirror, &plan.dir, want.as_deref()).await {
+                Ok(reused) => reused,
+                Err(e) => {
+                    return StepOutcome::errored(format!("cannot check out `{}`: {e}", plan.path));
+                }
+            };
+            let record = CheckoutRecord {
+                repo_url: config.repo_url.clone(),
+                branch: match &plan.target {
+                    Target::Branch { name, .. } => Some(name.clone()),
+                    _ => None,
+                },
+            };
+            if let Err(e) = write_record(&git, &plan.dir, &record).await {
+                return StepOutcome::errored(e);
+            }
+            let how = if reused { "reused" } else { "checked out" };
+            ctx.log(&match &want {
+                Some(sha) => format!(
+                    "{how} `{url}` {} at {} in `{}`",
+                    plan.target,
+                    short(sha),
+                    plan.path
+                ),
+                None => format!(
+                    "{how} `{url}` {} as a new orphan branch in `{}`",
+                    plan.target, plan.path
+                ),
+            });
+            commits.insert(plan.path.clone(), want.map_or(Value::Null, Value::String));
+        }
+        let mut outputs = Map::new();
+        if let [(_, single)] = commits.iter().collect::<Vec<_>>().as_slice() {
+            outputs.insert("commit".into(), (*single).clone());
+        }
+        outputs.insert("commits".into(), Value::Object(commits.clone()));
+        StepOutcome::Succeeded {
+            outputs,
+            state: Some(json!({ "repoURL": config.repo_url, "commits": commits })),
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Commit(c) => write!(f, "commit `{c}`"),
+            Target::Branch { name, .. } => write!(f, "branch `{name}`"),
+            Target::Tag(t) => write!(f, "tag `{t}`"),
+        }
+    }
+}
+
+/// Checks the whole config before anything touches git.
+fn validate(ctx: &StepContext, config: &Config) -> Result<Vec<Plan>, String> {
+    let bad = |msg: String| format!("invalid `{KIND}` config: {msg}");
+    if config.repo_url.trim().is_empty() || config.repo_url.starts_with('-') {
+        return Err(bad(format!(
+            "`repoURL` `{}` is not a repository URL",
+            config.repo_url
+        )));
+    }
+    if config.checkout.is_empty() {
+        return Err(bad(
+            "`checkout` is empty; name at least one commit, branch or tag".into(),
+        ));
+    }
+    let mut plans: Vec<Plan> = Vec::new();
+    for (i, c) in config.checkout.iter().enumerate() {
+        let at = format!("`checkout[{i}]`");
+        let target = match (&c.commit, &c.branch, &c.tag) {
+            (Some(commit), None, None) => {
+                let hex = commit.chars().all(|ch| ch.is_ascii_hexdigit());
+                if !hex || !(4..=64).contains(&commit.len()) {
+                    return Err(bad(format!("{at}: commit `{commit}` is not a commit id")));
+                }
+                Target::Commit(commit.to_ascii_lowercase())
+            }
+            (None, Some(name), None) => Target::Branch {
+                name: name.clone(),
+                create: c.create,
+            },
+            (None, None, Some(tag)) => Target::Tag(tag.clone()),
+            _ => {
+                return Err(bad(format!(
+                    "{at} needs exactly one of `commit`, `branch` or `tag`"
+                )));
+            }
+        };
+        match &target {
+            Target::Branch { name, .. } | Target::Tag(name) if !is_valid_ref_name(name) => {
+                return Err(bad(format!("{at}: `{name}` is not a valid git ref name")));
+            }
+            Target::Commit(_) | Target::Tag(_) if c.create => {
+                return Err(bad(format!("{at}: `create` only applies to a `branch`")));
+            }
+            _ => {}
+        }
+        let dir = ctx.path(&c.path).map_err(bad)?;
+        if dir.to_str().is_none() {
+            return Err(bad(format!("{at}: path `{}` is not UTF-8", dir.display())));
+        }
+        if !Path::new(&c.path)
+            .components()
+            .any(|p| matches!(p, Component::Normal(_)))
+        {
+            return Err(bad(format!(
+                "{at}: path `{}` is the work directory itself; use a subdirectory such as `./src`",
+                c.path
+            )));
+        }
+        if let Some(other) = plans.iter().find(|p| overlaps(&p.dir, &dir)) {
+            return Err(bad(format!(
+                "{at}: path `{}` overlaps `{}`",
+                c.path, other.path
+            )));
+        }
+        plans.push(Plan {
+            path: c.path.clone(),
+            dir,
+            target,
+        });
+    }
+    Ok(plans)
+}
+
+/// Whether one path is the other or inside it (after dropping `.` components).
+fn overlaps(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| {
+        p.components()
+            .filter(|c| *c != Component::CurDir)
+            .collect::<PathBuf>()
+    };
+    let (a, b) = (norm(a), norm(b));
+    a.starts_with(&b) || b.starts_with(&a)
+}
+
+/// The commit to check out (`None`: start an orphan branch), or what is missing.
+async fn resolve(
+    git: &Git,
+    mirror: &Path,
+    target: &Target,
+    url: &str,
+) -> Result<Result<Option<String>, String>, GitError> {
+    let (rev, missing) = match target {
+        Target::Commit(c) => (c.clone(), format!("commit `{c}` does not exist in `{url}`")),
+        Target::Tag(t) => (
+            format!("refs/tags/{t}"),
+            format!("tag `{t}` does not exist in `{url}`"),
+        ),
+        Target::Branch { name, create } => {
+            let found = git.resolve(mirror, &format!("refs/heads/{name}")).await?;
+            return Ok(match (found, create) {
+                (Some(sha), _) => Ok(Some(sha)),
+                (None, true) => Ok(None),
+                (None, false) => Err(format!(
+                    "branch `{name}` does not exist in `{url}`; hint: set `create: true` to start it as an empty branch"
+                )),
+            });
+        }
+    };
+    Ok(git.resolve(mirror, &rev).await?.map(Some).ok_or(missing))
+}
+
+/// What is at a checkout's path now.
+#[derive(Debug, PartialEq)]
+enum Existing {
+    Nothing,
+    /// A worktree of this mirror with this HEAD (`None`: unborn).
+    Worktree(Option<String>),
+    /// Something else: a plain directory, a file, another repository's worktree.
+    Other,
+}
+
+async fn inspect(git: &Git, mirror: &Path, dir: &Path) -> Result<Existing, GitError> {
+    let Ok(meta) = tokio::fs::symlink_metadata(dir).await else {
+        return Ok(Existing::Nothing);
+    };
+    if !meta.is_dir() || tokio::fs::symlink_metadata(dir.join(".git")).await.is_err() {
+        return Ok(Existing::Other);
+    }
+    let args = [
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-common-dir",
+        "--show-toplevel",
+    ];
+    let out = git.output(dir, &args, None).await?;
+    if !out.status.success() {
+        return Ok(Existing::Other);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    let same = |a: Option<&str>, b: &Path| {
+        let a = a.and_then(|a| std::fs::canonicalize(a).ok());
+        a.is_some() && a == std::fs::canonicalize(b).ok()
+    };
+    if !same(lines.next(), mirror) || !same(lines.next(), dir) {
+        return Ok(Existing::Other);
+    }
+    Ok(Existing::Worktree(git.resolve(dir, "HEAD").await?))
+}
+
+/// Makes `dir` a clean worktree of `mirror` at `want` (or an empty orphan); returns whether
+/// an existing worktree was reused.
+async fn ensure_worktree(
+    git: &Git,
+    mirror: &Path,
+    dir: &Path,
+    want: Option<&str>,
+) -> Result<bool, GitError> {
+    let worktree = |args: &[&'static str]| {
+        let mut all = vec!["--git-dir", path_str(mirror), "worktree"];
+        all.extend_from_slice(args);
+        all
+    };
+    let existing = inspect(git, mirror, dir).await?;
+    if existing == Existing::Worktree(want.map(str::to_string)) {
+        if want.is_some() {
+            git.run(dir, &["reset", "-q", "--hard"]).await?;
+        } else {
+            git.run(dir, &["read-tree", "--empty"]).await?;
+        }
+        git.run(dir, &["clean", "-q", "-ffdx"]).await?;
+        return Ok(true);
+    }
+    // The unborn branch of an orphan only names HEAD until the first commit, which
+    // `git-commit` detaches: it never becomes a branch in the shared mirror.
+    let unborn = format!("dray/unborn/{:016x}", path_hash(dir));
+    {
+        let _mirror = MirrorLocks::global().lock(mirror).await;
+        match existing {
+            Existing::Worktree(_) => {
+                let mut args = worktree(&["remove", "--force", "--force"]);
+                args.push(path_str(dir));
+                if git.run(mirror, &args).await.is_err() {
+                    remove_path(dir).await?;
+                }
+            }
+            Existing::Other => remove_path(dir).await?,
+            Existing::Nothing => {}
+        }
+        // Forget worktrees whose directories are gone (old promotions' work dirs).
+        git.run(mirror, &worktree(&["prune"])).await?;
+        // `-f` replaces a stale registration of this very path.
+        let mut args = match want {
+            Some(_) => worktree(&["add", "-q", "-f", "--no-checkout", "--detach"]),
+            None => worktree(&["add", "-q", "-f", "--orphan", "-b"]),
+        };
+        match want {
+            Some(sha) => args.extend([path_str(dir), sha]),
+            None => args.extend([unborn.as_str(), path_str(dir)]),
+        }
+        git.run(mirror, &args).await?;
+    }
+    // Files are checked out outside the mirror lock, so checkouts run in parallel.
+    if want.is_some() {
+        git.run(dir, &["reset", "-q", "--hard"]).await?;
+    }
+    Ok(false)
+}
+
+async fn remove_path(path: &Path) -> Result<(), GitError> {
+    let result = match tokio::fs::symlink_metadata(path).await {
+        Ok(meta) if meta.is_dir() => tokio::fs::remove_dir_all(path).await,
+        Ok(_) => tokio::fs::remove_file(path).await,
+        Err(_) => Ok(()),
+    };
+    result.map_err(|source| GitError::Io {
+        what: format!("remove `{}`", path.display()),
+        source,
+    })
+}
+
+fn path_hash(path: &Path) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    path.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// `path` as an argument; paths are checked to be UTF-8 before any git runs.
+fn path_str(path: &Path) -> &str {
+    path.to_str().unwrap_or(".invalid-non-utf8-path")
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{MirrorRepos, bare_remote, failed, git, git_context, outputs, push_files};
+
+    struct World {
+        _dir: tempfile::TempDir,
+        work: PathBuf,
+        url: String,
+        repos: Arc<MirrorRepos>,
+    }
+
+    fn world() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let url = bare_remote(dir.path(), "config.git");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        World {
+            work,
+            url,
+            repos: Arc::new(MirrorRepos::new()),
+            _dir: dir,
+        }
+    }
+
+    #[tokio::test]
+    async fn clones_a_commit_and_starts_an_orphan_branch_idempotently() {
+        let w = world();
+        let first = push_files(&w.url, "main", &[("app/a.yaml", "v: 1\n")], "one");
+        let _second = push_files(&w.url, "main", &[("app/a.yaml", "v: 2\n")], "two");
+        let ctx = git_context(&w.work, w.repos.clone());
+        let config = json!({
+            "repoURL": w.url,
+            "checkout": [
+                {"commit": first, "path": "./src"},
+                {"branch": "stage/dev", "create": true, "path": "./out"},
+            ],
+        });
+        let outcome = GitClone.run(&ctx, config.clone()).await;
+        let StepOutcome::Succeeded { outputs, state } = outcome.clone() else {
+            panic!("{outcome:?}")
+        };
+        assert_eq!(outputs["commits"], json!({"./src": first, "./out": null}));
+        assert!(outputs.get("commit").is_none());
+        assert_eq!(state.unwrap()["commits"]["./src"], json!(first));
+        let src = w.work.join("src");
+        let out = w.work.join("out");
+        assert_eq!(git(&src, &["rev-parse", "HEAD"]), first);
+        assert_eq!(
+            std::fs::read_to_string(src.join("app/a.yaml")).unwrap(),
+            "v: 1\n"
+        );
+        // Detached, so the shared mirror's branches are never checked out.
+        assert_eq!(git(&src, &["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD");
+        let names: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from(".git")]);
+        // A worktree of the mirror, not a clone.
+        let common = git(
+            &src,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        );
+        let mirror = ctx.repos.fetch(&w.url, None).await.unwrap();
+        assert_eq!(
+            std::fs::canonicalize(common).unwrap(),
+            std::fs::canonicalize(&mirror).unwrap()
+        );
+
+        // Re-run after a crash, with leftovers in both worktrees: reused and cleaned.
+        std::fs::write(src.join("app/a.yaml"), "dirty").unwrap();
+        std::fs::write(src.join("junk"), "junk").unwrap();
+        std::fs::write(out.join("half-rendered.yaml"), "x").unwrap();
+        let again = GitClone.run(&ctx, config).await;
+        assert_eq!(outputs, crate::testing::outputs(again));
+        assert_eq!(
+            std::fs::read_to_string(src.join("app/a.yaml")).unwrap(),
+            "v: 1\n"
+        );
+        assert!(!src.join("junk").exists());
+        assert!(!out.join("half-rendered.yaml").exists());
+        let list = git(&mirror, &["worktree", "list", "--porcelain"]);
+        assert_eq!(list.matches("worktree ").count(), 3, "{list}"); // the mirror + 2
+    }
+
+    #[tokio::test]
+    async fn a_branch_checks_out_its_head_and_a_changed_path_is_replaced() {
+        let w = world();
+        let one = push_files(&w.url, "stage/dev", &[("a", "1")], "one");
+        let ctx = git_context(&w.work, w.repos.clone());
+        let config =
+            json!({"repoURL": w.url, "checkout": [{"branch": "stage/dev", "path": "out"}]});
+        let got = outputs(GitClone.run(&ctx, config.clone()).await);
+        assert_eq!(got["commit"], json!(one));
+        assert_eq!(got["commits"], json!({"out": one}));
+
+        // The branch moved: the worktree is checked out again at the new head.
+        let two = push_files(&w.url, "stage/dev", &[("a", "2")], "two");
+        let got = outputs(GitClone.run(&ctx, config.clone()).await);
+        assert_eq!(got["commit"], json!(two));
+        assert_eq!(git(&w.work.join("out"), &["rev-parse", "HEAD"]), two);
+
+        // Something else at the path (not a worktree) is replaced.
+        std::fs::remove_dir_all(w.work.join("out")).unwrap();
+        std::fs::create_dir_all(w.work.join("out/stuff")).unwrap();
+        let got = outputs(GitClone.run(&ctx, config).await);
+        assert_eq!(got["commit"], json!(two));
+        assert!(!w.work.join("out/stuff").exists());
+        assert_eq!(std::fs::read_to_string(w.work.join("out/a")).unwrap(), "2");
+    }
+
+    #[tokio::test]
+    async fn tags_resolve_and_missing_refs_fail_with_a_hint() {
+        let w = world();
+        let one = push_files(&w.url, "main", &[("a", "1")], "one");
+        let scratch = tempfile::tempdir().unwrap();
+        git(scratch.path(), &["init", "-q"]);
+        git(scratch.path(), &["fetch", "-q", &w.url, "main"]);
+        git(scratch.path(), &["tag", "v1.0.0", "FETCH_HEAD"]);
+        git(scratch.path(), &["push", "-q", &w.url, "refs/tags/v1.0.0"]);
+        let ctx = git_context(&w.work, w.repos.clone());
+        let got = outputs(
+            GitClone
+                .run(
+                    &ctx,
+                    json!({"repoURL": w.url, "checkout": [{"tag": "v1.0.0", "path": "t"}]}),
+                )
+                .await,
+        );
+        assert_eq!(got["commit"], json!(one));
+
+        let cases = [
+            (
+                json!({"branch": "stage/prod", "path": "p"}),
+                "branch `stage/prod` does not exist",
+            ),
+            (json!({"tag": "v9", "path": "p"}), "tag `v9` does not exist"),
+            (
+                json!({"commit": "deadbeefdeadbeef", "path": "p"}),
+                "commit `deadbeefdeadbeef` does not exist",
+            ),
+        ];
+        for (checkout, want) in cases {
+            let reason = failed(
+                GitClone
+                    .run(&ctx, json!({"repoURL": w.url, "checkout": [checkout]}))
+                    .await,
+            );
+            assert!(reason.contains(want), "{reason}");
+        }
+        let reason = failed(
+            GitClone
+                .run(
+                    &ctx,
+                    json!({"repoURL": w.url, "checkout": [{"branch": "stage/prod", "path": "p"}]}),
+                )
+                .await,
+        );
+        assert!(reason.contains("hint: set `create: true`"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn bad_configs_fail_before_touching_git() {
+        let work = tempfile::tempdir().unwrap();
+        // The default test context refuses every fetch: a bad config must fail before.
+        let ctx = crate::testing::context(work.path());
+        let url = "https://git.example.com/c.git";
+        let cases = [
+            (
+                json!({"repoURL": url, "checkout": []}),
+                "`checkout` is empty",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"path": "a"}]}),
+                "exactly one of",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "b", "tag": "t", "path": "a"}]}),
+                "exactly one of",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"tag": "t", "create": true, "path": "a"}]}),
+                "`create` only applies",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"commit": "xyz", "path": "a"}]}),
+                "is not a commit id",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "-f", "path": "a"}]}),
+                "not a valid git ref name",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "b", "path": "."}]}),
+                "the work directory itself",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "b", "path": "../x"}]}),
+                "leaves the promotion's work directory",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "b", "path": "a"}, {"branch": "c", "path": "./a/b"}]}),
+                "overlaps",
+            ),
+            (
+                json!({"repoURL": url, "checkout": [{"branch": "b", "path": "a", "depth": 1}]}),
+                "unknown field `depth`",
+            ),
+            (
+                json!({"repoUrl": url, "checkout": []}),
+                "unknown field `repoUrl`",
+            ),
+        ];
+        for (config, want) in cases {
+            let reason = failed(GitClone.run(&ctx, config.clone()).await);
+            assert!(reason.contains(want), "{config}: {reason}");
+        }
+        let reason = crate::testing::errored(
+            GitClone
+                .run(
+                    &ctx,
+                    json!({"repoURL": url, "checkout": [{"branch": "b", "path": "a"}]}),
+                )
+                .await,
+        );
+        assert!(reason.contains("cannot fetch"), "{reason}");
+    }
+}

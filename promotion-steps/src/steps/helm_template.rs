@@ -1,0 +1,296 @@
+//! `helm-template`: renders a local Helm chart to plain manifests with `helm template`, as
+//! Argo CD does, into one file or one file per resource.
+//!
+//! Owns the command line; running the tool is `tool.rs`, writing the output `files.rs`.
+//! It does not fetch chart dependencies: vendor them (`charts/`) in the repository.
+
+use std::ffi::OsString;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
+
+use super::files::{OutPath, resolve};
+use super::tool::{TIMEOUT, Tool, render};
+use crate::{Step, StepContext, StepOutcome, parse_config};
+
+/// The name used in `uses:`.
+pub(crate) const KIND: &str = "helm-template";
+
+/// Configuration of `helm-template`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Config {
+    /// The chart directory, relative to the work directory.
+    path: String,
+    /// The release name (`.Release.Name`).
+    release_name: String,
+    /// The namespace (`.Release.Namespace`); Helm's default when unset.
+    #[serde(default)]
+    namespace: Option<String>,
+    /// Values files, relative to the work directory, applied in order (`-f`).
+    #[serde(default)]
+    values_files: Vec<String>,
+    /// Single values applied after the files, in order (`--set key=value`, with Helm's
+    /// `--set` syntax for the value).
+    #[serde(default)]
+    set_values: Vec<SetValue>,
+    /// Where to write the manifests: a file, or, when it ends with `/` or is an existing
+    /// directory, one file per resource named `<kind>-<name>.yaml` (lowercase).
+    out_path: String,
+}
+
+/// One `--set`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct SetValue {
+    /// The dotted key, e.g. `image.tag`.
+    key: String,
+    /// The value.
+    value: String,
+}
+
+/// The `helm-template` step.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct HelmTemplate;
+
+#[async_trait]
+impl Step for HelmTemplate {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn config_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Config)
+    }
+
+    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+        match run(ctx, config).await {
+            Ok(outcome) | Err(outcome) => outcome,
+        }
+    }
+}
+
+async fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
+    let config: Config = parse_config(KIND, config)?;
+    let chart = resolve(ctx, &config.path, true)?;
+    if !chart.join("Chart.yaml").is_file() {
+        return Err(StepOutcome::failed(format!(
+            "`{}` is not a Helm chart (no Chart.yaml); point `path` at the chart's directory",
+            config.path
+        )));
+    }
+    let mut args: Vec<OsString> = vec![
+        "template".into(),
+        config.release_name.clone().into(),
+        chart.into(),
+    ];
+    if let Some(namespace) = &config.namespace {
+        args.extend(["--namespace".into(), namespace.into()]);
+    }
+    for file in &config.values_files {
+        let path = resolve(ctx, file, true)?;
+        if !path.is_file() {
+            return Err(StepOutcome::failed(format!(
+                "values file `{file}` does not exist in the work directory"
+            )));
+        }
+        args.extend(["--values".into(), path.into()]);
+    }
+    for set in &config.set_values {
+        if set.key.is_empty() {
+            return Err(StepOutcome::failed(format!(
+                "invalid `{KIND}` config at `setValues`: a key is empty"
+            )));
+        }
+        args.extend(["--set".into(), format!("{}={}", set.key, set.value).into()]);
+    }
+    let out = OutPath::resolve(ctx, &config.out_path)?;
+    let tool = Tool {
+        name: "helm",
+        product: "Helm",
+        program: &ctx.tools.helm,
+    };
+    let rendered = render(ctx, &tool, &args, TIMEOUT).await?;
+    let files = out.write(&rendered)?;
+    ctx.log(&format!(
+        "rendered chart `{}` into `{}` ({files} file(s))",
+        config.path, config.out_path
+    ));
+    Ok(StepOutcome::succeeded(Map::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{context, errored, failed, outputs};
+    use serde_json::json;
+    use std::path::{Path, PathBuf};
+
+    /// The `helm` shim over the Helm SDK (e2e/helm-shim/helm), when its Python package is
+    /// installed (CI installs it; see e2e/test.sh).
+    fn helm_shim() -> Option<PathBuf> {
+        let ok = std::process::Command::new("python3")
+            .args(["-c", "import helm_python"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!(
+                "skipping: python3 cannot import helm_python (pip install helm-python-sdk), so the helm shim cannot run"
+            );
+            return None;
+        }
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/helm-shim/helm"))
+    }
+
+    fn chart(dir: &Path) {
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        std::fs::write(
+            dir.join("Chart.yaml"),
+            "apiVersion: v2\nname: app\nversion: 0.1.0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("values.yaml"),
+            "image:\n  repository: registry.example.com/team/app\n  tag: 1.0.0\nreplicas: 1\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("templates/deployment.yaml"),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\n  namespace: {{ .Release.Namespace }}\nspec:\n  replicas: {{ .Values.replicas }}\n  template:\n    spec:\n      containers:\n        - name: app\n          image: \"{{ .Values.image.repository }}:{{ .Values.image.tag }}\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("templates/service.yaml"),
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("templates/NOTES.txt"),
+            "Installed {{ .Release.Name }}.\n",
+        )
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn renders_a_chart_with_values_files_and_set_values() {
+        let Some(helm) = helm_shim() else { return };
+        let work = tempfile::tempdir().unwrap();
+        chart(&work.path().join("charts/app"));
+        std::fs::write(
+            work.path().join("staging.yaml"),
+            "replicas: 2\nimage:\n  tag: 1.1.0\n",
+        )
+        .unwrap();
+        let mut ctx = context(work.path());
+        ctx.tools.helm = helm;
+        let config = json!({
+            "path": "charts/app", "releaseName": "web", "namespace": "staging",
+            "valuesFiles": ["staging.yaml"],
+            "setValues": [{"key": "image.tag", "value": "1.2.0"}],
+            "outPath": "out/app.yaml",
+        });
+        outputs(HelmTemplate.run(&ctx, config).await);
+        let out = std::fs::read_to_string(work.path().join("out/app.yaml")).unwrap();
+        assert!(
+            out.contains("image: \"registry.example.com/team/app:1.2.0\""),
+            "{out}"
+        );
+        assert!(out.contains("replicas: 2"), "{out}");
+        assert!(out.contains("namespace: staging"), "{out}");
+        assert!(
+            out.contains("# Source: app/templates/service.yaml"),
+            "{out}"
+        );
+        assert!(!out.contains("Installed"), "{out}");
+
+        outputs(
+            HelmTemplate
+                .run(
+                    &ctx,
+                    json!({"path": "charts/app", "releaseName": "web", "outPath": "split/"}),
+                )
+                .await,
+        );
+        let mut names: Vec<_> = std::fs::read_dir(work.path().join("split"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["deployment-web.yaml", "service-web.yaml"]);
+    }
+
+    #[tokio::test]
+    async fn a_template_error_fails_with_helm_s_words() {
+        let Some(helm) = helm_shim() else { return };
+        let work = tempfile::tempdir().unwrap();
+        chart(work.path());
+        std::fs::write(
+            work.path().join("templates/bad.yaml"),
+            "{{ .Values.nope.deeper }}\n",
+        )
+        .unwrap();
+        let mut ctx = context(work.path());
+        ctx.tools.helm = helm;
+        let reason = failed(
+            HelmTemplate
+                .run(
+                    &ctx,
+                    json!({"path": ".", "releaseName": "web", "outPath": "o.yaml"}),
+                )
+                .await,
+        );
+        assert!(reason.contains("bad.yaml"), "{reason}");
+        assert!(!work.path().join("o.yaml").exists());
+    }
+
+    #[tokio::test]
+    async fn missing_helm_charts_and_values_are_explained() {
+        let work = tempfile::tempdir().unwrap();
+        chart(work.path());
+        let mut ctx = context(work.path());
+        let config = json!({"path": ".", "releaseName": "web", "outPath": "o.yaml"});
+        if which("helm").is_none() {
+            let reason = errored(HelmTemplate.run(&ctx, config.clone()).await);
+            assert_eq!(
+                reason,
+                "helm not found at `helm`: install Helm or set the helm path"
+            );
+        }
+        ctx.tools.helm = PathBuf::from("/opt/none/helm");
+        let reason = errored(HelmTemplate.run(&ctx, config).await);
+        assert_eq!(
+            reason,
+            "helm not found at `/opt/none/helm`: install Helm or set the helm path"
+        );
+        let reason = failed(
+            HelmTemplate
+                .run(
+                    &ctx,
+                    json!({"path": "templates", "releaseName": "web", "outPath": "o.yaml"}),
+                )
+                .await,
+        );
+        assert!(reason.contains("is not a Helm chart"), "{reason}");
+        let reason = failed(HelmTemplate.run(&ctx, json!({"path": ".", "releaseName": "web", "valuesFiles": ["prod.yaml"], "outPath": "o.yaml"})).await);
+        assert_eq!(
+            reason,
+            "values file `prod.yaml` does not exist in the work directory"
+        );
+        let reason = failed(
+            HelmTemplate
+                .run(&ctx, json!({"path": ".", "outPath": "o.yaml"}))
+                .await,
+        );
+        assert!(reason.contains("missing field `releaseName`"), "{reason}");
+    }
+
+    fn which(program: &str) -> Option<PathBuf> {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join(program))
+                .find(|p| p.is_file())
+        })
+    }
+}

@@ -1,0 +1,17 @@
+//! The built-in steps, one file per step.
+
+pub(crate) mod git_clear;
+pub(crate) mod git_clone;
+pub(crate) mod git_commit;
+pub(crate) mod git_push;
+// render
+pub(crate) mod copy;
+pub(crate) mod delete;
+pub(crate) mod helm_template;
+pub(crate) mod kustomize_build;
+pub(crate) mod kustomize_set_image;
+pub(crate) mod yaml_update;
+// helpers of the render steps (not steps)
+mod files;
+mod tool;
+mod yaml_doc;

@@ -1,0 +1,61 @@
+//! `dray audit STAGE [-o table|json]`: the Stage's history as its branch in git tells it,
+//! with every commit Dray did not make flagged.
+
+use crate::cli::output::{self, OutputFormat};
+use crate::cli::{CliError, Context};
+use crate::promotion::audit::AuditEntry;
+
+/// Arguments of `dray audit`.
+#[derive(clap::Args, Debug)]
+pub struct AuditArgs {
+    /// The Stage.
+    pub stage: String,
+    /// The output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+    /// How many commits to read.
+    #[arg(long, default_value_t = 50)]
+    pub limit: usize,
+}
+
+fn short(text: &str, n: usize) -> String {
+    text.chars().take(n).collect()
+}
+
+/// Runs `dray audit`.
+pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
+    let project = ctx.project().await?;
+    let path = format!("/api/v1/projects/{project}/stages/{}/audit?limit={}", args.stage, args.limit);
+    let entries: Vec<AuditEntry> = ctx.client.get(&path).await?;
+    match args.output {
+        OutputFormat::Json => {
+            let text = serde_json::to_string_pretty(&entries)
+                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
+            println!("{text}");
+        }
+        OutputFormat::Yaml => {
+            let values: Vec<_> = entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect();
+            print!("{}", output::yaml(&values)?);
+        }
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = entries
+                .iter()
+                .map(|e| {
+                    let freight = e.freight.clone().unwrap_or_else(|| "-".into());
+                    vec![
+                        short(&e.time, 19),
+                        short(&e.commit, 10),
+                        if e.by_dray { freight } else { "NOT MADE BY DRAY".into() },
+                        if e.images.is_empty() { "-".into() } else { e.images.join(", ") },
+                        if e.config_commits.is_empty() { "-".into() } else { e.config_commits.join(", ") },
+                        e.actor.clone().unwrap_or_else(|| e.author.clone()),
+                        e.promotion.clone().unwrap_or_else(|| e.subject.clone()),
+                    ]
+                })
+                .collect();
+            let header = ["TIME", "COMMIT", "FREIGHT", "IMAGES", "CONFIG", "ACTOR", "PROMOTION"];
+            print!("{}", output::table(&header, &rows));
+        }
+    }
+    Ok(())
+}

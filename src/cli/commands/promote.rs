@@ -1,0 +1,97 @@
+//! `dray promote --stage S (--freight ID | --alias A) [--wait]`: request a promotion and,
+//! with `--wait`, follow its steps live until it ends (bounded by `--timeout`).
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::cli::{CliError, Context};
+use crate::server::promotions::PromoteBody;
+
+/// Arguments of `dray promote`.
+#[derive(clap::Args, Debug)]
+pub struct PromoteArgs {
+    /// The Stage to promote into.
+    #[arg(long)]
+    pub stage: String,
+    /// The Freight, by id.
+    #[arg(long, conflicts_with = "alias", required_unless_present = "alias")]
+    pub freight: Option<String>,
+    /// The Freight, by alias.
+    #[arg(long)]
+    pub alias: Option<String>,
+    /// Follow the promotion until it ends; exit 0 only when it Succeeded.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long `--wait` waits (e.g. `10m`).
+    #[arg(long, default_value = "30m")]
+    pub timeout: String,
+}
+
+/// Runs `dray promote`.
+pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
+    let timeout = crate::api::parse_duration(&args.timeout)
+        .map_err(|e| CliError::usage(format!("--timeout: {e}"), "e.g. --timeout 10m"))?;
+    let project = ctx.project().await?;
+    let body = PromoteBody { freight: args.freight, alias: args.alias };
+    let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);
+    let promotion: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
+    let name = promotion.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    println!("promotion {name} requested");
+    if !args.wait {
+        return Ok(());
+    }
+    follow(ctx, &project, &name, timeout).await
+}
+
+/// Prints step progress until the promotion ends; the exit status follows its phase.
+pub async fn follow(ctx: &Context, project: &str, name: &str, timeout: Duration) -> Result<(), CliError> {
+    let path = format!("/api/v1/projects/{project}/promotions/{name}");
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut printed: Vec<String> = Vec::new();
+    loop {
+        let promotion: Value = ctx.client.get(&path).await?;
+        let steps = promotion.pointer("/status/stepExecutionMetadata").and_then(Value::as_array);
+        for (i, step) in steps.into_iter().flatten().enumerate() {
+            let line = format!(
+                "  {} {}{}",
+                step["status"].as_str().unwrap_or("Pending"),
+                step["alias"].as_str().unwrap_or("?"),
+                step["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(": {m}")).unwrap_or_default()
+            );
+            let status = step["status"].as_str().unwrap_or("Pending");
+            if status == "Pending" {
+                continue;
+            }
+            if printed.get(i) != Some(&line) {
+                println!("{line}");
+                if i < printed.len() {
+                    printed[i] = line;
+                } else {
+                    printed.resize(i, String::new());
+                    printed.push(line);
+                }
+            }
+        }
+        let phase = promotion.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+        let message = promotion.pointer("/status/message").and_then(Value::as_str).unwrap_or_default();
+        match phase {
+            "Succeeded" => {
+                println!("promotion {name} Succeeded");
+                return Ok(());
+            }
+            "Failed" | "Errored" | "Aborted" => {
+                return Err(CliError::Local(format!("promotion {name} {phase}: {message}")));
+            }
+            _ => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::Local(format!(
+                "promotion {name} is still {phase} after {}: {message}; it goes on without the CLI",
+                humantime::format_duration(timeout)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}

@@ -1,0 +1,231 @@
+//! Dray's CEL functions: `imageFrom(repoURL)` and `commitFrom(repoURL)` (the Freight's
+//! artifacts), `quote(x)` (a value as a quoted string, so `1.0` stays a string in YAML),
+//! and, for step `if` conditions, `success()`, `failure()`, `always()` and `status(alias)`.
+//!
+//! CEL's standard library and its strings extension (`'a'.upperAscii()`, `.split()`, …)
+//! come from the `Env` built in `compile.rs`; this module only adds Dray's functions to
+//! the context of one evaluation.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cel::{ExecutionError, Value};
+use serde_json::json;
+
+use super::context::{ExprContext, FreightView, cel_to_json, json_to_cel};
+use super::template::to_text;
+
+/// The names of Dray's functions, for error messages.
+pub(crate) const FUNCTIONS: &[&str] = &[
+    "imageFrom",
+    "commitFrom",
+    "quote",
+    "success",
+    "failure",
+    "always",
+    "status",
+];
+
+/// Adds Dray's functions, bound to `ctx`, to a CEL context.
+pub(crate) fn register(cel_ctx: &mut cel::Context<'static, 'static>, ctx: &ExprContext) {
+    let freight = Arc::new(ctx.freight.clone());
+    let statuses = Arc::new(ctx.step_statuses.clone());
+    let any_failed = ctx.any_failed;
+
+    let images = Arc::clone(&freight);
+    add(cel_ctx, "imageFrom", move |repo: Value| {
+        call("imageFrom", || image_from(&images, &string_arg(&repo)?))
+    });
+    add(cel_ctx, "commitFrom", move |repo: Value| {
+        call("commitFrom", || commit_from(&freight, &string_arg(&repo)?))
+    });
+    add(cel_ctx, "quote", |value: Value| {
+        call("quote", || quote(&value).map(serde_json::Value::String))
+    });
+    add(cel_ctx, "success", move || !any_failed);
+    add(cel_ctx, "failure", move || any_failed);
+    add(cel_ctx, "always", || true);
+    add(cel_ctx, "status", move |alias: Value| {
+        call("status", || {
+            Ok(json!(status(&statuses, &string_arg(&alias)?)))
+        })
+    });
+}
+
+fn add<T: 'static, F>(cel_ctx: &mut cel::Context<'static, 'static>, name: &str, function: F)
+where
+    F: cel::extractors::IntoFunction<T> + 'static + Send + Sync,
+{
+    // Only a name the CEL environment already declares is refused: none of ours is (tested).
+    cel_ctx
+        .add_function(name, function)
+        .unwrap_or_else(|err| panic!("CEL function `{name}`: {err}"));
+}
+
+/// Runs a function body, turning its message into CEL's function error.
+fn call(
+    name: &str,
+    body: impl FnOnce() -> Result<serde_json::Value, String>,
+) -> Result<Value, ExecutionError> {
+    body()
+        .map(|value| json_to_cel(&value))
+        .map_err(|message| ExecutionError::function_error(name, message))
+}
+
+fn string_arg(value: &Value) -> Result<String, String> {
+    match value {
+        Value::String(s) => Ok(s.to_string()),
+        other => Err(format!("expects a string, not a {}", other.type_of())),
+    }
+}
+
+/// `imageFrom(repoURL)`: `{repoURL, tag, digest}` of the Freight's image from `repo`.
+pub(crate) fn image_from(freight: &FreightView, repo: &str) -> Result<serde_json::Value, String> {
+    let image = freight.images.iter().find(|image| image.repo_url == repo);
+    match image {
+        Some(image) => Ok(json!({
+            "repoURL": image.repo_url,
+            "tag": image.tag,
+            "digest": image.digest,
+        })),
+        None => Err(missing(
+            "image",
+            repo,
+            freight,
+            freight.images.iter().map(|image| &image.repo_url),
+        )),
+    }
+}
+
+/// `commitFrom(repoURL)`: `{repoURL, id, branch, tag, message, author}` of the Freight's
+/// commit from `repo` (`branch` and `tag` are `""` when unknown).
+pub(crate) fn commit_from(freight: &FreightView, repo: &str) -> Result<serde_json::Value, String> {
+    let commit = freight
+        .commits
+        .iter()
+        .find(|commit| commit.repo_url == repo);
+    match commit {
+        Some(commit) => Ok(json!({
+            "repoURL": commit.repo_url,
+            "id": commit.id,
+            "branch": commit.branch.clone().unwrap_or_default(),
+            "tag": commit.tag.clone().unwrap_or_default(),
+            "message": commit.message,
+            "author": commit.author,
+        })),
+        None => Err(missing(
+            "commit",
+            repo,
+            freight,
+            freight.commits.iter().map(|commit| &commit.repo_url),
+        )),
+    }
+}
+
+fn missing<'a>(
+    what: &str,
+    repo: &str,
+    freight: &FreightView,
+    repos: impl Iterator<Item = &'a String>,
+) -> String {
+    let known: Vec<String> = repos.map(|repo| format!("`{repo}`")).collect();
+    let id = &freight.id;
+    if known.is_empty() {
+        format!("no {what} from `{repo}`: Freight `{id}` has no {what}s")
+    } else {
+        let known = known.join(", ");
+        format!("no {what} from `{repo}` in Freight `{id}` (its {what}s: {known})")
+    }
+}
+
+/// `quote(x)`: `x` as text (as in a template), then as a JSON string literal, which YAML
+/// reads as the same string: `quote("1.0")` is `"1.0"`, quotes included.
+pub(crate) fn quote(value: &Value) -> Result<String, String> {
+    let text = to_text(&cel_to_json(value).map_err(|what| format!("cannot quote {what}"))?);
+    Ok(serde_json::Value::String(text).to_string())
+}
+
+/// `status(alias)`: the status of an earlier step, `""` if it has not run.
+pub(crate) fn status(statuses: &BTreeMap<String, String>, alias: &str) -> String {
+    statuses.get(alias).cloned().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{FreightCommit, FreightImage};
+
+    fn freight() -> FreightView {
+        FreightView {
+            id: "f1".into(),
+            images: vec![FreightImage {
+                repo_url: "reg/app".into(),
+                tag: "1.2.0".into(),
+                digest: "sha256:abc".into(),
+            }],
+            commits: vec![FreightCommit {
+                repo_url: "https://git/cfg.git".into(),
+                id: "deadbeef".into(),
+                branch: Some("main".into()),
+                ..FreightCommit::default()
+            }],
+            ..FreightView::default()
+        }
+    }
+
+    #[test]
+    fn image_from_finds_the_image_or_lists_the_repos() {
+        let image = image_from(&freight(), "reg/app").unwrap();
+        assert_eq!(image["digest"], "sha256:abc");
+        assert_eq!(image["tag"], "1.2.0");
+        let err = image_from(&freight(), "reg/other").unwrap_err();
+        assert_eq!(
+            err,
+            "no image from `reg/other` in Freight `f1` (its images: `reg/app`)"
+        );
+        let empty = FreightView::default();
+        assert!(
+            image_from(&empty, "reg/app")
+                .unwrap_err()
+                .contains("has no images")
+        );
+    }
+
+    #[test]
+    fn commit_from_finds_the_commit_or_lists_the_repos() {
+        let commit = commit_from(&freight(), "https://git/cfg.git").unwrap();
+        assert_eq!(commit["id"], "deadbeef");
+        assert_eq!(commit["branch"], "main");
+        assert_eq!(commit["tag"], "");
+        let err = commit_from(&freight(), "https://git/other.git").unwrap_err();
+        assert!(
+            err.contains("(its commits: `https://git/cfg.git`)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn quote_makes_a_json_string() {
+        assert_eq!(quote(&Value::from("1.0")).unwrap(), r#""1.0""#);
+        assert_eq!(
+            quote(&Value::from("say \"hi\"")).unwrap(),
+            r#""say \"hi\"""#
+        );
+        assert_eq!(quote(&Value::Int(3)).unwrap(), r#""3""#);
+        assert!(quote(&Value::Float(f64::INFINITY)).is_err());
+    }
+
+    #[test]
+    fn status_is_empty_for_unknown_steps() {
+        let statuses = BTreeMap::from([("clone".to_owned(), "Succeeded".to_owned())]);
+        assert_eq!(status(&statuses, "clone"), "Succeeded");
+        assert_eq!(status(&statuses, "push"), "");
+    }
+
+    #[test]
+    fn every_function_registers() {
+        let env = Arc::new(super::super::compile::new_env());
+        let mut cel_ctx = cel::Context::with_env(env);
+        register(&mut cel_ctx, &ExprContext::default());
+    }
+}

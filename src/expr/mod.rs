@@ -1,0 +1,41 @@
+//! Expressions: CEL inside `${{ … }}` in the strings of promotion step configs, and step
+//! `if` conditions.
+//!
+//! This module owns parsing templates, compiling (once, in an [`ExprCache`]), evaluating
+//! against an [`ExprContext`] and Dray's functions. It does not decide which strings are
+//! evaluated or when (the promotion engine does), nor merge `vars` (the caller does).
+//!
+//! - `template.rs`: split a string into text and `${{ }}` expressions;
+//! - `compile.rs`: the cache, and syntax validation for `dray apply`;
+//! - `context.rs`: the variables (`ctx`, `vars`, `outputs`, `task`), JSON ↔ CEL;
+//! - `functions.rs`: `imageFrom`, `commitFrom`, `quote`, `success`, `failure`, `always`,
+//!   `status`;
+//! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors.
+//!
+//! ```
+//! use dray::expr::{ExprCache, ExprContext};
+//! use serde_json::json;
+//!
+//! let cache = ExprCache::new();
+//! let mut ctx = ExprContext::default();
+//! ctx.vars.insert("replicas".into(), json!(2));
+//! let config = json!({"count": "${{ vars.replicas + 1 }}", "name": "app-${{ vars.replicas }}"});
+//! let out = cache.evaluate_value(&config, &ctx).unwrap();
+//! assert_eq!(out, json!({"count": 3, "name": "app-2"}));
+//! ```
+
+mod compile;
+mod context;
+mod error;
+mod eval;
+mod explain;
+mod functions;
+mod template;
+
+pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
+pub use context::{ExprContext, FreightView, cel_to_json, json_to_cel};
+pub use error::ExprError;
+pub use template::{ExprSegment, Segment, Template, has_expressions, to_text};
+
+/// The condition of a step without `if`: run unless an earlier step failed.
+pub const DEFAULT_CONDITION: &str = "success()";

@@ -1,0 +1,13 @@
+//! The pipeline decides what may run when: which promotion a Stage runs next
+//! ([`queue`]), whether a promotion may be requested at all and what it supersedes
+//! ([`request`]). It decides; `promotion` executes; `store` remembers.
+
+pub mod queue;
+pub mod request;
+
+/// The annotation that asks to abort a promotion; its value is who asked.
+pub const ABORT_ANNOTATION: &str = "dray.dev/abort";
+/// The annotation that records who requested a promotion.
+pub const ACTOR_ANNOTATION: &str = "dray.dev/actor";
+/// The annotation that orders promotions in a Stage's queue (RFC 3339 with nanoseconds).
+pub const REQUESTED_AT_ANNOTATION: &str = "dray.dev/requested-at";

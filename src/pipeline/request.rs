@@ -1,0 +1,244 @@
+//! Requesting a promotion: checks that the Stage and Freight exist and that the Stage
+//! requests the Freight's origin, copies the Stage's plan into a new Promotion, and — with
+//! the Stage's `queuePolicy: Supersede` (the default) — aborts the older pending
+//! promotions of the Stage in the same write. Also: aborting a promotion.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::api::{
+    API_VERSION, Freight, Kind, ObjectKey, PromotionPhase, PromotionTask, QueuePolicy, Stage,
+};
+use crate::promotion::plan::{self, PlanError};
+use crate::store::{Store, StoreError, StoredObject, Write};
+
+use super::{ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION};
+
+/// What to promote where, and who asks.
+#[derive(Debug, Clone, Default)]
+pub struct PromoteRequest {
+    /// The Stage.
+    pub stage: String,
+    /// The Freight, by id.
+    pub freight: Option<String>,
+    /// The Freight, by alias.
+    pub alias: Option<String>,
+    /// Who asks.
+    pub actor: String,
+}
+
+/// Why a promotion was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum PromoteError {
+    /// The Stage does not exist.
+    #[error("Stage `{stage}` does not exist in project `{project}`")]
+    NoStage {
+        /// The project.
+        project: String,
+        /// The Stage.
+        stage: String,
+    },
+    /// The Freight does not exist.
+    #[error("no Freight {what} in project `{project}`")]
+    NoFreight {
+        /// The project.
+        project: String,
+        /// `with id `…`` or `with alias `…``.
+        what: String,
+    },
+    /// Neither or both of id and alias were given.
+    #[error("name the Freight by id or by alias (exactly one)")]
+    Ambiguous,
+    /// A gate refused; each reason names itself.
+    #[error("Freight `{freight}` may not be promoted to `{stage}`: {}", reasons.join("; "))]
+    Refused {
+        /// The Freight's alias.
+        freight: String,
+        /// The Stage.
+        stage: String,
+        /// Every reason.
+        reasons: Vec<String>,
+    },
+    /// The Stage's template cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+async fn find_freight(store: &dyn Store, project: &str, request: &PromoteRequest) -> Result<Freight, PromoteError> {
+    match (&request.freight, &request.alias) {
+        (Some(id), None) => {
+            let key = ObjectKey::namespaced(Kind::Freight, project, id);
+            let stored = store.get(&key).await?.ok_or_else(|| PromoteError::NoFreight {
+                project: project.to_owned(),
+                what: format!("with id `{id}`"),
+            })?;
+            Ok(stored.to_typed()?)
+        }
+        (None, Some(alias)) => {
+            let all = store.list(Kind::Freight, Some(project)).await?;
+            let found = all
+                .into_iter()
+                .find(|f| f.object.get("alias").and_then(Value::as_str) == Some(alias.as_str()))
+                .ok_or_else(|| PromoteError::NoFreight {
+                    project: project.to_owned(),
+                    what: format!("with alias `{alias}`"),
+                })?;
+            Ok(found.to_typed()?)
+        }
+        _ => Err(PromoteError::Ambiguous),
+    }
+}
+
+/// The reasons `freight` may not enter `stage` (empty when it may).
+pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
+    let stage_name = stage.metadata.name.clone().unwrap_or_default();
+    let origin = &freight.spec.origin.name;
+    let requested = stage.spec.requested_freight.iter().any(|r| &r.origin.name == origin);
+    let mut reasons = Vec::new();
+    if !requested {
+        reasons.push(format!(
+            "it comes from Warehouse `{origin}`, which Stage `{stage_name}` does not request"
+        ));
+    }
+    reasons
+}
+
+fn promotion_name(stage: &str, alias: &str) -> String {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let mut base = format!("{stage}-{alias}");
+    base.truncate(54);
+    format!("{}-{}", base.trim_end_matches('-'), &suffix[..8])
+}
+
+/// Creates a Promotion (superseding older pending ones when the Stage says so).
+pub async fn request_promotion(
+    store: &dyn Store,
+    project: &str,
+    request: &PromoteRequest,
+) -> Result<StoredObject, PromoteError> {
+    let stage_key = ObjectKey::namespaced(Kind::Stage, project, &request.stage);
+    let stage: Stage = store
+        .get(&stage_key)
+        .await?
+        .ok_or_else(|| PromoteError::NoStage { project: project.to_owned(), stage: request.stage.clone() })?
+        .to_typed()?;
+    let freight = find_freight(store, project, request).await?;
+    let reasons = refusals(&stage, &freight);
+    if !reasons.is_empty() {
+        return Err(PromoteError::Refused {
+            freight: freight.spec.alias.clone(),
+            stage: request.stage.clone(),
+            reasons,
+        });
+    }
+    let tasks: BTreeMap<String, PromotionTask> = store
+        .list(Kind::PromotionTask, Some(project))
+        .await?
+        .iter()
+        .filter_map(|t| Some((t.key.name.clone(), t.to_typed().ok()?)))
+        .collect();
+    let plan = plan::build(&stage, &tasks)?;
+    let name = promotion_name(&request.stage, &freight.spec.alias);
+    let freight_id = freight.metadata.name.clone().unwrap_or_default();
+    let object = json!({
+        "apiVersion": API_VERSION,
+        "kind": "Promotion",
+        "metadata": {
+            "name": name,
+            "namespace": project,
+            "labels": {"dray.dev/stage": request.stage, "dray.dev/freight": freight_id},
+            "annotations": {
+                ACTOR_ANNOTATION: request.actor,
+                REQUESTED_AT_ANNOTATION: jiff::Timestamp::now().to_string(),
+            },
+        },
+        "spec": {
+            "stage": request.stage,
+            "freight": freight_id,
+            "vars": plan.vars,
+            "steps": plan.steps,
+        },
+        "status": {"phase": "Pending", "message": "waiting for its turn in the Stage's queue"},
+    });
+    let mut writes = vec![Write::Create(object)];
+    if stage.spec.queue_policy == QueuePolicy::Supersede {
+        for older in pending_in_stage(store, project, &request.stage).await? {
+            let status = json!({
+                "phase": "Aborted",
+                "message": format!("superseded by `{name}` (Stage `{}` has queuePolicy Supersede)", request.stage),
+                "finishedAt": jiff::Timestamp::now().to_string(),
+            });
+            writes.push(Write::UpdateStatus { key: older.key, status, resource_version: Some(older.resource_version) });
+        }
+    }
+    let mut written = store.commit(writes).await?;
+    Ok(written.remove(0))
+}
+
+fn phase_of(object: &Value) -> PromotionPhase {
+    object
+        .pointer("/status/phase")
+        .cloned()
+        .and_then(|p| serde_json::from_value(p).ok())
+        .unwrap_or_default()
+}
+
+async fn pending_in_stage(store: &dyn Store, project: &str, stage: &str) -> Result<Vec<StoredObject>, StoreError> {
+    Ok(store
+        .list(Kind::Promotion, Some(project))
+        .await?
+        .into_iter()
+        .filter(|p| p.object.pointer("/spec/stage").and_then(Value::as_str) == Some(stage))
+        .filter(|p| phase_of(&p.object) == PromotionPhase::Pending)
+        .collect())
+}
+
+/// What an abort request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AbortOutcome {
+    /// A pending promotion was aborted at once.
+    Aborted,
+    /// A running promotion will stop at its next safe point.
+    Requested,
+    /// The promotion had already finished.
+    AlreadyFinished(PromotionPhase),
+}
+
+/// Aborts a pending promotion at once, or asks a running one to stop.
+pub async fn abort_promotion(store: &dyn Store, key: &ObjectKey, actor: &str) -> Result<AbortOutcome, StoreError> {
+    for _ in 0..5 {
+        let current = store.get(key).await?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        match phase_of(&current.object) {
+            PromotionPhase::Pending => {
+                let mut status = current.object.get("status").cloned().unwrap_or_else(|| json!({}));
+                status["phase"] = json!("Aborted");
+                status["message"] = json!(format!("aborted by `{actor}` before it started"));
+                status["finishedAt"] = json!(jiff::Timestamp::now().to_string());
+                match store.update_status(key, status, Some(current.resource_version)).await {
+                    Ok(_) => return Ok(AbortOutcome::Aborted),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            PromotionPhase::Running => {
+                let mut object = crate::store::desired_state(&current.object);
+                object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+                if let Some(meta) = object["metadata"].as_object_mut() {
+                    let annotations = meta.entry("annotations").or_insert_with(|| json!({}));
+                    annotations[ABORT_ANNOTATION] = json!(actor);
+                }
+                match store.update(object).await {
+                    Ok(_) => return Ok(AbortOutcome::Requested),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(error) => return Err(error),
+                }
+            }
+            finished => return Ok(AbortOutcome::AlreadyFinished(finished)),
+        }
+    }
+    Err(StoreError::Internal(format!("{key} kept changing while an abort was requested")))
+}

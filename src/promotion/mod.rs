@@ -1,0 +1,15 @@
+//! The promotion engine: expands a Stage's template into a plan ([`plan`]), runs it step by
+//! step with `${{ }}` expressions evaluated ([`engine`]), and records the outcome on the
+//! Stage and the Freight ([`record`]). It executes; what may run when is decided in
+//! `pipeline`, and the steps themselves live in the `dray-steps` crate.
+
+pub mod audit;
+mod credentials;
+pub mod engine;
+pub mod plan;
+pub mod record;
+mod repos;
+
+pub use credentials::ProjectCredentials;
+pub use engine::{Engine, EngineError, EngineParts};
+pub use repos::SharedMirrors;

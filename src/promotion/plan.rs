@@ -1,0 +1,187 @@
+//! Turning a Stage's promotion template into the flat list of steps a Promotion runs:
+//! `task:` references are expanded in place, their steps' aliases namespaced
+//! `<task alias>::<step alias>`, and each step's variables merged
+//! (stage < template < task defaults < task caller < step).
+//!
+//! The plan is copied into the Promotion when it is created, so a promotion in flight
+//! never changes when someone edits the Stage or a task.
+
+use std::collections::BTreeMap;
+
+use crate::api::{PromotionStep, PromotionTask, Stage, Var};
+
+/// Separates a task's alias from its steps' aliases.
+pub const TASK_SEPARATOR: &str = "::";
+
+/// Why a plan could not be built.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PlanError {
+    /// The Stage has no promotion template.
+    #[error("Stage `{0}` has no `promotionTemplate`, so it cannot be promoted to")]
+    NoTemplate(String),
+    /// A step names a task that does not exist.
+    #[error("step `{step}` uses PromotionTask `{task}`, which does not exist")]
+    MissingTask {
+        /// The step's alias.
+        step: String,
+        /// The task.
+        task: String,
+    },
+    /// A task variable without a default was not supplied.
+    #[error("step `{step}` does not supply variable `{var}` of PromotionTask `{task}`")]
+    MissingVar {
+        /// The step's alias.
+        step: String,
+        /// The task.
+        task: String,
+        /// The variable.
+        var: String,
+    },
+}
+
+/// The flat plan: promotion-wide variables and the steps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Stage and template variables.
+    pub vars: Vec<Var>,
+    /// The steps, each with its full alias in `as` and its own variables in `vars`.
+    pub steps: Vec<PromotionStep>,
+}
+
+fn merge(layers: &[&[Var]]) -> Vec<Var> {
+    let mut merged: BTreeMap<&str, Option<String>> = BTreeMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    for layer in layers {
+        for var in *layer {
+            if !merged.contains_key(var.name.as_str()) {
+                order.push(&var.name);
+            }
+            if var.value.is_some() || !merged.contains_key(var.name.as_str()) {
+                merged.insert(&var.name, var.value.clone());
+            }
+        }
+    }
+    order
+        .into_iter()
+        .map(|name| Var { name: name.to_owned(), value: merged.get(name).cloned().flatten() })
+        .collect()
+}
+
+fn step_alias(step: &PromotionStep, index: usize) -> String {
+    step.as_.clone().unwrap_or_else(|| format!("step-{index}"))
+}
+
+/// Builds the plan of `stage`, expanding tasks from `tasks` (by name).
+pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<Plan, PlanError> {
+    let name = stage.metadata.name.clone().unwrap_or_default();
+    let template =
+        stage.spec.promotion_template.as_ref().ok_or_else(|| PlanError::NoTemplate(name))?;
+    let vars = merge(&[&stage.spec.vars, &template.spec.vars]);
+    let mut steps = Vec::new();
+    for (index, step) in template.spec.steps.iter().enumerate() {
+        let alias = step_alias(step, index);
+        let Some(reference) = &step.task else {
+            let mut flat = step.clone();
+            flat.as_ = Some(alias);
+            steps.push(flat);
+            continue;
+        };
+        let task = tasks.get(&reference.name).ok_or_else(|| PlanError::MissingTask {
+            step: alias.clone(),
+            task: reference.name.clone(),
+        })?;
+        let task_vars = merge(&[&task.spec.vars, &step.vars]);
+        if let Some(missing) = task_vars.iter().find(|v| v.value.is_none()) {
+            let supplied_by_stage = vars.iter().any(|v| v.name == missing.name && v.value.is_some());
+            if !supplied_by_stage {
+                return Err(PlanError::MissingVar {
+                    step: alias,
+                    task: reference.name.clone(),
+                    var: missing.name.clone(),
+                });
+            }
+        }
+        let task_vars: Vec<Var> = task_vars.into_iter().filter(|v| v.value.is_some()).collect();
+        for (inner_index, inner) in task.spec.steps.iter().enumerate() {
+            let mut flat = inner.clone();
+            flat.as_ = Some(format!("{alias}{TASK_SEPARATOR}{}", step_alias(inner, inner_index)));
+            flat.vars = merge(&[&task_vars, &inner.vars]);
+            if step.if_.is_some() && inner.if_.is_none() {
+                flat.if_ = step.if_.clone();
+            }
+            flat.continue_on_error = inner.continue_on_error || step.continue_on_error;
+            steps.push(flat);
+        }
+    }
+    Ok(Plan { vars, steps })
+}
+
+/// The task alias of a flattened step (`render` for `render::commit`), if it came from a task.
+pub fn task_of(alias: &str) -> Option<(&str, &str)> {
+    alias.split_once(TASK_SEPARATOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn stage(template: serde_json::Value) -> Stage {
+        serde_json::from_value(json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+            "metadata": {"name": "dev", "namespace": "demo"},
+            "spec": {
+                "requestedFreight": [],
+                "vars": [{"name": "a", "value": "stage"}, {"name": "b", "value": "stage"}],
+                "promotionTemplate": {"spec": template}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn task() -> BTreeMap<String, PromotionTask> {
+        let task: PromotionTask = serde_json::from_value(json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "PromotionTask",
+            "metadata": {"name": "render", "namespace": "demo"},
+            "spec": {
+                "vars": [{"name": "repoURL"}, {"name": "b", "value": "task"}],
+                "steps": [{"uses": "git-clone", "as": "clone"}, {"uses": "git-push"}]
+            }
+        }))
+        .unwrap();
+        BTreeMap::from([("render".to_owned(), task)])
+    }
+
+    #[test]
+    fn tasks_expand_with_namespaced_aliases_and_merged_vars() {
+        let stage = stage(json!({
+            "vars": [{"name": "a", "value": "template"}],
+            "steps": [
+                {"uses": "http", "as": "gate"},
+                {"task": {"name": "render"}, "as": "r", "vars": [{"name": "repoURL", "value": "http://git"}]}
+            ]
+        }));
+        let plan = build(&stage, &task()).unwrap();
+        let aliases: Vec<_> = plan.steps.iter().map(|s| s.as_.clone().unwrap()).collect();
+        assert_eq!(aliases, ["gate", "r::clone", "r::step-1"]);
+        assert_eq!(plan.vars.iter().find(|v| v.name == "a").unwrap().value.as_deref(), Some("template"));
+        let clone_vars = &plan.steps[1].vars;
+        assert_eq!(clone_vars.iter().find(|v| v.name == "repoURL").unwrap().value.as_deref(), Some("http://git"));
+        assert_eq!(clone_vars.iter().find(|v| v.name == "b").unwrap().value.as_deref(), Some("task"));
+        assert_eq!(task_of("r::clone"), Some(("r", "clone")));
+    }
+
+    #[test]
+    fn a_missing_task_var_is_named() {
+        let stage = stage(json!({"steps": [{"task": {"name": "render"}}]}));
+        let error = build(&stage, &task()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "step `step-0` does not supply variable `repoURL` of PromotionTask `render`"
+        );
+        let missing = stage.clone();
+        let error = build(&missing, &BTreeMap::new()).unwrap_err();
+        assert!(matches!(error, PlanError::MissingTask { .. }));
+    }
+}

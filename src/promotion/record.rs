@@ -1,0 +1,98 @@
+//! What a succeeded promotion changes besides git: the Stage's current Freight and branch,
+//! and the Freight's `currentlyIn` / `verifiedIn` (a Stage without verification counts its
+//! Freight verified when the promotion succeeds). The Freight that leaves the Stage keeps
+//! its longest continuous stay as `longestSoakSeconds`.
+
+use serde_json::{Map, Value};
+
+use crate::api::{
+    CurrentStage, Freight, FreightStatus, Kind, ObjectKey, Promotion, Stage, StageBranch,
+    StageFreightRef, StageStatus, Time, VerifiedStage,
+};
+use crate::store::{Store, StoreError};
+
+fn now() -> Time {
+    Time(jiff::Timestamp::now())
+}
+
+/// The branch a promotion pushed, from the outputs of its `git-push` step.
+pub fn pushed_branch(outputs: &Map<String, Value>) -> Option<StageBranch> {
+    outputs.values().rev().find_map(|o| {
+        Some(StageBranch {
+            repo_url: o.get("repoURL").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            name: o.get("branch").and_then(Value::as_str)?.to_owned(),
+            commit: o.get("commit").and_then(Value::as_str)?.to_owned(),
+        })
+    })
+}
+
+async fn write_status<T: serde::Serialize>(
+    store: &dyn Store,
+    key: &ObjectKey,
+    status: &T,
+) -> Result<(), StoreError> {
+    let value = serde_json::to_value(status).map_err(|e| StoreError::Internal(e.to_string()))?;
+    store.update_status(key, value, None).await.map(|_| ())
+}
+
+/// Records a succeeded promotion on its Stage and on the Freight going in and out.
+pub async fn promotion_succeeded(
+    store: &dyn Store,
+    key: &ObjectKey,
+    promotion: &Promotion,
+    freight: &Freight,
+    outputs: &Map<String, Value>,
+) -> Result<(), StoreError> {
+    let project = key.namespace.clone().unwrap_or_default();
+    let stage_name = &promotion.spec.stage;
+    let stage_key = ObjectKey::namespaced(Kind::Stage, &project, stage_name);
+    let Some(stored) = store.get(&stage_key).await? else { return Ok(()) };
+    let stage: Stage = stored.to_typed()?;
+    let mut status: StageStatus = stage.status.unwrap_or_default();
+    let previous = status.current_freight.clone();
+    let freight_id = freight.metadata.name.clone().unwrap_or_default();
+    let arrived = match &previous {
+        Some(previous) if previous.name == freight_id => previous.since.clone(),
+        _ => Some(now()),
+    };
+    status.current_freight = Some(StageFreightRef {
+        name: freight_id.clone(),
+        alias: freight.spec.alias.clone(),
+        since: arrived.clone(),
+    });
+    status.last_promotion = Some(key.name.clone());
+    status.current_promotion = None;
+    if let Some(branch) = pushed_branch(outputs) {
+        status.branch = Some(branch);
+        status.drift = None;
+    }
+    write_status(store, &stage_key, &status).await?;
+
+    if let Some(previous) = previous.filter(|p| p.name != freight_id) {
+        let previous_key = ObjectKey::namespaced(Kind::Freight, &project, &previous.name);
+        if let Some(stored) = store.get(&previous_key).await? {
+            let old: Freight = stored.to_typed()?;
+            let mut old_status: FreightStatus = old.status.unwrap_or_default();
+            if let Some(stay) = old_status.currently_in.remove(stage_name) {
+                let seconds = stay
+                    .since
+                    .map(|since| (jiff::Timestamp::now() - since.0).get_seconds().max(0) as u64)
+                    .unwrap_or(0);
+                let verified = old_status.verified_in.entry(stage_name.clone()).or_default();
+                verified.longest_soak_seconds = Some(verified.longest_soak_seconds.unwrap_or(0).max(seconds));
+            }
+            write_status(store, &previous_key, &old_status).await?;
+        }
+    }
+
+    let freight_key = ObjectKey::namespaced(Kind::Freight, &project, &freight_id);
+    let Some(stored) = store.get(&freight_key).await? else { return Ok(()) };
+    let current: Freight = stored.to_typed()?;
+    let mut freight_status = current.status.unwrap_or_default();
+    freight_status.currently_in.insert(stage_name.clone(), CurrentStage { since: arrived });
+    let verified = freight_status.verified_in.entry(stage_name.clone()).or_insert_with(VerifiedStage::default);
+    if verified.verified_at.is_none() {
+        verified.verified_at = Some(now());
+    }
+    write_status(store, &freight_key, &freight_status).await
+}

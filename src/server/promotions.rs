@@ -1,0 +1,138 @@
+//! Promotion actions: request one (`POST …/stages/{stage}/promote`), abort one
+//! (`POST …/promotions/{name}/abort`), and read a Stage's audit trail from git
+//! (`GET …/stages/{stage}/audit`). The decisions are the pipeline's; this module maps
+//! them to HTTP.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::{Kind, ObjectKey, Stage};
+use crate::discovery::credentials;
+use crate::discovery::git::GitCredentials;
+use crate::pipeline::request::{self, AbortOutcome, PromoteError, PromoteRequest};
+use crate::promotion::audit::{self, AuditEntry};
+
+use super::AppState;
+use super::error::ApiError;
+
+/// The header a client may use to say who it acts for until authentication exists.
+pub const ACTOR_HEADER: &str = "x-dray-actor";
+
+/// The body of `POST …/stages/{stage}/promote`.
+#[derive(Deserialize, Serialize, Debug, Clone, Default)]
+pub struct PromoteBody {
+    /// The Freight's id.
+    #[serde(default)]
+    pub freight: Option<String>,
+    /// The Freight's alias.
+    #[serde(default)]
+    pub alias: Option<String>,
+}
+
+fn actor(headers: &HeaderMap) -> String {
+    headers
+        .get(ACTOR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty())
+        .unwrap_or("anonymous")
+        .to_owned()
+}
+
+impl From<PromoteError> for ApiError {
+    fn from(error: PromoteError) -> Self {
+        match &error {
+            PromoteError::NoStage { project, .. } => ApiError::not_found(error.to_string())
+                .with_hint(format!("run `dray get stages -p {project}`")),
+            PromoteError::NoFreight { project, .. } => ApiError::not_found(error.to_string())
+                .with_hint(format!("run `dray get freight -p {project}`")),
+            PromoteError::Ambiguous => ApiError::bad_request(error.to_string()),
+            PromoteError::Refused { reasons, stage, .. } => {
+                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", error.to_string())
+                    .with_hint(format!("run `dray get freight --stage {stage}` to see which Freight may go"));
+                api.set_details(json!(reasons));
+                api
+            }
+            PromoteError::Plan(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", error.to_string())
+                .with_hint("fix the Stage's promotionTemplate and apply it again"),
+            PromoteError::Store(_) => ApiError::internal(error),
+        }
+    }
+}
+
+/// `POST /api/v1/projects/{project}/stages/{stage}/promote`.
+pub(crate) async fn promote(
+    State(state): State<AppState>,
+    Path((project, stage)): Path<(String, String)>,
+    headers: HeaderMap,
+    Json(body): Json<PromoteBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let request = PromoteRequest { stage, freight: body.freight, alias: body.alias, actor: actor(&headers) };
+    let created = request::request_promotion(state.store.as_ref(), &project, &request).await?;
+    tracing::info!(promotion = %created.key, actor = %request.actor, "promotion requested");
+    Ok((StatusCode::CREATED, Json(created.object)))
+}
+
+/// `POST /api/v1/projects/{project}/promotions/{name}/abort`.
+pub(crate) async fn abort(
+    State(state): State<AppState>,
+    Path((project, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let key = ObjectKey::namespaced(Kind::Promotion, &project, &name);
+    let outcome = request::abort_promotion(state.store.as_ref(), &key, &actor(&headers)).await?;
+    let (result, message) = match outcome {
+        AbortOutcome::Aborted => ("aborted", "the promotion had not started; it is aborted".to_owned()),
+        AbortOutcome::Requested => (
+            "requested",
+            "the promotion is running; it stops at its next safe point and reports anything already pushed"
+                .to_owned(),
+        ),
+        AbortOutcome::AlreadyFinished(phase) => ("finished", format!("the promotion already ended: {phase:?}")),
+    };
+    Ok(Json(json!({"result": result, "message": message})))
+}
+
+/// Query of the audit route.
+#[derive(Deserialize, Debug, Default)]
+pub(crate) struct AuditParams {
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// `GET /api/v1/projects/{project}/stages/{stage}/audit`: the stage branch's history.
+pub(crate) async fn audit_trail(
+    State(state): State<AppState>,
+    Path((project, stage_name)): Path<(String, String)>,
+    Query(params): Query<AuditParams>,
+) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
+    let stage: Stage = state
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("Stage `{stage_name}` does not exist in project `{project}`")))?
+        .to_typed()?;
+    let Some(branch) = stage.status.and_then(|s| s.branch).filter(|b| !b.repo_url.is_empty()) else {
+        return Err(ApiError::not_found(format!("Stage `{stage_name}` has no branch yet"))
+            .with_hint(format!("promote Freight to it first: `dray promote --stage {stage_name} --alias …`")));
+    };
+    let services = state
+        .discovery
+        .clone()
+        .ok_or_else(|| ApiError::internal("reading git needs the mirror cache, which this server lacks"))?;
+    let creds = credentials::find(state.store.as_ref(), &state.secret_key, &project, "git", &branch.repo_url)
+        .await
+        .map_err(ApiError::internal)?
+        .map(|c| GitCredentials::new(c.username, c.secrets.password_or_token().unwrap_or_default()));
+    let limit = params.limit.unwrap_or(100).clamp(1, 1000);
+    let log = services
+        .mirrors
+        .branch_log(&branch.repo_url, &branch.name, creds.as_ref(), limit)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "git", e.to_string()))?
+        .ok_or_else(|| ApiError::not_found(format!("branch `{}` does not exist in `{}`", branch.name, branch.repo_url)))?;
+    Ok(Json(log.iter().map(audit::entry).collect()))
+}
