@@ -21,6 +21,11 @@ missing=()
 command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
 command -v git >/dev/null 2>&1 || missing+=(git)
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
+# `kubectl kustomize` renders for kustomize-build; Debian's kubernetes-client provides it
+# where the machine has no kubectl of its own.
+command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 if command -v git >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-http-backend" ]; then
   missing+=(git)
 fi
@@ -33,7 +38,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # Helm's SDK for the `helm` shim (e2e/helm-shim/helm): no helm binary is packaged here.
-python3 -c 'import helm_python' 2>/dev/null || python3 -m pip install -q helm-python-sdk
+if ! python3 -c 'import helm_python' 2>/dev/null; then
+  python3 -m pip install -q helm-python-sdk 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages helm-python-sdk
+fi
 
 # --- build and test --------------------------------------------------------------------
 # The e2e tests start the binary built here.

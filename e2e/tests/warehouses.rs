@@ -4,7 +4,9 @@
 use std::process::Output;
 
 use anyhow::{Context, Result, bail};
-use dray_e2e::{Credentials, Dray, DrayOptions, GitRepo, GitServer, Registry, RegistryOptions, TestWorld, oci};
+use dray_e2e::{
+    Credentials, Dray, DrayOptions, GitRepo, GitServer, Registry, RegistryOptions, TestWorld, oci,
+};
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
@@ -19,7 +21,11 @@ struct Pipeline {
 }
 
 fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
 }
 
 fn warehouse_yaml(registry: &str, config_url: &str, image_extra: &str) -> String {
@@ -58,13 +64,22 @@ impl Pipeline {
         config.commit("Initial config")?;
         config.push("main")?;
         let dray = Dray::start(&world, DrayOptions::default())?;
-        Ok(Pipeline { world, registry, git, config, config_url, dray })
+        Ok(Pipeline {
+            world,
+            registry,
+            git,
+            config,
+            config_url,
+            dray,
+        })
     }
 
     fn apply(&self, yaml: &str) -> Result<()> {
         let file = self.world.unique_dir("manifests")?.with_extension("yaml");
         std::fs::write(&file, yaml)?;
-        let output = self.dray.cli(["apply", "-f", file.to_str().context("utf-8")?])?;
+        let output = self
+            .dray
+            .cli(["apply", "-f", file.to_str().context("utf-8")?])?;
         if !output.status.success() {
             bail!("apply failed: {}", text(&output));
         }
@@ -72,11 +87,14 @@ impl Pipeline {
     }
 
     fn refresh(&self) -> Result<Output> {
-        self.dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])
+        self.dray
+            .cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])
     }
 
     fn freight(&self) -> Result<Vec<Value>> {
-        let output = self.dray.cli(["get", "freight", "-p", "demo", "-o", "json"])?;
+        let output = self
+            .dray
+            .cli(["get", "freight", "-p", "demo", "-o", "json"])?;
         if !output.status.success() {
             bail!("get freight failed: {}", text(&output));
         }
@@ -84,7 +102,9 @@ impl Pipeline {
     }
 
     fn warehouse(&self) -> Result<Value> {
-        let output = self.dray.cli(["get", "warehouse", "app", "-p", "demo", "-o", "json"])?;
+        let output = self
+            .dray
+            .cli(["get", "warehouse", "app", "-p", "demo", "-o", "json"])?;
         Ok(serde_json::from_slice(&output.stdout)?)
     }
 }
@@ -94,7 +114,12 @@ fn images_of(freight: &Value) -> Vec<(String, String)> {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|i| (i["tag"].as_str().unwrap_or("").to_owned(), i["digest"].as_str().unwrap_or("").to_owned()))
+        .map(|i| {
+            (
+                i["tag"].as_str().unwrap_or("").to_owned(),
+                i["digest"].as_str().unwrap_or("").to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -111,17 +136,34 @@ async fn semver_selection_pins_the_registry_digest_and_the_branch_head() -> Resu
         assert!(refreshed.status.success(), "{}", text(&refreshed));
         let freight = p.freight()?;
         assert_eq!(freight.len(), 1, "{freight:#?}");
-        assert_eq!(images_of(&freight[0]), vec![("1.1.0".to_owned(), digests["1.1.0"].clone())]);
-        assert_eq!(freight[0]["commits"][0]["id"], json!(p.config.head("main")?));
-        assert_eq!(freight[0]["origin"], json!({"kind": "Warehouse", "name": "app"}));
-        assert!(freight[0]["alias"].as_str().is_some_and(|a| a.contains('-')));
+        assert_eq!(
+            images_of(&freight[0]),
+            vec![("1.1.0".to_owned(), digests["1.1.0"].clone())]
+        );
+        assert_eq!(
+            freight[0]["commits"][0]["id"],
+            json!(p.config.head("main")?)
+        );
+        assert_eq!(
+            freight[0]["origin"],
+            json!({"kind": "Warehouse", "name": "app"})
+        );
+        assert!(
+            freight[0]["alias"]
+                .as_str()
+                .is_some_and(|a| a.contains('-'))
+        );
 
         // A README-only commit mints nothing.
         p.config.write("README.md", "# config, explained\n")?;
         p.config.commit("Explain the config")?;
         p.config.push("main")?;
         assert!(p.refresh()?.status.success());
-        assert_eq!(p.freight()?.len(), 1, "a commit outside includePaths must mint nothing");
+        assert_eq!(
+            p.freight()?.len(),
+            1,
+            "a commit outside includePaths must mint nothing"
+        );
 
         // A commit under includePaths mints Freight paired with the current image.
         p.config.write("apps/app.yaml", "replicas: 2\n")?;
@@ -131,9 +173,15 @@ async fn semver_selection_pins_the_registry_digest_and_the_branch_head() -> Resu
         let freight = p.freight()?;
         assert_eq!(freight.len(), 2, "{freight:#?}");
         assert_eq!(freight[0]["commits"][0]["id"], json!(head), "newest first");
-        assert_eq!(images_of(&freight[0]), vec![("1.1.0".to_owned(), digests["1.1.0"].clone())]);
+        assert_eq!(
+            images_of(&freight[0]),
+            vec![("1.1.0".to_owned(), digests["1.1.0"].clone())]
+        );
 
-        let table = text(&p.dray.cli(["get", "freight", "-p", "demo", "--warehouse", "app"])?);
+        let table = text(
+            &p.dray
+                .cli(["get", "freight", "-p", "demo", "--warehouse", "app"])?,
+        );
         assert!(table.contains("demo/app:1.1.0@sha256:"), "{table}");
         assert!(table.contains("Scale to two"), "{table}");
         Ok(())
@@ -153,15 +201,30 @@ async fn a_rebuilt_tag_mints_freight_flagged_tag_moved() -> Result<()> {
     assert_ne!(first, second);
     tokio::task::block_in_place(|| -> Result<()> {
         let refreshed = p.refresh()?;
-        assert!(text(&refreshed).contains("tagMoved"), "{}", text(&refreshed));
+        assert!(
+            text(&refreshed).contains("tagMoved"),
+            "{}",
+            text(&refreshed)
+        );
         let freight = p.freight()?;
         assert_eq!(freight.len(), 2);
-        assert_eq!(images_of(&freight[0]), vec![("1.0.0".to_owned(), second.clone())]);
+        assert_eq!(
+            images_of(&freight[0]),
+            vec![("1.0.0".to_owned(), second.clone())]
+        );
         let warning = freight[0]["warnings"][0].as_str().unwrap_or_default();
         assert!(warning.starts_with("tagMoved"), "{warning}");
-        assert!(warning.contains(&first), "the warning names the previous digest: {warning}");
+        assert!(
+            warning.contains(&first),
+            "the warning names the previous digest: {warning}"
+        );
         let status = p.warehouse()?;
-        assert!(status["status"]["warnings"][0].as_str().unwrap_or_default().contains(&first));
+        assert!(
+            status["status"]["warnings"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&first)
+        );
         Ok(())
     })
 }
@@ -178,7 +241,10 @@ async fn a_stopped_registry_is_reported_and_discovery_recovers_by_itself() -> Re
         let said = text(&refreshed);
         assert!(said.contains("unreachable"), "{said}");
         assert!(said.contains(&p.registry.host()), "{said}");
-        assert!(p.freight()?.is_empty(), "nothing may be minted while a subscription fails");
+        assert!(
+            p.freight()?.is_empty(),
+            "nothing may be minted while a subscription fails"
+        );
         let ready = &p.warehouse()?["status"]["conditions"][0];
         assert_eq!(ready["status"], "False");
 
@@ -202,7 +268,10 @@ async fn registry_credentials_work_and_never_leak() -> Result<()> {
     let secret = "s3cr3t-registry-pass";
     let auth = Credentials::new("ci", secret);
     let p = tokio::task::block_in_place(|| {
-        Pipeline::start(RegistryOptions { auth: Some(auth.clone()), ..Default::default() })
+        Pipeline::start(RegistryOptions {
+            auth: Some(auth.clone()),
+            ..Default::default()
+        })
     })?;
     let digest = oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
@@ -211,7 +280,10 @@ async fn registry_credentials_work_and_never_leak() -> Result<()> {
         let said = text(&refreshed);
         assert!(!refreshed.status.success(), "{said}");
         assert!(said.contains("authentication failed"), "{said}");
-        assert!(said.contains("Credential"), "the error says what to do: {said}");
+        assert!(
+            said.contains("Credential"),
+            "the error says what to do: {said}"
+        );
 
         let credential = format!(
             "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: registry, namespace: demo}}\nspec:\n  type: image\n  repoURL: {}/demo/app\n  username: ci\n  password: {secret}\n",
@@ -220,18 +292,38 @@ async fn registry_credentials_work_and_never_leak() -> Result<()> {
         p.apply(&credential)?;
         let refreshed = p.refresh()?;
         assert!(refreshed.status.success(), "{}", text(&refreshed));
-        assert_eq!(images_of(&p.freight()?[0]), vec![("1.0.0".to_owned(), digest.clone())]);
+        assert_eq!(
+            images_of(&p.freight()?[0]),
+            vec![("1.0.0".to_owned(), digest.clone())]
+        );
 
-        let shown = text(&p.dray.cli(["get", "credentials", "-p", "demo", "-o", "json"])?);
-        assert!(shown.contains("\"password\"") , "secretFields names the field: {shown}");
-        assert!(!shown.contains(secret), "the API must not return the secret: {shown}");
+        let shown = text(
+            &p.dray
+                .cli(["get", "credentials", "-p", "demo", "-o", "json"])?,
+        );
+        assert!(
+            shown.contains("\"password\""),
+            "secretFields names the field: {shown}"
+        );
+        assert!(
+            !shown.contains(secret),
+            "the API must not return the secret: {shown}"
+        );
         let table = text(&p.dray.cli(["get", "credentials", "-p", "demo"])?);
-        assert!(table.contains("password") && !table.contains(secret), "{table}");
-        assert!(!p.dray.log().contains(secret), "the secret must not be logged");
+        assert!(
+            table.contains("password") && !table.contains(secret),
+            "{table}"
+        );
+        assert!(
+            !p.dray.log().contains(secret),
+            "the secret must not be logged"
+        );
         let database = std::fs::read(p.dray.data_dir().join("dray.db"))?;
         let wal = std::fs::read(p.dray.data_dir().join("dray.db-wal")).unwrap_or_default();
         let needle = secret.as_bytes();
-        let stored_plain = [database, wal].iter().any(|bytes| bytes.windows(needle.len()).any(|w| w == needle));
+        let stored_plain = [database, wal]
+            .iter()
+            .any(|bytes| bytes.windows(needle.len()).any(|w| w == needle));
         assert!(!stored_plain, "the secret must be encrypted at rest");
         Ok(())
     })
@@ -240,18 +332,30 @@ async fn registry_credentials_work_and_never_leak() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn platform_selection_picks_the_arm64_manifest() -> Result<()> {
     let p = tokio::task::block_in_place(|| Pipeline::start(Default::default()))?;
-    let (_, manifests) =
-        oci::push_index(&p.registry, "demo/app", "1.0.0", &[("linux", "amd64"), ("linux", "arm64")]).await?;
+    let (_, manifests) = oci::push_index(
+        &p.registry,
+        "demo/app",
+        "1.0.0",
+        &[("linux", "amd64"), ("linux", "arm64")],
+    )
+    .await?;
     let arm64 = manifests
         .iter()
         .find(|(platform, _)| format!("{platform:?}").contains("arm64"))
         .map(|(_, digest)| digest.clone())
         .context("pushed an arm64 manifest")?;
     tokio::task::block_in_place(|| -> Result<()> {
-        p.apply(&warehouse_yaml(&p.registry.host(), &p.config_url, "\n        platform: linux/arm64"))?;
+        p.apply(&warehouse_yaml(
+            &p.registry.host(),
+            &p.config_url,
+            "\n        platform: linux/arm64",
+        ))?;
         let refreshed = p.refresh()?;
         assert!(refreshed.status.success(), "{}", text(&refreshed));
-        assert_eq!(images_of(&p.freight()?[0]), vec![("1.0.0".to_owned(), arm64.clone())]);
+        assert_eq!(
+            images_of(&p.freight()?[0]),
+            vec![("1.0.0".to_owned(), arm64.clone())]
+        );
         Ok(())
     })
 }
@@ -260,7 +364,10 @@ fn github_signature(secret: &str, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
     mac.update(body);
     let bytes = mac.finalize().into_bytes();
-    format!("sha256={}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    format!(
+        "sha256={}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,7 +376,8 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     let secret = "gh-webhook-secret";
     tokio::task::block_in_place(|| -> Result<()> {
-        let mut yaml = warehouse_yaml(&p.registry.host(), &p.config_url, "").replace("interval: 1s", "interval: 1h");
+        let mut yaml = warehouse_yaml(&p.registry.host(), &p.config_url, "")
+            .replace("interval: 1s", "interval: 1h");
         yaml.push_str(&format!(
             "---\napiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: github-webhook, namespace: demo}}\nspec: {{type: webhook, token: {secret}}}\n---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  webhookReceivers:\n    - name: github\n      github: {{secretRef: github-webhook}}\n"
         ));
@@ -277,9 +385,15 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
         assert!(p.refresh()?.status.success());
         Ok(())
     })?;
-    let config_paths = tokio::task::block_in_place(|| p.dray.cli(["get", "projectconfig", "demo", "-p", "demo", "-o", "json"]))?;
+    let config_paths = tokio::task::block_in_place(|| {
+        p.dray
+            .cli(["get", "projectconfig", "demo", "-p", "demo", "-o", "json"])
+    })?;
     let config: Value = serde_json::from_slice(&config_paths.stdout)?;
-    assert_eq!(config["status"]["webhookReceivers"][0]["path"], "/webhooks/demo/github");
+    assert_eq!(
+        config["status"]["webhookReceivers"][0]["path"],
+        "/webhooks/demo/github"
+    );
 
     tokio::task::block_in_place(|| -> Result<()> {
         p.config.write("apps/app.yaml", "replicas: 3\n")?;
@@ -294,7 +408,10 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
     let url = format!("{}/webhooks/demo/github", p.dray.url());
     let client = reqwest::Client::new();
     let send = |signature: Option<String>| {
-        let mut request = client.post(&url).header("X-GitHub-Event", "push").body(body.clone());
+        let mut request = client
+            .post(&url)
+            .header("X-GitHub-Event", "push")
+            .body(body.clone());
         if let Some(signature) = signature {
             request = request.header("X-Hub-Signature-256", signature);
         }
@@ -304,7 +421,11 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
     assert_eq!(unsigned.status(), 401);
     let forged = send(Some(github_signature("not-the-secret", &body))).await?;
     assert_eq!(forged.status(), 401);
-    assert_eq!(p.freight_count_async().await?, 1, "a refused webhook changes nothing");
+    assert_eq!(
+        p.freight_count_async().await?,
+        1,
+        "a refused webhook changes nothing"
+    );
 
     let signed = send(Some(github_signature(secret, &body))).await?;
     assert_eq!(signed.status(), 200);
@@ -318,7 +439,10 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(count, 2, "the webhook's refresh minted the new commit's Freight within 30s");
+    assert_eq!(
+        count, 2,
+        "the webhook's refresh minted the new commit's Freight within 30s"
+    );
     assert!(!p.dray.log().contains(secret));
     Ok(())
 }
@@ -336,28 +460,77 @@ async fn hotfix_freight_is_checked_against_the_registry_and_the_repository() -> 
     let p = tokio::task::block_in_place(|| Pipeline::start(Default::default()))?;
     let digest = oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
-        p.apply(&warehouse_yaml(&p.registry.host(), &p.config_url, "").replace("interval: 1s", "interval: 1h"))?;
+        p.apply(
+            &warehouse_yaml(&p.registry.host(), &p.config_url, "")
+                .replace("interval: 1s", "interval: 1h"),
+        )?;
         let head = p.config.head("main")?;
         let image = format!("{}/demo/app:1.0.0@{digest}", p.registry.host());
         let commit = format!("{}@{head}", p.config_url);
         let created = p.dray.cli([
-            "freight", "create", "-p", "demo", "--warehouse", "app", "--image", &image, "--commit", &commit,
-            "--alias", "hotfix-one",
+            "freight",
+            "create",
+            "-p",
+            "demo",
+            "--warehouse",
+            "app",
+            "--image",
+            &image,
+            "--commit",
+            &commit,
+            "--alias",
+            "hotfix-one",
         ])?;
         assert!(created.status.success(), "{}", text(&created));
         assert!(text(&created).contains("hotfix-one"));
         let freight = p.freight()?;
-        let hotfix = freight.iter().find(|f| f["alias"] == "hotfix-one").context("hotfix listed")?;
-        assert_eq!(images_of(hotfix), vec![("1.0.0".to_owned(), digest.clone())]);
+        let hotfix = freight
+            .iter()
+            .find(|f| f["alias"] == "hotfix-one")
+            .context("hotfix listed")?;
+        assert_eq!(
+            images_of(hotfix),
+            vec![("1.0.0".to_owned(), digest.clone())]
+        );
 
-        let bogus_digest = format!("{}/demo/app:1.0.0@sha256:{}", p.registry.host(), "0".repeat(64));
-        let refused = p.dray.cli(["freight", "create", "-p", "demo", "--warehouse", "app", "--image", &bogus_digest])?;
+        let bogus_digest = format!(
+            "{}/demo/app:1.0.0@sha256:{}",
+            p.registry.host(),
+            "0".repeat(64)
+        );
+        let refused = p.dray.cli([
+            "freight",
+            "create",
+            "-p",
+            "demo",
+            "--warehouse",
+            "app",
+            "--image",
+            &bogus_digest,
+        ])?;
         assert!(!refused.status.success());
-        assert!(text(&refused).contains("does not exist in the registry"), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("does not exist in the registry"),
+            "{}",
+            text(&refused)
+        );
         let bogus_commit = format!("{}@{}", p.config_url, "1".repeat(40));
-        let refused = p.dray.cli(["freight", "create", "-p", "demo", "--warehouse", "app", "--commit", &bogus_commit])?;
+        let refused = p.dray.cli([
+            "freight",
+            "create",
+            "-p",
+            "demo",
+            "--warehouse",
+            "app",
+            "--commit",
+            &bogus_commit,
+        ])?;
         assert!(!refused.status.success());
-        assert!(text(&refused).contains("does not exist in"), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("does not exist in"),
+            "{}",
+            text(&refused)
+        );
         let _ = &p.git;
         Ok(())
     })

@@ -75,8 +75,9 @@ fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Is
         let kinds = registry.kinds();
         if !kinds.contains(&kind) {
             issues.push(
-                Issue::new(path.key("uses"), format!("`{kind}` is not a built-in step"))
-                    .hint(super::suggest::hint_for(kind, kinds.iter().copied(), "see docs/steps.md")),
+                Issue::new(path.key("uses"), format!("`{kind}` is not a built-in step")).hint(
+                    super::suggest::hint_for(kind, kinds.iter().copied(), "see docs/steps.md"),
+                ),
             );
         }
     }
@@ -95,7 +96,9 @@ fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Is
         if let Some(value) = &var.value
             && let Err(error) = crate::expr::validate_template(value)
         {
-            issues.push(Issue::new(path.key("vars").index(i).key("value"), error.to_string()).hint(hint));
+            issues.push(
+                Issue::new(path.key("vars").index(i).key("value"), error.to_string()).hint(hint),
+            );
         }
     }
 }

@@ -546,13 +546,11 @@ spec:
     );
     assert_eq!(
         summary(&errors),
-        vec![
-            (
-                7,
-                "spec.promotionPolicies[0].autoPromotionEnabled".into(),
-                "auto-promotion is not implemented in this build of Dray".into()
-            ),
-        ]
+        vec![(
+            7,
+            "spec.promotionPolicies[0].autoPromotionEnabled".into(),
+            "auto-promotion is not implemented in this build of Dray".into()
+        ),]
     );
 }
 

@@ -36,7 +36,10 @@ fn phase(object: &Value) -> PromotionPhase {
 }
 
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn stage_of(promotion: &StoredObject) -> (String, String) {
@@ -47,7 +50,10 @@ fn stage_of(promotion: &StoredObject) -> (String, String) {
 }
 
 fn wants_abort(object: &Value) -> bool {
-    object.pointer("/metadata/annotations").and_then(|a| a.get(ABORT_ANNOTATION)).is_some()
+    object
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(ABORT_ANNOTATION))
+        .is_some()
 }
 
 impl PromotionController {
@@ -124,8 +130,14 @@ impl PromotionController {
             }
             queue.sort_by(|a, b| {
                 let at = |p: &StoredObject| {
-                    text(&p.object, &format!("/metadata/annotations/{}", REQUESTED_AT_ANNOTATION.replace('/', "~1")))
-                        .to_owned()
+                    text(
+                        &p.object,
+                        &format!(
+                            "/metadata/annotations/{}",
+                            REQUESTED_AT_ANNOTATION.replace('/', "~1")
+                        ),
+                    )
+                    .to_owned()
                 };
                 (at(a), a.key.name.clone()).cmp(&(at(b), b.key.name.clone()))
             });

@@ -68,14 +68,21 @@ pub enum PromoteError {
     Store(#[from] StoreError),
 }
 
-async fn find_freight(store: &dyn Store, project: &str, request: &PromoteRequest) -> Result<Freight, PromoteError> {
+async fn find_freight(
+    store: &dyn Store,
+    project: &str,
+    request: &PromoteRequest,
+) -> Result<Freight, PromoteError> {
     match (&request.freight, &request.alias) {
         (Some(id), None) => {
             let key = ObjectKey::namespaced(Kind::Freight, project, id);
-            let stored = store.get(&key).await?.ok_or_else(|| PromoteError::NoFreight {
-                project: project.to_owned(),
-                what: format!("with id `{id}`"),
-            })?;
+            let stored = store
+                .get(&key)
+                .await?
+                .ok_or_else(|| PromoteError::NoFreight {
+                    project: project.to_owned(),
+                    what: format!("with id `{id}`"),
+                })?;
             Ok(stored.to_typed()?)
         }
         (None, Some(alias)) => {
@@ -97,7 +104,11 @@ async fn find_freight(store: &dyn Store, project: &str, request: &PromoteRequest
 pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
     let stage_name = stage.metadata.name.clone().unwrap_or_default();
     let origin = &freight.spec.origin.name;
-    let requested = stage.spec.requested_freight.iter().any(|r| &r.origin.name == origin);
+    let requested = stage
+        .spec
+        .requested_freight
+        .iter()
+        .any(|r| &r.origin.name == origin);
     let mut reasons = Vec::new();
     if !requested {
         reasons.push(format!(
@@ -124,7 +135,10 @@ pub async fn request_promotion(
     let stage: Stage = store
         .get(&stage_key)
         .await?
-        .ok_or_else(|| PromoteError::NoStage { project: project.to_owned(), stage: request.stage.clone() })?
+        .ok_or_else(|| PromoteError::NoStage {
+            project: project.to_owned(),
+            stage: request.stage.clone(),
+        })?
         .to_typed()?;
     let freight = find_freight(store, project, request).await?;
     let reasons = refusals(&stage, &freight);
@@ -172,7 +186,11 @@ pub async fn request_promotion(
                 "message": format!("superseded by `{name}` (Stage `{}` has queuePolicy Supersede)", request.stage),
                 "finishedAt": jiff::Timestamp::now().to_string(),
             });
-            writes.push(Write::UpdateStatus { key: older.key, status, resource_version: Some(older.resource_version) });
+            writes.push(Write::UpdateStatus {
+                key: older.key,
+                status,
+                resource_version: Some(older.resource_version),
+            });
         }
     }
     let mut written = store.commit(writes).await?;
@@ -187,7 +205,11 @@ fn phase_of(object: &Value) -> PromotionPhase {
         .unwrap_or_default()
 }
 
-async fn pending_in_stage(store: &dyn Store, project: &str, stage: &str) -> Result<Vec<StoredObject>, StoreError> {
+async fn pending_in_stage(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+) -> Result<Vec<StoredObject>, StoreError> {
     Ok(store
         .list(Kind::Promotion, Some(project))
         .await?
@@ -209,16 +231,30 @@ pub enum AbortOutcome {
 }
 
 /// Aborts a pending promotion at once, or asks a running one to stop.
-pub async fn abort_promotion(store: &dyn Store, key: &ObjectKey, actor: &str) -> Result<AbortOutcome, StoreError> {
+pub async fn abort_promotion(
+    store: &dyn Store,
+    key: &ObjectKey,
+    actor: &str,
+) -> Result<AbortOutcome, StoreError> {
     for _ in 0..5 {
-        let current = store.get(key).await?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let current = store
+            .get(key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         match phase_of(&current.object) {
             PromotionPhase::Pending => {
-                let mut status = current.object.get("status").cloned().unwrap_or_else(|| json!({}));
+                let mut status = current
+                    .object
+                    .get("status")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
                 status["phase"] = json!("Aborted");
                 status["message"] = json!(format!("aborted by `{actor}` before it started"));
                 status["finishedAt"] = json!(jiff::Timestamp::now().to_string());
-                match store.update_status(key, status, Some(current.resource_version)).await {
+                match store
+                    .update_status(key, status, Some(current.resource_version))
+                    .await
+                {
                     Ok(_) => return Ok(AbortOutcome::Aborted),
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(error) => return Err(error),
@@ -240,5 +276,7 @@ pub async fn abort_promotion(store: &dyn Store, key: &ObjectKey, actor: &str) ->
             finished => return Ok(AbortOutcome::AlreadyFinished(finished)),
         }
     }
-    Err(StoreError::Internal(format!("{key} kept changing while an abort was requested")))
+    Err(StoreError::Internal(format!(
+        "{key} kept changing while an abort was requested"
+    )))
 }

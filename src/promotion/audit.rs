@@ -50,7 +50,8 @@ pub fn trailers(message: &str) -> Vec<(String, String)> {
     last.lines()
         .filter_map(|line| {
             let (key, value) = line.split_once(": ")?;
-            let valid = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            let valid =
+                !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
             valid.then(|| (key.to_owned(), value.trim().to_owned()))
         })
         .collect()

@@ -25,10 +25,20 @@ pub struct ProjectCredentials {
 impl ProjectCredentials {
     /// Loads and opens every Credential of `project`; one that cannot be opened is left
     /// out (and logged), so it fails where it is used, with the repository named.
-    pub async fn load(store: &dyn Store, key: &SecretKey, project: &str) -> Result<Self, StoreError> {
+    pub async fn load(
+        store: &dyn Store,
+        key: &SecretKey,
+        project: &str,
+    ) -> Result<Self, StoreError> {
         let mut entries = Vec::new();
         for stored in store.list(Kind::Credential, Some(project)).await? {
-            let text = |p: &str| stored.object.pointer(p).and_then(Value::as_str).map(str::to_owned);
+            let text = |p: &str| {
+                stored
+                    .object
+                    .pointer(p)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
             let secrets = match secrets::open_credential(key, &stored.object) {
                 Ok(secrets) => secrets,
                 Err(error) => {
@@ -49,7 +59,11 @@ impl ProjectCredentials {
 
     fn find(&self, kinds: &[&str], url: &str) -> Option<&Entry> {
         let wanted = normalise(url);
-        let of_kind = || self.entries.iter().filter(|e| kinds.contains(&e.kind.as_str()));
+        let of_kind = || {
+            self.entries
+                .iter()
+                .filter(|e| kinds.contains(&e.kind.as_str()))
+        };
         of_kind()
             .find(|e| e.repo_url.as_deref() == Some(wanted.as_str()))
             .or_else(|| of_kind().find(|e| e.pattern.as_ref().is_some_and(|p| p.is_match(url))))
@@ -67,6 +81,10 @@ impl CredentialProvider for ProjectCredentials {
 
     fn token(&self, url: &str) -> Option<String> {
         let entry = self.find(&["git", "image", "webhook"], url)?;
-        entry.secrets.token.clone().or_else(|| entry.secrets.password.clone())
+        entry
+            .secrets
+            .token
+            .clone()
+            .or_else(|| entry.secrets.password.clone())
     }
 }

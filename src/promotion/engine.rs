@@ -91,7 +91,9 @@ fn now() -> Option<Time> {
 fn summarise(outcome: &StepOutcome) -> (&'static str, String) {
     match outcome {
         StepOutcome::Succeeded { .. } => ("Succeeded", String::new()),
-        StepOutcome::Running { waiting_for, .. } => ("Running", format!("waiting for {waiting_for}")),
+        StepOutcome::Running { waiting_for, .. } => {
+            ("Running", format!("waiting for {waiting_for}"))
+        }
         StepOutcome::Failed { reason } => ("Failed", reason.clone()),
         StepOutcome::Errored { reason } => ("Errored", reason.clone()),
         StepOutcome::Skipped { reason } => ("Skipped", reason.clone()),
@@ -124,8 +126,16 @@ impl Engine {
 
     /// Runs (or resumes) one promotion to its end, or until `cancel` fires. Returns the
     /// final phase.
-    pub async fn run(&self, key: &ObjectKey, cancel: CancellationToken) -> Result<PromotionPhase, EngineError> {
-        let stored = self.store.get(key).await?.ok_or_else(|| StoreError::NotFound(key.clone()))?;
+    pub async fn run(
+        &self,
+        key: &ObjectKey,
+        cancel: CancellationToken,
+    ) -> Result<PromotionPhase, EngineError> {
+        let stored = self
+            .store
+            .get(key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         let promotion: Promotion = stored.to_typed()?;
         let mut status = promotion.status.clone().unwrap_or_default();
         if status.phase.is_terminal() {
@@ -134,8 +144,16 @@ impl Engine {
         let state = status.state.clone().unwrap_or_default();
         let mut run = Run {
             key: key.clone(),
-            outputs: state.get("outputs").and_then(Value::as_object).cloned().unwrap_or_default(),
-            saved: state.get("saved").and_then(Value::as_object).cloned().unwrap_or_default(),
+            outputs: state
+                .get("outputs")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+            saved: state
+                .get("saved")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
             status: std::mem::take(&mut status),
             promotion,
         };
@@ -160,18 +178,29 @@ impl Engine {
         self.save(&mut run).await?;
 
         let project = key.namespace.clone().unwrap_or_default();
-        let freight_key = ObjectKey::namespaced(Kind::Freight, &project, &run.promotion.spec.freight);
+        let freight_key =
+            ObjectKey::namespaced(Kind::Freight, &project, &run.promotion.spec.freight);
         let Some(freight) = self.store.get(&freight_key).await? else {
             return self
-                .finish(&mut run, PromotionPhase::Failed, format!("Freight `{}` does not exist", freight_key.name))
+                .finish(
+                    &mut run,
+                    PromotionPhase::Failed,
+                    format!("Freight `{}` does not exist", freight_key.name),
+                )
                 .await;
         };
         let freight: Freight = freight.to_typed()?;
-        let credentials = Arc::new(ProjectCredentials::load(self.store.as_ref(), &self.secret_key, &project).await?);
+        let credentials = Arc::new(
+            ProjectCredentials::load(self.store.as_ref(), &self.secret_key, &project).await?,
+        );
         let work_dir = self.work_root.join(&project).join(&key.name);
         if let Err(error) = std::fs::create_dir_all(&work_dir) {
             return self
-                .finish(&mut run, PromotionPhase::Errored, format!("cannot create the work directory: {error}"))
+                .finish(
+                    &mut run,
+                    PromotionPhase::Errored,
+                    format!("cannot create the work directory: {error}"),
+                )
                 .await;
         }
         let stage = run.promotion.spec.stage.clone();
@@ -222,7 +251,10 @@ impl Engine {
             let outcome = match expr_ctx {
                 Err(reason) => StepOutcome::failed(format!("step `{alias}`: {reason}")),
                 Ok(expr_ctx) => {
-                    let condition = step.if_.clone().unwrap_or_else(|| DEFAULT_CONDITION.to_owned());
+                    let condition = step
+                        .if_
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_CONDITION.to_owned());
                     match self.exprs.evaluate_condition(&condition, &expr_ctx) {
                         Err(error) => StepOutcome::failed(format!("step `{alias}`: `if`: {error}")),
                         Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
@@ -230,7 +262,8 @@ impl Engine {
                             let mut ctx = base.clone();
                             ctx.alias = alias.clone();
                             ctx.saved_state = run.saved.get(&alias).cloned();
-                            self.run_step(&mut run, index, &step, &expr_ctx, ctx).await?
+                            self.run_step(&mut run, index, &step, &expr_ctx, ctx)
+                                .await?
                         }
                     }
                 }
@@ -241,20 +274,36 @@ impl Engine {
             self.settle(&mut run, index, &alias, outcome);
             self.save(&mut run).await?;
         }
-        let failed = run.status.step_execution_metadata.iter().enumerate().find(|(i, s)| {
-            matches!(s.status.as_str(), "Failed" | "Errored")
-                && !run.promotion.spec.steps[*i].continue_on_error
-        });
+        let failed = run
+            .status
+            .step_execution_metadata
+            .iter()
+            .enumerate()
+            .find(|(i, s)| {
+                matches!(s.status.as_str(), "Failed" | "Errored")
+                    && !run.promotion.spec.steps[*i].continue_on_error
+            });
         let (phase, message) = match failed {
-            Some((_, s)) if s.status == "Errored" => {
-                (PromotionPhase::Errored, format!("step `{}` errored: {}", s.alias, s.message))
-            }
-            Some((_, s)) => (PromotionPhase::Failed, format!("step `{}` failed: {}", s.alias, s.message)),
+            Some((_, s)) if s.status == "Errored" => (
+                PromotionPhase::Errored,
+                format!("step `{}` errored: {}", s.alias, s.message),
+            ),
+            Some((_, s)) => (
+                PromotionPhase::Failed,
+                format!("step `{}` failed: {}", s.alias, s.message),
+            ),
             None => (PromotionPhase::Succeeded, "every step succeeded".to_owned()),
         };
         let phase = self.finish(&mut run, phase, message).await?;
         if phase == PromotionPhase::Succeeded {
-            record::promotion_succeeded(self.store.as_ref(), &run.key, &run.promotion, &freight, &run.outputs).await?;
+            record::promotion_succeeded(
+                self.store.as_ref(),
+                &run.key,
+                &run.promotion,
+                &freight,
+                &run.outputs,
+            )
+            .await?;
         }
         if let Err(error) = std::fs::remove_dir_all(&work_dir) {
             tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
@@ -283,7 +332,8 @@ impl Engine {
         };
         for meta in &run.status.step_execution_metadata {
             if meta.status != "Pending" && meta.status != "Running" {
-                ctx.step_statuses.insert(meta.alias.clone(), meta.status.clone());
+                ctx.step_statuses
+                    .insert(meta.alias.clone(), meta.status.clone());
             }
             if matches!(meta.status.as_str(), "Failed" | "Errored") {
                 ctx.any_failed = true;
@@ -294,7 +344,10 @@ impl Engine {
             let task_outputs: Map<String, Value> = run
                 .outputs
                 .iter()
-                .filter_map(|(k, v)| k.strip_prefix(&prefix).map(|short| (short.to_owned(), v.clone())))
+                .filter_map(|(k, v)| {
+                    k.strip_prefix(&prefix)
+                        .map(|short| (short.to_owned(), v.clone()))
+                })
                 .collect();
             ctx.task_outputs = Some(task_outputs);
         }
@@ -321,7 +374,9 @@ impl Engine {
     ) -> Result<StepOutcome, EngineError> {
         let alias = ctx.alias.clone();
         let Some(kind) = step.uses.as_deref() else {
-            return Ok(StepOutcome::failed(format!("step `{alias}` names no step kind (`uses`)")));
+            return Ok(StepOutcome::failed(format!(
+                "step `{alias}` names no step kind (`uses`)"
+            )));
         };
         let Some(runner) = self.steps.get(kind) else {
             return Ok(StepOutcome::failed(format!(
@@ -364,7 +419,11 @@ impl Engine {
                 _ = ctx.cancel.cancelled() => return Ok(StepOutcome::errored("aborted")),
             };
             let wait = match &outcome {
-                StepOutcome::Running { retry_after, waiting_for, state } => {
+                StepOutcome::Running {
+                    retry_after,
+                    waiting_for,
+                    state,
+                } => {
                     if let Some(state) = state {
                         run.saved.insert(alias.clone(), state.clone());
                         ctx.saved_state = Some(state.clone());
@@ -375,7 +434,8 @@ impl Engine {
                             humantime::format_duration(timeout)
                         )));
                     }
-                    run.status.step_execution_metadata[index].message = format!("waiting for {waiting_for}");
+                    run.status.step_execution_metadata[index].message =
+                        format!("waiting for {waiting_for}");
                     run.status.message = format!("step `{alias}` is waiting for {waiting_for}");
                     *retry_after
                 }
@@ -384,7 +444,8 @@ impl Engine {
                     if errors >= threshold || tokio::time::Instant::now() >= deadline {
                         return Ok(outcome);
                     }
-                    run.status.step_execution_metadata[index].message = format!("retrying after: {reason}");
+                    run.status.step_execution_metadata[index].message =
+                        format!("retrying after: {reason}");
                     Duration::from_millis(500 * u64::from(errors)).min(Duration::from_secs(30))
                 }
                 _ => return Ok(outcome),
@@ -401,9 +462,13 @@ impl Engine {
     fn settle(&self, run: &mut Run, index: usize, alias: &str, outcome: StepOutcome) {
         let (status, message) = summarise(&outcome);
         if let StepOutcome::Succeeded { outputs, state } = &outcome {
-            run.outputs.insert(alias.to_owned(), Value::Object(outputs.clone()));
+            run.outputs
+                .insert(alias.to_owned(), Value::Object(outputs.clone()));
             if let Some((task, _)) = task_of(alias) {
-                let merged = run.outputs.entry(task.to_owned()).or_insert_with(|| json!({}));
+                let merged = run
+                    .outputs
+                    .entry(task.to_owned())
+                    .or_insert_with(|| json!({}));
                 if let Some(map) = merged.as_object_mut() {
                     map.extend(outputs.clone());
                 }
@@ -425,7 +490,8 @@ impl Engine {
 
     async fn save(&self, run: &mut Run) -> Result<(), EngineError> {
         run.status.state = Some(run.state());
-        let status = serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let status =
+            serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;
         self.store.update_status(&run.key, status, None).await?;
         Ok(())
     }

@@ -63,36 +63,70 @@ fn merge(layers: &[&[Var]]) -> Vec<Var> {
     }
     order
         .into_iter()
-        .map(|name| Var { name: name.to_owned(), value: merged.get(name).cloned().flatten() })
+        .map(|name| Var {
+            name: name.to_owned(),
+            value: merged.get(name).cloned().flatten(),
+        })
         .collect()
 }
 
-fn step_alias(step: &PromotionStep, index: usize) -> String {
-    step.as_.clone().unwrap_or_else(|| format!("step-{index}"))
+/// A step's alias: its `as`, else what it runs (`git-clone`, or the task's name) when
+/// that is unique among its siblings, else `step-<index>`.
+fn step_alias(step: &PromotionStep, index: usize, siblings: &[PromotionStep]) -> String {
+    if let Some(alias) = &step.as_ {
+        return alias.clone();
+    }
+    let what = |s: &PromotionStep| {
+        s.uses
+            .clone()
+            .or_else(|| s.task.as_ref().map(|t| t.name.clone()))
+    };
+    match what(step) {
+        Some(name)
+            if siblings
+                .iter()
+                .filter(|s| s.as_.is_none() && what(s).as_ref() == Some(&name))
+                .count()
+                == 1
+                && !siblings
+                    .iter()
+                    .any(|s| s.as_.as_deref() == Some(name.as_str())) =>
+        {
+            name
+        }
+        _ => format!("step-{index}"),
+    }
 }
 
 /// Builds the plan of `stage`, expanding tasks from `tasks` (by name).
 pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<Plan, PlanError> {
     let name = stage.metadata.name.clone().unwrap_or_default();
-    let template =
-        stage.spec.promotion_template.as_ref().ok_or_else(|| PlanError::NoTemplate(name))?;
+    let template = stage
+        .spec
+        .promotion_template
+        .as_ref()
+        .ok_or(PlanError::NoTemplate(name))?;
     let vars = merge(&[&stage.spec.vars, &template.spec.vars]);
     let mut steps = Vec::new();
     for (index, step) in template.spec.steps.iter().enumerate() {
-        let alias = step_alias(step, index);
+        let alias = step_alias(step, index, &template.spec.steps);
         let Some(reference) = &step.task else {
             let mut flat = step.clone();
             flat.as_ = Some(alias);
             steps.push(flat);
             continue;
         };
-        let task = tasks.get(&reference.name).ok_or_else(|| PlanError::MissingTask {
-            step: alias.clone(),
-            task: reference.name.clone(),
-        })?;
+        let task = tasks
+            .get(&reference.name)
+            .ok_or_else(|| PlanError::MissingTask {
+                step: alias.clone(),
+                task: reference.name.clone(),
+            })?;
         let task_vars = merge(&[&task.spec.vars, &step.vars]);
         if let Some(missing) = task_vars.iter().find(|v| v.value.is_none()) {
-            let supplied_by_stage = vars.iter().any(|v| v.name == missing.name && v.value.is_some());
+            let supplied_by_stage = vars
+                .iter()
+                .any(|v| v.name == missing.name && v.value.is_some());
             if !supplied_by_stage {
                 return Err(PlanError::MissingVar {
                     step: alias,
@@ -101,10 +135,14 @@ pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<P
                 });
             }
         }
-        let task_vars: Vec<Var> = task_vars.into_iter().filter(|v| v.value.is_some()).collect();
+        let task_vars: Vec<Var> = task_vars
+            .into_iter()
+            .filter(|v| v.value.is_some())
+            .collect();
         for (inner_index, inner) in task.spec.steps.iter().enumerate() {
             let mut flat = inner.clone();
-            flat.as_ = Some(format!("{alias}{TASK_SEPARATOR}{}", step_alias(inner, inner_index)));
+            let inner_alias = step_alias(inner, inner_index, &task.spec.steps);
+            flat.as_ = Some(format!("{alias}{TASK_SEPARATOR}{inner_alias}"));
             flat.vars = merge(&[&task_vars, &inner.vars]);
             if step.if_.is_some() && inner.if_.is_none() {
                 flat.if_ = step.if_.clone();
@@ -164,11 +202,35 @@ mod tests {
         }));
         let plan = build(&stage, &task()).unwrap();
         let aliases: Vec<_> = plan.steps.iter().map(|s| s.as_.clone().unwrap()).collect();
-        assert_eq!(aliases, ["gate", "r::clone", "r::step-1"]);
-        assert_eq!(plan.vars.iter().find(|v| v.name == "a").unwrap().value.as_deref(), Some("template"));
+        assert_eq!(aliases, ["gate", "r::clone", "r::git-push"]);
+        assert_eq!(
+            plan.vars
+                .iter()
+                .find(|v| v.name == "a")
+                .unwrap()
+                .value
+                .as_deref(),
+            Some("template")
+        );
         let clone_vars = &plan.steps[1].vars;
-        assert_eq!(clone_vars.iter().find(|v| v.name == "repoURL").unwrap().value.as_deref(), Some("http://git"));
-        assert_eq!(clone_vars.iter().find(|v| v.name == "b").unwrap().value.as_deref(), Some("task"));
+        assert_eq!(
+            clone_vars
+                .iter()
+                .find(|v| v.name == "repoURL")
+                .unwrap()
+                .value
+                .as_deref(),
+            Some("http://git")
+        );
+        assert_eq!(
+            clone_vars
+                .iter()
+                .find(|v| v.name == "b")
+                .unwrap()
+                .value
+                .as_deref(),
+            Some("task")
+        );
         assert_eq!(task_of("r::clone"), Some(("r", "clone")));
     }
 
@@ -178,7 +240,7 @@ mod tests {
         let error = build(&stage, &task()).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "step `step-0` does not supply variable `repoURL` of PromotionTask `render`"
+            "step `render` does not supply variable `repoURL` of PromotionTask `render`"
         );
         let missing = stage.clone();
         let error = build(&missing, &BTreeMap::new()).unwrap_err();

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::api::{
     CurrentStage, Freight, FreightStatus, Kind, ObjectKey, Promotion, Stage, StageBranch,
-    StageFreightRef, StageStatus, Time, VerifiedStage,
+    StageFreightRef, StageStatus, Time,
 };
 use crate::store::{Store, StoreError};
 
@@ -19,7 +19,11 @@ fn now() -> Time {
 pub fn pushed_branch(outputs: &Map<String, Value>) -> Option<StageBranch> {
     outputs.values().rev().find_map(|o| {
         Some(StageBranch {
-            repo_url: o.get("repoURL").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            repo_url: o
+                .get("repoURL")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             name: o.get("branch").and_then(Value::as_str)?.to_owned(),
             commit: o.get("commit").and_then(Value::as_str)?.to_owned(),
         })
@@ -46,7 +50,9 @@ pub async fn promotion_succeeded(
     let project = key.namespace.clone().unwrap_or_default();
     let stage_name = &promotion.spec.stage;
     let stage_key = ObjectKey::namespaced(Kind::Stage, &project, stage_name);
-    let Some(stored) = store.get(&stage_key).await? else { return Ok(()) };
+    let Some(stored) = store.get(&stage_key).await? else {
+        return Ok(());
+    };
     let stage: Stage = stored.to_typed()?;
     let mut status: StageStatus = stage.status.unwrap_or_default();
     let previous = status.current_freight.clone();
@@ -78,19 +84,30 @@ pub async fn promotion_succeeded(
                     .since
                     .map(|since| (jiff::Timestamp::now() - since.0).get_seconds().max(0) as u64)
                     .unwrap_or(0);
-                let verified = old_status.verified_in.entry(stage_name.clone()).or_default();
-                verified.longest_soak_seconds = Some(verified.longest_soak_seconds.unwrap_or(0).max(seconds));
+                let verified = old_status
+                    .verified_in
+                    .entry(stage_name.clone())
+                    .or_default();
+                verified.longest_soak_seconds =
+                    Some(verified.longest_soak_seconds.unwrap_or(0).max(seconds));
             }
             write_status(store, &previous_key, &old_status).await?;
         }
     }
 
     let freight_key = ObjectKey::namespaced(Kind::Freight, &project, &freight_id);
-    let Some(stored) = store.get(&freight_key).await? else { return Ok(()) };
+    let Some(stored) = store.get(&freight_key).await? else {
+        return Ok(());
+    };
     let current: Freight = stored.to_typed()?;
     let mut freight_status = current.status.unwrap_or_default();
-    freight_status.currently_in.insert(stage_name.clone(), CurrentStage { since: arrived });
-    let verified = freight_status.verified_in.entry(stage_name.clone()).or_insert_with(VerifiedStage::default);
+    freight_status
+        .currently_in
+        .insert(stage_name.clone(), CurrentStage { since: arrived });
+    let verified = freight_status
+        .verified_in
+        .entry(stage_name.clone())
+        .or_default();
     if verified.verified_at.is_none() {
         verified.verified_at = Some(now());
     }

@@ -15,8 +15,16 @@ pub struct SharedMirrors(pub Arc<MirrorCache>);
 
 #[async_trait]
 impl RepoCache for SharedMirrors {
-    async fn fetch(&self, repo_url: &str, credentials: Option<&GitCredentials>) -> Result<PathBuf, String> {
-        let creds = credentials.map(|c| git::GitCredentials::new(c.username.clone(), c.password.clone()));
-        self.0.fetch(repo_url, creds.as_ref()).await.map_err(|e| e.to_string())
+    async fn fetch(
+        &self,
+        repo_url: &str,
+        credentials: Option<&GitCredentials>,
+    ) -> Result<PathBuf, String> {
+        let creds =
+            credentials.map(|c| git::GitCredentials::new(c.username.clone(), c.password.clone()));
+        self.0
+            .fetch(repo_url, creds.as_ref())
+            .await
+            .map_err(|e| e.to_string())
     }
 }

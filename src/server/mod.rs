@@ -6,8 +6,8 @@
 
 pub mod apply;
 mod credentials;
-pub mod promotions;
 pub mod error;
+pub mod promotions;
 pub mod refresh;
 pub mod resources;
 pub mod run;

@@ -51,12 +51,18 @@ impl From<PromoteError> for ApiError {
             PromoteError::Ambiguous => ApiError::bad_request(error.to_string()),
             PromoteError::Refused { reasons, stage, .. } => {
                 let mut api = ApiError::new(StatusCode::CONFLICT, "refused", error.to_string())
-                    .with_hint(format!("run `dray get freight --stage {stage}` to see which Freight may go"));
+                    .with_hint(format!(
+                        "run `dray get freight --stage {stage}` to see which Freight may go"
+                    ));
                 api.set_details(json!(reasons));
                 api
             }
-            PromoteError::Plan(_) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", error.to_string())
-                .with_hint("fix the Stage's promotionTemplate and apply it again"),
+            PromoteError::Plan(_) => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                error.to_string(),
+            )
+            .with_hint("fix the Stage's promotionTemplate and apply it again"),
             PromoteError::Store(_) => ApiError::internal(error),
         }
     }
@@ -69,7 +75,12 @@ pub(crate) async fn promote(
     headers: HeaderMap,
     Json(body): Json<PromoteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let request = PromoteRequest { stage, freight: body.freight, alias: body.alias, actor: actor(&headers) };
+    let request = PromoteRequest {
+        stage,
+        freight: body.freight,
+        alias: body.alias,
+        actor: actor(&headers),
+    };
     let created = request::request_promotion(state.store.as_ref(), &project, &request).await?;
     tracing::info!(promotion = %created.key, actor = %request.actor, "promotion requested");
     Ok((StatusCode::CREATED, Json(created.object)))
@@ -113,26 +124,54 @@ pub(crate) async fn audit_trail(
         .store
         .get(&key)
         .await?
-        .ok_or_else(|| ApiError::not_found(format!("Stage `{stage_name}` does not exist in project `{project}`")))?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "Stage `{stage_name}` does not exist in project `{project}`"
+            ))
+        })?
         .to_typed()?;
-    let Some(branch) = stage.status.and_then(|s| s.branch).filter(|b| !b.repo_url.is_empty()) else {
-        return Err(ApiError::not_found(format!("Stage `{stage_name}` has no branch yet"))
-            .with_hint(format!("promote Freight to it first: `dray promote --stage {stage_name} --alias …`")));
+    let Some(branch) = stage
+        .status
+        .and_then(|s| s.branch)
+        .filter(|b| !b.repo_url.is_empty())
+    else {
+        return Err(
+            ApiError::not_found(format!("Stage `{stage_name}` has no branch yet")).with_hint(
+                format!(
+                    "promote Freight to it first: `dray promote --stage {stage_name} --alias …`"
+                ),
+            ),
+        );
     };
-    let services = state
-        .discovery
-        .clone()
-        .ok_or_else(|| ApiError::internal("reading git needs the mirror cache, which this server lacks"))?;
-    let creds = credentials::find(state.store.as_ref(), &state.secret_key, &project, "git", &branch.repo_url)
-        .await
-        .map_err(ApiError::internal)?
-        .map(|c| GitCredentials::new(c.username, c.secrets.password_or_token().unwrap_or_default()));
+    let services = state.discovery.clone().ok_or_else(|| {
+        ApiError::internal("reading git needs the mirror cache, which this server lacks")
+    })?;
+    let creds = credentials::find(
+        state.store.as_ref(),
+        &state.secret_key,
+        &project,
+        "git",
+        &branch.repo_url,
+    )
+    .await
+    .map_err(ApiError::internal)?
+    .map(|c| {
+        GitCredentials::new(
+            c.username,
+            c.secrets.password_or_token().unwrap_or_default(),
+        )
+    });
     let limit = params.limit.unwrap_or(100).clamp(1, 1000);
     let log = services
         .mirrors
         .branch_log(&branch.repo_url, &branch.name, creds.as_ref(), limit)
         .await
         .map_err(|e| ApiError::new(StatusCode::BAD_GATEWAY, "git", e.to_string()))?
-        .ok_or_else(|| ApiError::not_found(format!("branch `{}` does not exist in `{}`", branch.name, branch.repo_url)))?;
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "branch `{}` does not exist in `{}`",
+                branch.name, branch.repo_url
+            ))
+        })?;
     Ok(Json(log.iter().map(audit::entry).collect()))
 }

@@ -12,9 +12,9 @@ use crate::config;
 use crate::discovery::controller::WarehouseController;
 use crate::discovery::git::{GitDiscoverer, MirrorCache};
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
-use crate::secrets::SecretKey;
 use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors};
+use crate::secrets::SecretKey;
 use crate::store::{SqliteStore, Store};
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
@@ -107,7 +107,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         })
         .await;
     shutdown.cancel();
-    if tokio::time::timeout(std::time::Duration::from_secs(10), controllers).await.is_err() {
+    if tokio::time::timeout(std::time::Duration::from_secs(10), controllers)
+        .await
+        .is_err()
+    {
         tracing::warn!("the controllers did not stop within 10s");
     }
     served.context("the HTTP server failed")?;

@@ -25,6 +25,10 @@ pub async fn run(ctx: &Context, args: AbortArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
     let path = format!("/api/v1/projects/{project}/promotions/{}/abort", args.name);
     let answer: Value = ctx.client.send(Method::POST, &path, None::<&()>).await?;
-    println!("promotion {}: {}", args.name, answer["message"].as_str().unwrap_or_default());
+    println!(
+        "promotion {}: {}",
+        args.name,
+        answer["message"].as_str().unwrap_or_default()
+    );
     Ok(())
 }

@@ -25,7 +25,10 @@ fn short(text: &str, n: usize) -> String {
 /// Runs `dray audit`.
 pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
-    let path = format!("/api/v1/projects/{project}/stages/{}/audit?limit={}", args.stage, args.limit);
+    let path = format!(
+        "/api/v1/projects/{project}/stages/{}/audit?limit={}",
+        args.stage, args.limit
+    );
     let entries: Vec<AuditEntry> = ctx.client.get(&path).await?;
     match args.output {
         OutputFormat::Json => {
@@ -34,7 +37,10 @@ pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
             println!("{text}");
         }
         OutputFormat::Yaml => {
-            let values: Vec<_> = entries.iter().filter_map(|e| serde_json::to_value(e).ok()).collect();
+            let values: Vec<_> = entries
+                .iter()
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect();
             print!("{}", output::yaml(&values)?);
         }
         OutputFormat::Table => {
@@ -45,15 +51,35 @@ pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
                     vec![
                         short(&e.time, 19),
                         short(&e.commit, 10),
-                        if e.by_dray { freight } else { "NOT MADE BY DRAY".into() },
-                        if e.images.is_empty() { "-".into() } else { e.images.join(", ") },
-                        if e.config_commits.is_empty() { "-".into() } else { e.config_commits.join(", ") },
+                        if e.by_dray {
+                            freight
+                        } else {
+                            "NOT MADE BY DRAY".into()
+                        },
+                        if e.images.is_empty() {
+                            "-".into()
+                        } else {
+                            e.images.join(", ")
+                        },
+                        if e.config_commits.is_empty() {
+                            "-".into()
+                        } else {
+                            e.config_commits.join(", ")
+                        },
                         e.actor.clone().unwrap_or_else(|| e.author.clone()),
                         e.promotion.clone().unwrap_or_else(|| e.subject.clone()),
                     ]
                 })
                 .collect();
-            let header = ["TIME", "COMMIT", "FREIGHT", "IMAGES", "CONFIG", "ACTOR", "PROMOTION"];
+            let header = [
+                "TIME",
+                "COMMIT",
+                "FREIGHT",
+                "IMAGES",
+                "CONFIG",
+                "ACTOR",
+                "PROMOTION",
+            ];
             print!("{}", output::table(&header, &rows));
         }
     }

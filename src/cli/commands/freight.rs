@@ -43,28 +43,44 @@ pub struct CreateArgs {
 /// Parses `REPO:TAG@DIGEST` (the registry may carry a port: `host:5000/app:1.0@sha256:…`).
 pub fn parse_image(text: &str) -> Result<FreightImage, CliError> {
     let hint = "write the image as REPO:TAG@sha256:DIGEST, e.g. `registry.example.com/app:1.4.2@sha256:9f…`";
-    let (name, digest) =
-        text.rsplit_once('@').ok_or_else(|| CliError::usage(format!("`{text}` has no digest"), hint))?;
+    let (name, digest) = text
+        .rsplit_once('@')
+        .ok_or_else(|| CliError::usage(format!("`{text}` has no digest"), hint))?;
     let last_slash = name.rfind('/').map_or(0, |i| i + 1);
     let (repo_url, tag) = match name[last_slash..].rfind(':') {
         Some(colon) => (&name[..last_slash + colon], &name[last_slash + colon + 1..]),
         None => (name, ""),
     };
     if repo_url.is_empty() || !digest.starts_with("sha256:") {
-        return Err(CliError::usage(format!("`{text}` is not REPO:TAG@sha256:DIGEST"), hint));
+        return Err(CliError::usage(
+            format!("`{text}` is not REPO:TAG@sha256:DIGEST"),
+            hint,
+        ));
     }
-    Ok(FreightImage { repo_url: repo_url.into(), tag: tag.into(), digest: digest.into() })
+    Ok(FreightImage {
+        repo_url: repo_url.into(),
+        tag: tag.into(),
+        digest: digest.into(),
+    })
 }
 
 /// Parses `REPO@SHA`.
 pub fn parse_commit(text: &str) -> Result<FreightCommit, CliError> {
     let hint = "write the commit as REPO@SHA, e.g. `https://git.example.com/config.git@9f2c…` (the full 40-character id)";
-    let (repo_url, id) =
-        text.rsplit_once('@').ok_or_else(|| CliError::usage(format!("`{text}` has no commit id"), hint))?;
+    let (repo_url, id) = text
+        .rsplit_once('@')
+        .ok_or_else(|| CliError::usage(format!("`{text}` has no commit id"), hint))?;
     if repo_url.is_empty() || id.len() < 40 || !id.chars().all(|c| c.is_ascii_hexdigit()) {
-        return Err(CliError::usage(format!("`{text}` does not end in a full commit id"), hint));
+        return Err(CliError::usage(
+            format!("`{text}` does not end in a full commit id"),
+            hint,
+        ));
     }
-    Ok(FreightCommit { repo_url: repo_url.into(), id: id.to_ascii_lowercase(), ..Default::default() })
+    Ok(FreightCommit {
+        repo_url: repo_url.into(),
+        id: id.to_ascii_lowercase(),
+        ..Default::default()
+    })
 }
 
 /// Runs `dray freight`.
@@ -72,15 +88,26 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
     let FreightCommand::Create(args) = args.command;
     let request = AssembleRequest {
         warehouse: args.warehouse,
-        images: args.images.iter().map(|i| parse_image(i)).collect::<Result<_, _>>()?,
-        commits: args.commits.iter().map(|c| parse_commit(c)).collect::<Result<_, _>>()?,
+        images: args
+            .images
+            .iter()
+            .map(|i| parse_image(i))
+            .collect::<Result<_, _>>()?,
+        commits: args
+            .commits
+            .iter()
+            .map(|c| parse_commit(c))
+            .collect::<Result<_, _>>()?,
         alias: args.alias,
     };
     let project = ctx.project().await?;
     let path = format!("/api/v1/projects/{project}/freight/assemble");
     let freight: Value = ctx.client.send(Method::POST, &path, Some(&request)).await?;
     let alias = freight["alias"].as_str().unwrap_or_default();
-    let id = freight.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let id = freight
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     println!("freight {alias} ({id}) created");
     Ok(())
 }
@@ -97,7 +124,10 @@ mod tests {
         assert_eq!(image.digest, "sha256:abc");
         assert!(parse_image("127.0.0.1:5000/demo/app:1.2.0").is_err());
         let untagged = parse_image("reg/app@sha256:abc").unwrap();
-        assert_eq!((untagged.repo_url.as_str(), untagged.tag.as_str()), ("reg/app", ""));
+        assert_eq!(
+            (untagged.repo_url.as_str(), untagged.tag.as_str()),
+            ("reg/app", "")
+        );
     }
 
     #[test]

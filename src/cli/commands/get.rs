@@ -95,7 +95,10 @@ fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
         items.retain(|f| f.pointer("/origin/name").and_then(Value::as_str) == Some(warehouse));
     }
     let created = |f: &Value| {
-        f.pointer("/metadata/creationTimestamp").and_then(Value::as_str).unwrap_or_default().to_owned()
+        f.pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
     };
     let revision = |f: &Value| {
         f.pointer("/metadata/resourceVersion")
@@ -103,7 +106,7 @@ fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
             .and_then(|r| r.parse::<u64>().ok())
             .unwrap_or_default()
     };
-    items.sort_by(|a, b| (created(b), revision(b)).cmp(&(created(a), revision(a))));
+    items.sort_by_key(|f| std::cmp::Reverse((created(f), revision(f))));
     items
 }
 

@@ -34,10 +34,17 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
     let timeout = crate::api::parse_duration(&args.timeout)
         .map_err(|e| CliError::usage(format!("--timeout: {e}"), "e.g. --timeout 10m"))?;
     let project = ctx.project().await?;
-    let body = PromoteBody { freight: args.freight, alias: args.alias };
+    let body = PromoteBody {
+        freight: args.freight,
+        alias: args.alias,
+    };
     let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);
     let promotion: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
-    let name = promotion.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = promotion
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     println!("promotion {name} requested");
     if !args.wait {
         return Ok(());
@@ -46,19 +53,30 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
 }
 
 /// Prints step progress until the promotion ends; the exit status follows its phase.
-pub async fn follow(ctx: &Context, project: &str, name: &str, timeout: Duration) -> Result<(), CliError> {
+pub async fn follow(
+    ctx: &Context,
+    project: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), CliError> {
     let path = format!("/api/v1/projects/{project}/promotions/{name}");
     let deadline = tokio::time::Instant::now() + timeout;
     let mut printed: Vec<String> = Vec::new();
     loop {
         let promotion: Value = ctx.client.get(&path).await?;
-        let steps = promotion.pointer("/status/stepExecutionMetadata").and_then(Value::as_array);
+        let steps = promotion
+            .pointer("/status/stepExecutionMetadata")
+            .and_then(Value::as_array);
         for (i, step) in steps.into_iter().flatten().enumerate() {
             let line = format!(
                 "  {} {}{}",
                 step["status"].as_str().unwrap_or("Pending"),
                 step["alias"].as_str().unwrap_or("?"),
-                step["message"].as_str().filter(|m| !m.is_empty()).map(|m| format!(": {m}")).unwrap_or_default()
+                step["message"]
+                    .as_str()
+                    .filter(|m| !m.is_empty())
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
             );
             let status = step["status"].as_str().unwrap_or("Pending");
             if status == "Pending" {
@@ -74,15 +92,23 @@ pub async fn follow(ctx: &Context, project: &str, name: &str, timeout: Duration)
                 }
             }
         }
-        let phase = promotion.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
-        let message = promotion.pointer("/status/message").and_then(Value::as_str).unwrap_or_default();
+        let phase = promotion
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
+        let message = promotion
+            .pointer("/status/message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         match phase {
             "Succeeded" => {
                 println!("promotion {name} Succeeded");
                 return Ok(());
             }
             "Failed" | "Errored" | "Aborted" => {
-                return Err(CliError::Local(format!("promotion {name} {phase}: {message}")));
+                return Err(CliError::Local(format!(
+                    "promotion {name} {phase}: {message}"
+                )));
             }
             _ => {}
         }

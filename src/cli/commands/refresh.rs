@@ -22,7 +22,10 @@ pub struct RefreshArgs {
 
 /// Runs `dray refresh`.
 pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
-    if !matches!(args.kind.to_ascii_lowercase().as_str(), "warehouse" | "warehouses" | "wh") {
+    if !matches!(
+        args.kind.to_ascii_lowercase().as_str(),
+        "warehouse" | "warehouses" | "wh"
+    ) {
         return Err(CliError::usage(
             format!("cannot refresh `{}`", args.kind),
             "only Warehouses are refreshed: `dray refresh warehouse NAME`",
@@ -39,7 +42,9 @@ pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let warehouse = &answer["warehouse"];
-    let subscriptions = warehouse.pointer("/status/subscriptions").and_then(Value::as_array);
+    let subscriptions = warehouse
+        .pointer("/status/subscriptions")
+        .and_then(Value::as_array);
     let mut failed = Vec::new();
     for sub in subscriptions.into_iter().flatten() {
         let repo = sub["repoURL"].as_str().unwrap_or("?");
@@ -56,15 +61,26 @@ pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
             failed.push(repo.to_owned());
         }
     }
-    for warning in warehouse.pointer("/status/warnings").and_then(Value::as_array).into_iter().flatten() {
+    for warning in warehouse
+        .pointer("/status/warnings")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         println!("warning: {}", warning.as_str().unwrap_or_default());
     }
-    if let Some(id) = warehouse.pointer("/status/lastFreightId").and_then(Value::as_str) {
+    if let Some(id) = warehouse
+        .pointer("/status/lastFreightId")
+        .and_then(Value::as_str)
+    {
         println!("newest freight: {id}");
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(CliError::Local(format!("discovery failed for {}", failed.join(", "))))
+        Err(CliError::Local(format!(
+            "discovery failed for {}",
+            failed.join(", ")
+        )))
     }
 }

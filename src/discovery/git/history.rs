@@ -188,7 +188,11 @@ fn parse_id(hex: &str) -> Result<gix::ObjectId> {
 
 /// The first-parent history of `head`, newest first, at most `bound` commits, Dray's own
 /// commits included (for the audit trail of a stage branch).
-pub(crate) fn first_parent_log(repo: &gix::Repository, head: &str, bound: usize) -> Result<Vec<CommitInfo>> {
+pub(crate) fn first_parent_log(
+    repo: &gix::Repository,
+    head: &str,
+    bound: usize,
+) -> Result<Vec<CommitInfo>> {
     let mut log = Vec::new();
     let mut next = Some(parse_id(head)?);
     while let Some(id) = next {

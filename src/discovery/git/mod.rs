@@ -521,13 +521,20 @@ impl MirrorCache {
                 reason: e.to_string(),
             })?;
             let reference = format!("refs/heads/{branch}");
-            let Ok(mut found) = repo.find_reference(reference.as_str()) else { return Ok(None) };
+            let Ok(mut found) = repo.find_reference(reference.as_str()) else {
+                return Ok(None);
+            };
             let head = found.peel_to_id().map_err(|e| GitDiscoveryError::History {
                 url: redact_url(&task_url),
                 reason: e.to_string(),
             })?;
-            let log = history::first_parent_log(&repo, &head.to_string(), bound)
-                .map_err(|reason| GitDiscoveryError::History { url: redact_url(&task_url), reason })?;
+            let log =
+                history::first_parent_log(&repo, &head.to_string(), bound).map_err(|reason| {
+                    GitDiscoveryError::History {
+                        url: redact_url(&task_url),
+                        reason,
+                    }
+                })?;
             Ok(Some(
                 log.into_iter()
                     .map(|c| LoggedCommit {

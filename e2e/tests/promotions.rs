@@ -1,0 +1,491 @@
+//! Promotions end to end: real registry, real git over HTTP, real `kubectl kustomize`,
+//! `dray serve` running the quickstart's PromotionTask into `stage/<stage>` branches.
+
+use std::process::Output;
+
+use anyhow::{Context, Result, bail};
+use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use serde_json::Value;
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+struct Quickstart {
+    world: TestWorld,
+    registry: Registry,
+    _git: GitServer,
+    config: GitRepo,
+    config_url: String,
+    dray: Dray,
+}
+
+impl Quickstart {
+    /// The quickstart project against this world's registry and config repo, with the
+    /// Warehouse refreshed by hand only.
+    fn start() -> Result<Self> {
+        let world = TestWorld::new()?;
+        let registry = Registry::start(&world, Default::default())?;
+        let git = GitServer::start(&world, Default::default())?;
+        let config_url = git.create_repo("config")?;
+        let (config, _) = GitRepo::seed(
+            &world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )?;
+        let dray = Dray::start(&world, DrayOptions::default())?;
+        let q = Quickstart {
+            world,
+            registry,
+            _git: git,
+            config,
+            config_url,
+            dray,
+        };
+        q.apply_dir(&workspace_root().join("examples/quickstart/project"))?;
+        Ok(q)
+    }
+
+    fn localise(&self, yaml: &str) -> String {
+        yaml.replace("127.0.0.1:5000", &self.registry.host())
+            .replace("http://127.0.0.1:8080/config.git", &self.config_url)
+            .replace("interval: 5m", "interval: 1h")
+    }
+
+    fn apply_dir(&self, dir: &std::path::Path) -> Result<()> {
+        let target = self.world.unique_dir("project")?;
+        std::fs::create_dir_all(&target)?;
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let yaml = self.localise(&std::fs::read_to_string(&path)?);
+            std::fs::write(target.join(path.file_name().context("name")?), yaml)?;
+        }
+        self.apply_path(&target)
+    }
+
+    fn apply_text(&self, yaml: &str) -> Result<Output> {
+        let file = self.world.unique_dir("extra")?.with_extension("yaml");
+        std::fs::write(&file, self.localise(yaml))?;
+        self.dray
+            .cli(["apply", "-f", file.to_str().context("utf-8")?])
+    }
+
+    fn apply_path(&self, path: &std::path::Path) -> Result<()> {
+        let output = self
+            .dray
+            .cli(["apply", "-f", path.to_str().context("utf-8")?])?;
+        if !output.status.success() {
+            bail!("apply failed: {}", text(&output));
+        }
+        Ok(())
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let output = self
+            .dray
+            .cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
+        if !output.status.success() {
+            bail!("refresh failed: {}", text(&output));
+        }
+        Ok(())
+    }
+
+    /// Freight, newest first.
+    fn freight(&self) -> Result<Vec<Value>> {
+        let output = self
+            .dray
+            .cli(["get", "freight", "-p", "demo", "-o", "json"])?;
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    fn promote(&self, stage: &str, alias: &str) -> Result<Output> {
+        self.dray.cli([
+            "promote",
+            "-p",
+            "demo",
+            "--stage",
+            stage,
+            "--alias",
+            alias,
+            "--wait",
+            "--timeout",
+            "2m",
+        ])
+    }
+
+    fn promotion(&self, name: &str) -> Result<Value> {
+        let output = self
+            .dray
+            .cli(["get", "promotion", name, "-p", "demo", "-o", "json"])?;
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+}
+
+fn alias(freight: &Value) -> String {
+    freight["alias"].as_str().unwrap_or_default().to_owned()
+}
+
+fn promotion_name(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("promotion ")
+                .and_then(|r| r.strip_suffix(" requested"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_writes_pinned_manifests_with_trailers_then_is_idempotent_and_rolls_back()
+-> Result<()> {
+    let q = tokio::task::block_in_place(Quickstart::start)?;
+    let old_digest = oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| q.refresh())?;
+    let new_digest = oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        q.refresh()?;
+        let freight = q.freight()?;
+        assert_eq!(freight.len(), 2, "{freight:#?}");
+        let (newest, older) = (alias(&freight[0]), alias(&freight[1]));
+
+        let promoted = q.promote("dev", &newest)?;
+        let said = text(&promoted);
+        assert!(promoted.status.success(), "{said}");
+        assert!(
+            said.contains("Succeeded render-to-stage-branch::git-clone"),
+            "live step progress: {said}"
+        );
+        let name = promotion_name(&promoted);
+
+        let manifests = q.config.show("stage/dev", "manifests.yaml")?;
+        let pinned = format!("{}/demo/app:1.1.0@{new_digest}", q.registry.host());
+        assert!(
+            manifests.contains(&pinned),
+            "stage/dev must pin the digest:\n{manifests}"
+        );
+        assert!(manifests.contains("namespace: demo-dev"), "{manifests}");
+        let log = q.config.log("stage/dev")?;
+        assert_eq!(log.len(), 1, "{log:#?}");
+        let head = &log[0];
+        let freight_id = freight[0]["metadata"]["name"].as_str().unwrap_or_default();
+        assert_eq!(
+            head.trailer("Dray-Freight"),
+            Some(format!("{freight_id} ({newest})").as_str())
+        );
+        assert_eq!(head.trailer("Dray-Promotion"), Some(name.as_str()));
+        assert_eq!(head.trailer("Dray-Stage"), Some("demo/dev"));
+        assert_eq!(head.trailer("Dray-Actor"), Some("anonymous"));
+        assert_eq!(head.trailer("Dray-Image"), Some(pinned.as_str()));
+        let config_head = q.config.head("main")?;
+        assert_eq!(
+            head.trailer("Dray-Config-Commit"),
+            Some(format!("{}@{config_head}", q.config_url).as_str())
+        );
+
+        // The same Freight again: Succeeded, the commit step Skipped, no new commit.
+        let again = q.promote("dev", &newest)?;
+        assert!(again.status.success(), "{}", text(&again));
+        let promotion = q.promotion(&promotion_name(&again))?;
+        let steps = promotion["status"]["stepExecutionMetadata"]
+            .as_array()
+            .context("steps")?;
+        let commit = steps
+            .iter()
+            .find(|s| s["alias"].as_str().is_some_and(|a| a.ends_with("::commit")))
+            .context("commit step")?;
+        assert_eq!(commit["status"], "Skipped", "{promotion:#}");
+        assert_eq!(
+            q.config.log("stage/dev")?.len(),
+            1,
+            "no new commit for the same Freight"
+        );
+
+        // Rollback: older Freight lands as a new commit on top.
+        let rollback = q.promote("dev", &older)?;
+        assert!(rollback.status.success(), "{}", text(&rollback));
+        let log = q.config.log("stage/dev")?;
+        assert_eq!(log.len(), 2);
+        assert_eq!(
+            log[0].parents,
+            vec![log[1].sha.clone()],
+            "a rollback is a new commit on top"
+        );
+        let manifests = q.config.show("stage/dev", "manifests.yaml")?;
+        assert!(
+            manifests.contains(&format!("1.0.0@{old_digest}")),
+            "{manifests}"
+        );
+
+        // The Stage reports what its branch holds.
+        let stage: Value = serde_json::from_slice(
+            &q.dray
+                .cli(["get", "stage", "dev", "-p", "demo", "-o", "json"])?
+                .stdout,
+        )?;
+        assert_eq!(stage["status"]["currentFreight"]["alias"], older.as_str());
+        assert_eq!(stage["status"]["branch"]["name"], "stage/dev");
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_reads_the_branch_and_flags_hand_made_commits() -> Result<()> {
+    let q = tokio::task::block_in_place(Quickstart::start)?;
+    oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        q.refresh()?;
+        let freight = alias(&q.freight()?[0]);
+        assert!(q.promote("dev", &freight)?.status.success());
+
+        let hand = GitRepo::clone_from_url(&q.world, &q.config_url)?;
+        hand.switch("stage/dev")?;
+        hand.write("manifests.yaml", "# edited by hand\n")?;
+        hand.commit_as("Hotfix by hand", "Eve", "eve@example.com")?;
+        hand.push("stage/dev")?;
+
+        let audit = q.dray.cli(["audit", "dev", "-p", "demo", "-o", "json"])?;
+        assert!(audit.status.success(), "{}", text(&audit));
+        let entries: Vec<Value> = serde_json::from_slice(&audit.stdout)?;
+        assert_eq!(entries.len(), 2, "{entries:#?}");
+        assert_eq!(entries[0]["byDray"], false);
+        assert_eq!(entries[0]["subject"], "Hotfix by hand");
+        assert_eq!(entries[1]["byDray"], true);
+        assert!(
+            entries[1]["freight"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&freight)
+        );
+        assert_eq!(entries[1]["actor"], "anonymous");
+        assert!(
+            entries[1]["images"][0]
+                .as_str()
+                .unwrap_or_default()
+                .contains("@sha256:")
+        );
+        let table = text(&q.dray.cli(["audit", "dev", "-p", "demo"])?);
+        assert!(table.contains("NOT MADE BY DRAY"), "{table}");
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_expressions_are_refused_at_apply_and_rendered_secrets_fail_the_commit() -> Result<()> {
+    let q = tokio::task::block_in_place(Quickstart::start)?;
+    oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        let broken = "apiVersion: dray.dev/v1alpha1\nkind: PromotionTask\nmetadata: {name: broken, namespace: demo}\nspec:\n  steps:\n    - uses: git-clone\n      config:\n        repoURL: ${{ vars.repoURL \n";
+        let refused = q.apply_text(broken)?;
+        assert!(!refused.status.success());
+        let said = text(&refused);
+        assert!(said.contains("spec.steps[0].config.repoURL"), "{said}");
+        assert!(said.contains(":8:"), "the error names the line: {said}");
+        let unknown = "apiVersion: dray.dev/v1alpha1\nkind: PromotionTask\nmetadata: {name: typo, namespace: demo}\nspec:\n  steps:\n    - uses: git-clon\n";
+        let said = text(&q.apply_text(unknown)?);
+        assert!(said.contains("did you mean `git-clone`"), "{said}");
+
+        // A config commit that renders a Secret with data.
+        q.config.write(
+            "base/secret.yaml",
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\ndata:\n  password: aHVudGVyMg==\n",
+        )?;
+        q.config.write(
+            "base/kustomization.yaml",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - deployment.yaml\n  - service.yaml\n  - secret.yaml\n",
+        )?;
+        q.config.commit("Add a secret")?;
+        q.config.push("main")?;
+        q.refresh()?;
+        let freight = alias(&q.freight()?[0]);
+        let promoted = q.promote("dev", &freight)?;
+        assert!(!promoted.status.success());
+        let said = text(&promoted);
+        assert!(said.contains("Failed"), "{said}");
+        assert!(
+            said.contains("Secret") && said.contains("db"),
+            "the reason names the Secret: {said}"
+        );
+        assert!(
+            q.config
+                .branches()?
+                .iter()
+                .all(|b| !b.contains("stage/dev"))
+                || q.config
+                    .log("stage/dev")
+                    .map(|l| l.is_empty())
+                    .unwrap_or(true),
+            "nothing may be pushed"
+        );
+        Ok(())
+    })
+}
+
+const TEN_STAGES: usize = 10;
+
+fn many_stages() -> String {
+    let mut yaml = String::new();
+    for i in 0..TEN_STAGES {
+        yaml.push_str(&format!(
+            "---\napiVersion: dray.dev/v1alpha1\nkind: Stage\nmetadata: {{name: load-{i}, namespace: demo}}\nspec:\n  queuePolicy: Queue\n  requestedFreight:\n    - origin: {{kind: Warehouse, name: app}}\n      sources: {{direct: true}}\n  promotionTemplate:\n    spec:\n      steps:\n        - uses: git-clone\n          config:\n            repoURL: http://127.0.0.1:8080/config.git\n            checkout:\n              - commit: ${{{{ commitFrom(\"http://127.0.0.1:8080/config.git\").id }}}}\n                path: ./src\n              - branch: stage/shared\n                create: true\n                path: ./out\n        - uses: kustomize-set-image\n          config:\n            path: ./src/overlays/dev\n            images:\n              - image: app\n                newName: 127.0.0.1:5000/demo/app\n        - uses: kustomize-build\n          config:\n            path: ./src/overlays/dev\n            outPath: ./out/{i}/manifests.yaml\n        - uses: git-commit\n          config:\n            path: ./out\n            message: load-{i} gets ${{{{ ctx.targetFreight.alias }}}}\n        - uses: git-push\n          config:\n            path: ./out\n            targetBranch: stage/shared\n"
+        ));
+    }
+    yaml
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
+    let q = tokio::task::block_in_place(Quickstart::start)?;
+    oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| q.refresh())?;
+    oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
+    let names = tokio::task::block_in_place(|| -> Result<Vec<String>> {
+        q.refresh()?;
+        let applied = q.apply_text(&many_stages())?;
+        assert!(applied.status.success(), "{}", text(&applied));
+        let freight = q.freight()?;
+        let (first, second) = (alias(&freight[1]), alias(&freight[0]));
+        let mut children = Vec::new();
+        for i in 0..TEN_STAGES {
+            for alias in [&first, &second] {
+                let mut cmd = q.dray.cli_command();
+                cmd.args([
+                    "promote",
+                    "-p",
+                    "demo",
+                    "--stage",
+                    &format!("load-{i}"),
+                    "--alias",
+                    alias,
+                ]);
+                children.push(cmd.stdout(std::process::Stdio::piped()).spawn()?);
+            }
+        }
+        let mut names = Vec::new();
+        for child in children {
+            let output = child.wait_with_output()?;
+            assert!(output.status.success(), "{}", text(&output));
+            names.push(promotion_name(&output));
+        }
+        Ok(names)
+    })?;
+    assert_eq!(names.len(), 2 * TEN_STAGES);
+    tokio::task::block_in_place(|| -> Result<()> {
+        for name in &names {
+            let mut phase = String::new();
+            for _ in 0..1200 {
+                phase = q.promotion(name)?["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                if matches!(
+                    phase.as_str(),
+                    "Succeeded" | "Failed" | "Errored" | "Aborted"
+                ) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            assert_eq!(
+                phase,
+                "Succeeded",
+                "promotion {name}: {:#}",
+                q.promotion(name)?
+            );
+        }
+        let log = q.config.log("stage/shared")?;
+        let promoted: std::collections::BTreeSet<String> = log
+            .iter()
+            .filter_map(|c| c.trailer("Dray-Promotion").map(str::to_owned))
+            .collect();
+        for name in &names {
+            assert!(
+                promoted.contains(name),
+                "the commit of {name} was lost; branch has {promoted:?}"
+            );
+        }
+        assert_eq!(
+            log.len(),
+            2 * TEN_STAGES,
+            "exactly one commit per promotion"
+        );
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_promotion_then_restart_finishes_with_one_commit() -> Result<()> {
+    let mut q = tokio::task::block_in_place(Quickstart::start)?;
+    oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| q.refresh())?;
+    oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
+    tokio::task::block_in_place(|| q.refresh())?;
+    let freight = tokio::task::block_in_place(|| q.freight())?;
+    let aliases = [alias(&freight[1]), alias(&freight[0])];
+    let steps = 6;
+    for crash_at in 0..steps {
+        let target = &aliases[crash_at % 2];
+        let name = tokio::task::block_in_place(|| -> Result<String> {
+            let requested = q
+                .dray
+                .cli(["promote", "-p", "demo", "--stage", "dev", "--alias", target])?;
+            assert!(requested.status.success(), "{}", text(&requested));
+            Ok(promotion_name(&requested))
+        })?;
+        // Kill as soon as the promotion reached step `crash_at` (or ended).
+        tokio::task::block_in_place(|| -> Result<()> {
+            for _ in 0..2000 {
+                let promotion = q.promotion(&name)?;
+                let step = promotion["status"]["currentStep"].as_u64().unwrap_or(0) as usize;
+                let phase = promotion["status"]["phase"].as_str().unwrap_or("Pending");
+                if step >= crash_at || phase == "Succeeded" {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            q.dray.kill9()?;
+            q.dray.restart()?;
+            Ok(())
+        })?;
+        let final_phase = tokio::task::block_in_place(|| -> Result<String> {
+            for _ in 0..1200 {
+                let promotion = q.promotion(&name)?;
+                let phase = promotion["status"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                if matches!(
+                    phase.as_str(),
+                    "Succeeded" | "Failed" | "Errored" | "Aborted"
+                ) {
+                    return Ok(phase);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            bail!(
+                "promotion {name} did not finish after the restart: {:#}",
+                q.promotion(&name)?
+            )
+        })?;
+        assert_eq!(
+            final_phase,
+            "Succeeded",
+            "crash at step {crash_at}: {:#}",
+            q.promotion(&name)?
+        );
+        let log = tokio::task::block_in_place(|| q.config.log("stage/dev"))?;
+        let commits = log
+            .iter()
+            .filter(|c| c.trailer("Dray-Promotion") == Some(name.as_str()))
+            .count();
+        assert_eq!(
+            commits, 1,
+            "crash at step {crash_at}: exactly one commit for {name}"
+        );
+    }
+    Ok(())
+}
