@@ -24,6 +24,60 @@ pub struct ProjectConfigSpec {
     /// Webhook receivers that refresh Warehouses when CI or a registry says something changed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_receivers: Vec<WebhookReceiverConfig>,
+    /// When the selected Stages may be promoted: deny windows freeze them while active;
+    /// allow windows, if any apply to a Stage, permit promotion only while one is active.
+    /// A deny window wins over an allow window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub promotion_windows: Vec<PromotionWindow>,
+}
+
+/// Whether a promotion window permits or forbids promotion while it is active.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum WindowKind {
+    /// Promotion is permitted only while an `Allow` window that applies to the Stage is
+    /// active (when at least one applies).
+    #[default]
+    Allow,
+    /// Promotion is forbidden while the window is active (a freeze). Wins over `Allow`.
+    Deny,
+}
+
+/// A recurring period during which promotion to the selected Stages is allowed or denied,
+/// in the manner of Argo CD sync windows. Each occurrence starts at a time given by
+/// `schedule` (cron) or `rrule` (exactly one of them) and lasts `duration`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromotionWindow {
+    /// The window's name, unique in the project; named when it blocks a promotion.
+    pub name: String,
+    /// `Allow` or `Deny`.
+    pub kind: WindowKind,
+    /// When each occurrence starts: a standard 5-field cron expression (minute, hour,
+    /// day of month, month, day of week), e.g. `0 22 * * 5` for Fridays at 22:00,
+    /// read in `timeZone`. Exactly one of `schedule` and `rrule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// How long each occurrence lasts, written the Go way (`60h`, `1h30m`, `2d`).
+    /// Required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::optional_duration_string")]
+    pub duration: Option<String>,
+    /// When each occurrence starts: an RFC 5545 recurrence rule, optionally with its
+    /// `DTSTART` line, e.g. `DTSTART:20261224T000000Z` then `RRULE:FREQ=YEARLY;COUNT=3`
+    /// on the next line, or just `FREQ=WEEKLY;BYDAY=FR;BYHOUR=22`. Times without a zone
+    /// are read in `timeZone`. Exactly one of `schedule` and `rrule`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rrule: Option<String>,
+    /// The IANA time zone in which `schedule` and `rrule` are read, e.g. `Europe/Berlin`
+    /// (default `UTC`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// Which Stages the window applies to; an empty selector selects every Stage.
+    #[serde(default)]
+    pub stage_selector: StageSelector,
+    /// Why the window exists, e.g. a change ticket; shown when it blocks a promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 /// Selects Stages by name (exact or `glob:`) or by labels.

@@ -122,6 +122,25 @@ pub struct StageStatus {
     /// Set when the branch moved outside Dray: what it holds now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<StageDrift>,
+    /// Set when a person rolled the Stage back: auto-promotion leaves it alone until the
+    /// newest Freight is promoted or the hold is lifted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<StageHold>,
+}
+
+/// A hold on auto-promotion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageHold {
+    /// Who set it (by promoting older Freight).
+    pub by: String,
+    /// The Freight they promoted.
+    pub freight: String,
+    /// Why, in words.
+    pub reason: String,
+    /// Since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
 }
 
 /// A Stage's branch, as Dray last wrote it.

@@ -48,6 +48,9 @@ impl ApiClient {
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
+        if let Some(actor) = self_declared_actor() {
+            request = request.header(crate::server::promotions::ACTOR_HEADER, actor);
+        }
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -89,6 +92,14 @@ impl ApiClient {
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
         self.send(Method::GET, path, None::<&()>).await
     }
+}
+
+/// Who the CLI says it acts for: `DRAY_ACTOR`, else the login name. Self-declared: the
+/// server records it on promotions and approvals until token authentication replaces it.
+fn self_declared_actor() -> Option<String> {
+    [super::env::DRAY_ACTOR, "USER"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
 fn describe_transport_error(error: &reqwest::Error) -> String {

@@ -57,6 +57,10 @@ pub enum Command {
     Delete(commands::delete::DeleteArgs),
     /// Promote Freight into a Stage.
     Promote(commands::promote::PromoteArgs),
+    /// Approve Freight for a Stage (bypasses verification and soak, on the record).
+    Approve(commands::approve::ApproveArgs),
+    /// Lift a Stage's hold on auto-promotion.
+    Hold(commands::hold::HoldArgs),
     /// Abort a promotion.
     Abort(commands::abort::AbortArgs),
     /// Show a Stage's history, read from its branch in git.
@@ -114,6 +118,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Refresh(args) => commands::refresh::run(&ctx()?, args).await,
         Command::Promote(args) => commands::promote::run(&ctx()?, args).await,
         Command::Abort(args) => commands::abort::run(&ctx()?, args).await,
+        Command::Approve(args) => commands::approve::run(&ctx()?, args).await,
+        Command::Hold(args) => commands::hold::run(&ctx()?, args).await,
         Command::Audit(args) => commands::audit::run(&ctx()?, args).await,
         Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
         Command::Crds(args) => commands::crds::run(args),

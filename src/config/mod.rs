@@ -13,7 +13,7 @@
 //! The checks, in order, one file each: YAML syntax and positions (`yaml`), the envelope
 //! and each document alone (`document`: unknown fields in `schema_check`, types in `typed`,
 //! names in `names`, durations in `durations`, kind-specific rules in `semantics` and
-//! `steps`, unimplemented features in `unsupported`), then the batch as a whole
+//! `steps`), then the batch as a whole
 //! (`references`, `cycles`). Errors and hints are built with `error`, `path` and `suggest`;
 //! files are found by `files`. This module does not store anything, and knows nothing of
 //! the server or the CLI.
@@ -31,7 +31,6 @@ mod semantics;
 mod steps;
 mod suggest;
 mod typed;
-mod unsupported;
 mod yaml;
 
 use std::collections::{BTreeMap, HashMap};

@@ -15,7 +15,6 @@ use super::names::{self, MAX_FREIGHT, MAX_LABEL};
 use super::path::FieldPath;
 use super::steps::{check_steps, check_vars};
 use super::typed::Resource;
-use super::unsupported::reject_unimplemented_features;
 
 /// The most candidates a subscription may keep.
 const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -78,7 +77,7 @@ fn credential(credential: &Credential) -> Vec<Issue> {
 }
 
 fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
-    let mut issues = reject_unimplemented_features(&config.spec);
+    let mut issues = Vec::new();
     let receivers = FieldPath::of(&["spec", "webhookReceivers"]);
     let mut names = std::collections::BTreeSet::new();
     for (i, receiver) in config.spec.webhook_receivers.iter().enumerate() {

@@ -526,7 +526,7 @@ fn the_default_namespace_fills_in_the_project() {
 }
 
 #[test]
-fn unimplemented_project_features_are_rejected() {
+fn webhook_receivers_need_one_provider_and_unique_names() {
     let config = "\
 apiVersion: dray.dev/v1alpha1
 kind: ProjectConfig
@@ -538,19 +538,25 @@ spec:
   webhookReceivers:
   - name: gh
     github: {secretRef: gh-secret}
+    gitlab: {secretRef: gl-secret}
+  - name: gh
+    generic: {secretRef: token}
 ";
     let errors = load_errors(
         &[file("p.yaml", PROJECT), file("c.yaml", config)],
         None,
         &nothing(),
     );
+    let found: Vec<_> = summary(&errors)
+        .into_iter()
+        .map(|(_, field, _)| field)
+        .collect();
     assert_eq!(
-        summary(&errors),
-        vec![(
-            7,
-            "spec.promotionPolicies[0].autoPromotionEnabled".into(),
-            "auto-promotion is not implemented in this build of Dray".into()
-        ),]
+        found,
+        vec![
+            "spec.webhookReceivers[0]".to_owned(),
+            "spec.webhookReceivers[1].name".to_owned()
+        ]
     );
 }
 

@@ -99,7 +99,7 @@ impl WarehouseController {
                                 });
                             }
                             Due::At(when) => {
-                                let wait = (when - now).get_milliseconds().max(0) as u64;
+                                let wait = when.duration_since(now).as_millis().max(0) as u64;
                                 sleep = sleep.min(Duration::from_millis(wait));
                             }
                         }

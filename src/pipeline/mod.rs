@@ -2,8 +2,11 @@
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
 //! ([`request`]). It decides; `promotion` executes; `store` remembers.
 
+pub mod auto;
+pub mod availability;
 pub mod queue;
 pub mod request;
+pub mod windows;
 
 /// The annotation that asks to abort a promotion; its value is who asked.
 pub const ABORT_ANNOTATION: &str = "dray.dev/abort";

@@ -13,6 +13,7 @@ use crate::api::{
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write};
 
+use super::availability::availability;
 use super::{ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION};
 
 /// What to promote where, and who asks.
@@ -100,22 +101,13 @@ async fn find_freight(
     }
 }
 
-/// The reasons `freight` may not enter `stage` (empty when it may).
+/// The reasons `freight` may not enter `stage` now (empty when it may).
 pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
-    let stage_name = stage.metadata.name.clone().unwrap_or_default();
-    let origin = &freight.spec.origin.name;
-    let requested = stage
-        .spec
-        .requested_freight
+    availability(stage, freight, jiff::Timestamp::now())
+        .reasons
         .iter()
-        .any(|r| &r.origin.name == origin);
-    let mut reasons = Vec::new();
-    if !requested {
-        reasons.push(format!(
-            "it comes from Warehouse `{origin}`, which Stage `{stage_name}` does not request"
-        ));
-    }
-    reasons
+        .map(ToString::to_string)
+        .collect()
 }
 
 fn promotion_name(stage: &str, alias: &str) -> String {
@@ -194,7 +186,101 @@ pub async fn request_promotion(
         }
     }
     let mut written = store.commit(writes).await?;
+    if request.actor != super::auto::AUTO_ACTOR {
+        update_hold(store, project, &stage, &freight, &request.actor).await?;
+    }
     Ok(written.remove(0))
+}
+
+/// A person promoting Freight other than the newest available one (a rollback) holds
+/// auto-promotion for the Stage; promoting the newest lifts the hold.
+async fn update_hold(
+    store: &dyn Store,
+    project: &str,
+    stage: &Stage,
+    freight: &Freight,
+    actor: &str,
+) -> Result<(), StoreError> {
+    let now = jiff::Timestamp::now();
+    let mut all: Vec<(String, Freight)> = store
+        .list(Kind::Freight, Some(project))
+        .await?
+        .into_iter()
+        .filter_map(|f| {
+            let created = f
+                .object
+                .pointer("/metadata/creationTimestamp")?
+                .as_str()?
+                .to_owned();
+            Some((created, f.to_typed().ok()?))
+        })
+        .collect();
+    all.sort_by(|a, b| b.0.cmp(&a.0));
+    let newest = all
+        .iter()
+        .find(|(_, f)| availability(stage, f, now).is_available())
+        .and_then(|(_, f)| f.metadata.name.clone());
+    let id = freight.metadata.name.clone().unwrap_or_default();
+    let hold = (newest.as_deref() != Some(id.as_str())).then(|| {
+        json!({
+            "by": actor,
+            "freight": id,
+            "reason": format!("`{actor}` promoted `{}`, which is not the newest available Freight", freight.spec.alias),
+            "since": now.to_string(),
+        })
+    });
+    set_hold(
+        store,
+        project,
+        stage.metadata.name.as_deref().unwrap_or_default(),
+        hold,
+    )
+    .await
+}
+
+/// Sets (`Some`) or lifts (`None`) a Stage's hold on auto-promotion.
+pub async fn set_hold(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    hold: Option<Value>,
+) -> Result<(), StoreError> {
+    let key = ObjectKey::namespaced(Kind::Stage, project, stage);
+    for _ in 0..5 {
+        let current = store
+            .get(&key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let mut status = current
+            .object
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if status.get("hold").cloned().unwrap_or(Value::Null) == hold.clone().unwrap_or(Value::Null)
+        {
+            return Ok(());
+        }
+        match (&hold, status.as_object_mut()) {
+            (Some(hold), Some(map)) => {
+                map.insert("hold".into(), hold.clone());
+            }
+            (None, Some(map)) => {
+                map.remove("hold");
+            }
+            _ => {}
+        }
+        match store
+            .update_status(&key, status, Some(current.resource_version))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(StoreError::Internal(format!(
+        "{key} kept changing while its hold was updated"
+    )))
 }
 
 fn phase_of(object: &Value) -> PromotionPhase {
@@ -279,4 +365,70 @@ pub async fn abort_promotion(
     Err(StoreError::Internal(format!(
         "{key} kept changing while an abort was requested"
     )))
+}
+
+/// Approves `freight` for `stage`: it becomes available there regardless of verification
+/// and soak, on the record (who, when, why). Returns the updated Freight.
+pub async fn approve(
+    store: &dyn Store,
+    project: &str,
+    stage_name: &str,
+    which: &PromoteRequest,
+    reason: &str,
+) -> Result<StoredObject, PromoteError> {
+    let stage_key = ObjectKey::namespaced(Kind::Stage, project, stage_name);
+    let stage: Stage = store
+        .get(&stage_key)
+        .await?
+        .ok_or_else(|| PromoteError::NoStage {
+            project: project.to_owned(),
+            stage: stage_name.to_owned(),
+        })?
+        .to_typed()?;
+    let freight = find_freight(store, project, which).await?;
+    if !stage
+        .spec
+        .requested_freight
+        .iter()
+        .any(|r| r.origin.name == freight.spec.origin.name)
+    {
+        return Err(PromoteError::Refused {
+            freight: freight.spec.alias.clone(),
+            stage: stage_name.to_owned(),
+            reasons: vec![format!(
+                "comes from Warehouse `{}`, which Stage `{stage_name}` does not request",
+                freight.spec.origin.name
+            )],
+        });
+    }
+    let key = ObjectKey::namespaced(
+        Kind::Freight,
+        project,
+        freight.metadata.name.as_deref().unwrap_or_default(),
+    );
+    for _ in 0..5 {
+        let current = store
+            .get(&key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let mut status = current
+            .object
+            .get("status")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        status["approvedFor"][stage_name] = json!({
+            "approvedAt": jiff::Timestamp::now().to_string(),
+            "by": which.actor,
+            "reason": reason,
+        });
+        match store
+            .update_status(&key, status, Some(current.resource_version))
+            .await
+        {
+            Ok(updated) => return Ok(updated),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(StoreError::Internal(format!("{key} kept changing while it was approved")).into())
 }

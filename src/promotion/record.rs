@@ -82,7 +82,12 @@ pub async fn promotion_succeeded(
             if let Some(stay) = old_status.currently_in.remove(stage_name) {
                 let seconds = stay
                     .since
-                    .map(|since| (jiff::Timestamp::now() - since.0).get_seconds().max(0) as u64)
+                    .map(|since| {
+                        jiff::Timestamp::now()
+                            .duration_since(since.0)
+                            .as_secs()
+                            .max(0) as u64
+                    })
                     .unwrap_or(0);
                 let verified = old_status
                     .verified_in

@@ -7,6 +7,7 @@
 pub mod apply;
 mod credentials;
 pub mod error;
+pub mod gates;
 pub mod promotions;
 pub mod refresh;
 pub mod resources;
@@ -92,6 +93,18 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/projects/{project}/stages/{stage}/audit",
             get(promotions::audit_trail),
+        )
+        .route(
+            "/projects/{project}/stages/{stage}/approve",
+            post(gates::approve),
+        )
+        .route(
+            "/projects/{project}/stages/{stage}/hold/lift",
+            post(gates::lift_hold),
+        )
+        .route(
+            "/projects/{project}/stages/{stage}/freight",
+            get(gates::stage_freight),
         )
         .route(
             "/projects/{project}/promotions/{name}/abort",

@@ -32,7 +32,8 @@ pub struct PromoteBody {
     pub alias: Option<String>,
 }
 
-fn actor(headers: &HeaderMap) -> String {
+/// Who the request acts for.
+pub(crate) fn actor(headers: &HeaderMap) -> String {
     headers
         .get(ACTOR_HEADER)
         .and_then(|v| v.to_str().ok())

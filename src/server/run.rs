@@ -12,6 +12,7 @@ use crate::config;
 use crate::discovery::controller::WarehouseController;
 use crate::discovery::git::{GitDiscoverer, MirrorCache};
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
+use crate::pipeline::auto::AutoPromoter;
 use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors};
 use crate::secrets::SecretKey;
@@ -66,11 +67,13 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         secret_key: secret_key.clone(),
         tools: options.tools.clone(),
     });
+    let auto_store = store.clone();
     let controllers = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
             tokio::join!(
                 warehouses.run(shutdown.clone()),
+                AutoPromoter::new(auto_store).run(shutdown.clone()),
                 PromotionController::new(engine).run(shutdown)
             );
         }

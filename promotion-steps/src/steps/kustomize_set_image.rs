@@ -172,10 +172,20 @@ fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
 fn target(ctx: &StepContext, image: &Image) -> Result<Target, StepOutcome> {
     let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
     let (mut tag, mut digest) = (non_empty(&image.tag), non_empty(&image.digest));
-    // The Freight's image is the one `newName` points at, else the one named `image`.
-    let repo = non_empty(&image.new_name).unwrap_or_else(|| image.image.clone());
+    // The Freight's image is the one `newName` points at, else the one named `image`
+    // (so `newName` may also send the Freight's image through a mirror).
+    let new_name = non_empty(&image.new_name);
     if tag.is_none() && digest.is_none() {
-        let Some(found) = ctx.freight.images.iter().find(|i| i.repo_url == repo) else {
+        let by_new_name = new_name
+            .as_deref()
+            .and_then(|name| ctx.freight.images.iter().find(|i| i.repo_url == name));
+        let by_image = || {
+            ctx.freight
+                .images
+                .iter()
+                .find(|i| i.repo_url == image.image)
+        };
+        let Some(found) = by_new_name.or_else(by_image) else {
             let repos = ctx
                 .freight
                 .images
@@ -189,8 +199,8 @@ fn target(ctx: &StepContext, image: &Image) -> Result<Target, StepOutcome> {
             };
             return Err(StepOutcome::failed(format!(
                 "Freight `{}` has no image `{}` (it holds {held}); set `tag` or `digest`, or fix \
-                 `image`/`newName`",
-                ctx.freight.alias, repo
+                 `image`",
+                ctx.freight.alias, image.image
             )));
         };
         tag = Some(found.tag.clone()).filter(|t| !t.is_empty());

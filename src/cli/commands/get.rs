@@ -19,7 +19,8 @@ pub struct GetArgs {
     /// For freight: only Freight from this Warehouse.
     #[arg(long)]
     pub warehouse: Option<String>,
-    /// For promotions: only promotions into this Stage.
+    /// For promotions: only promotions into this Stage. For freight: every Freight with
+    /// `available` or the reasons it may not enter this Stage.
     #[arg(long)]
     pub stage: Option<String>,
 }
@@ -47,12 +48,19 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
             kind.plural()
         )
     };
-    let (items, single) = match &args.name {
-        Some(name) => (
-            vec![ctx.client.get::<Value>(&format!("{base}/{name}")).await?],
-            true,
-        ),
-        None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
+    let (items, single) = match (&args.name, kind, &args.stage) {
+        (None, Kind::Freight, Some(stage)) => {
+            let project = ctx.project().await?;
+            let path = format!("/api/v1/projects/{project}/stages/{stage}/freight");
+            (ctx.client.get::<Vec<Value>>(&path).await?, false)
+        }
+        _ => match &args.name {
+            Some(name) => (
+                vec![ctx.client.get::<Value>(&format!("{base}/{name}")).await?],
+                true,
+            ),
+            None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
+        },
     };
     let mut items = items;
     if let (Kind::Promotion, Some(stage)) = (kind, &args.stage) {
@@ -81,12 +89,36 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
             return Ok(());
         }
         OutputFormat::Table => {
-            let (header, rows) = columns(kind, &items);
+            let (mut header, mut rows) = columns(kind, &items);
+            if items.iter().any(|i| i.get("availability").is_some()) {
+                header.push("AVAILABILITY");
+                for (row, item) in rows.iter_mut().zip(&items) {
+                    row.push(availability_cell(item));
+                }
+            }
             output::table(&header, &rows)
         }
     };
     print!("{text}");
     Ok(())
+}
+
+/// `available`, or every reason the Freight may not enter the Stage.
+fn availability_cell(item: &Value) -> String {
+    let gates = &item["availability"];
+    if gates["available"].as_bool() == Some(true) {
+        return match gates["approvedBy"].as_str() {
+            Some(by) => format!("available (approved by {by})"),
+            None => "available".into(),
+        };
+    }
+    let reasons: Vec<&str> = gates["reasons"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    reasons.join("; ")
 }
 
 /// Freight newest first, optionally only from one Warehouse.

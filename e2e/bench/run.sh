@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Dray's benchmarks (issues 3 and 4): discovery against skopeo, promotion against a
+# clone-sed-commit-push script. Builds Dray in release mode, runs e2e/src/bin/bench.rs
+# and writes its results into docs/benchmarks.md (between the `bench:*` markers).
+#
+# Not a test and not run by CI. Takes a few minutes; needs no network beyond loopback
+# (except to install missing Debian packages).
+#
+# usage: e2e/bench/run.sh [--runs N] [--only discovery|promotion] [--tags N]
+#                         [--commits N] [--files N]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+if [ ! -t 1 ]; then
+  export CARGO_TERM_COLOR=never
+fi
+
+# --- system packages (as e2e/test.sh) ------------------------------------------------
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  SUDO="sudo"
+fi
+missing=()
+command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v git >/dev/null 2>&1 || missing+=(git)
+if command -v git >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-http-backend" ]; then
+  missing+=(git)
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "bench: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "error: kubectl is missing (the quickstart task and the baseline script render with \`kubectl kustomize\`)" >&2
+  echo "hint: install kubectl 1.32 (it carries kustomize v5.5)" >&2
+  exit 1
+fi
+
+# --- build and run -------------------------------------------------------------------
+cargo build --release -p dray -p dray-e2e
+export DRAY_BIN="$ROOT/target/release/dray"
+
+out="$(mktemp -d "${TMPDIR:-/tmp}/dray-bench.XXXXXX")"
+trap 'rm -rf "$out"' EXIT
+status=0
+"$ROOT/target/release/bench" --out-dir "$out" "$@" || status=$?
+
+# --- docs/benchmarks.md --------------------------------------------------------------
+cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)"
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+if [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then
+  commit="$commit with local changes"
+fi
+machine="$(nproc) CPUs (${cpu:-unknown CPU}), $(uname -sr)"
+tools="git $(git --version | awk '{print $3}'), skopeo $(skopeo --version | awk '{print $3}'), $(kubectl version --client 2>/dev/null | awk -F': ' '/Kustomize/ {print "kustomize " $2}')"
+header="_Measured $(date -u +%Y-%m-%d) on $machine; Dray at \`$commit\`, release build; $tools._"
+
+doc="$ROOT/docs/benchmarks.md"
+for part in discovery promotion; do
+  [ -s "$out/$part.md" ] || continue
+  python3 - "$doc" "$part" "$header" "$out/$part.md" <<'PY'
+import pathlib, sys
+doc, part, header, result = sys.argv[1:]
+path = pathlib.Path(doc)
+begin = f"<!-- bench:{part}:begin (written by e2e/bench/run.sh) -->"
+end = f"<!-- bench:{part}:end -->"
+block = f"{begin}\n{pathlib.Path(result).read_text().rstrip()}\n\n{header}\n{end}"
+text = path.read_text() if path.exists() else "# Benchmarks\n\nRun `e2e/bench/run.sh`.\n"
+if begin in text and end in text:
+    before, rest = text.split(begin, 1)
+    _, after = rest.split(end, 1)
+    text = before + block + after
+else:
+    text = text.rstrip() + "\n\n" + block + "\n"
+path.write_text(text)
+PY
+  echo "bench: wrote the $part results to docs/benchmarks.md" >&2
+done
+exit "$status"

@@ -1,0 +1,286 @@
+//! Gates end to end: refusals that name their reason, soak, approval, auto-promotion and
+//! holds, against the quickstart pipeline with real git, registry and kustomize.
+
+use std::process::Output;
+
+use anyhow::{Context, Result, bail};
+use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use serde_json::Value;
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+struct Pipeline {
+    world: TestWorld,
+    registry: Registry,
+    _git: GitServer,
+    config: GitRepo,
+    config_url: String,
+    dray: Dray,
+}
+
+impl Pipeline {
+    /// The quickstart project, with `prod`'s soak set to `soak` and extra YAML applied.
+    fn start(soak: &str, extra: &str) -> Result<Self> {
+        let world = TestWorld::new()?;
+        let registry = Registry::start(&world, Default::default())?;
+        let git = GitServer::start(&world, Default::default())?;
+        let config_url = git.create_repo("config")?;
+        let (config, _) = GitRepo::seed(
+            &world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )?;
+        let dray = Dray::start(&world, DrayOptions::default())?;
+        let p = Pipeline {
+            world,
+            registry,
+            _git: git,
+            config,
+            config_url,
+            dray,
+        };
+        let dir = p.world.unique_dir("project")?;
+        std::fs::create_dir_all(&dir)?;
+        for entry in std::fs::read_dir(workspace_root().join("examples/quickstart/project"))? {
+            let path = entry?.path();
+            let yaml = p
+                .localise(&std::fs::read_to_string(&path)?)
+                .replace("requiredSoakTime: 1m", &format!("requiredSoakTime: {soak}"));
+            std::fs::write(dir.join(path.file_name().context("name")?), yaml)?;
+        }
+        if !extra.is_empty() {
+            std::fs::write(dir.join("zz-extra.yaml"), p.localise(extra))?;
+        }
+        let applied = p
+            .dray
+            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
+        if !applied.status.success() {
+            bail!("apply failed: {}", text(&applied));
+        }
+        Ok(p)
+    }
+
+    fn localise(&self, yaml: &str) -> String {
+        yaml.replace("127.0.0.1:5000", &self.registry.host())
+            .replace("http://127.0.0.1:8080/config.git", &self.config_url)
+            .replace("interval: 5m", "interval: 1h")
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<Output> {
+        let mut all = vec!["-p", "demo"];
+        all.extend_from_slice(args);
+        self.dray.cli(all)
+    }
+
+    fn refresh(&self) -> Result<()> {
+        let output = self.cli(&["refresh", "warehouse", "app", "--wait"])?;
+        if !output.status.success() {
+            bail!("refresh failed: {}", text(&output));
+        }
+        Ok(())
+    }
+
+    fn newest_alias(&self) -> Result<String> {
+        let freight: Vec<Value> =
+            serde_json::from_slice(&self.cli(&["get", "freight", "-o", "json"])?.stdout)?;
+        Ok(freight
+            .first()
+            .and_then(|f| f["alias"].as_str())
+            .context("no freight")?
+            .to_owned())
+    }
+
+    fn promote(&self, stage: &str, alias: &str) -> Result<Output> {
+        self.cli(&[
+            "promote",
+            "--stage",
+            stage,
+            "--alias",
+            alias,
+            "--wait",
+            "--timeout",
+            "2m",
+        ])
+    }
+
+    fn stage(&self, name: &str) -> Result<Value> {
+        Ok(serde_json::from_slice(
+            &self.cli(&["get", "stage", name, "-o", "json"])?.stdout,
+        )?)
+    }
+
+    /// Waits (bounded) until `stage` holds the Freight `alias`.
+    fn wait_for_stage(&self, stage: &str, alias: &str) -> Result<()> {
+        for _ in 0..600 {
+            if self.stage(stage)?["status"]["currentFreight"]["alias"] == alias {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        bail!(
+            "`{stage}` did not reach `{alias}` within 60s: {:#}",
+            self.stage(stage)?
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unverified_and_soaking_freight_is_refused_with_its_reason() -> Result<()> {
+    let p = tokio::task::block_in_place(|| Pipeline::start("3s", ""))?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+
+        let refused = p.promote("staging", &alias)?;
+        assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("not verified in `dev`"),
+            "{}",
+            text(&refused)
+        );
+        let listed = text(&p.cli(&["get", "freight", "--stage", "staging"])?);
+        assert!(listed.contains("not verified in `dev`"), "{listed}");
+
+        assert!(p.promote("dev", &alias)?.status.success());
+        assert!(
+            p.promote("staging", &alias)?.status.success(),
+            "verified in dev, so staging may take it"
+        );
+
+        // prod requires 3s in staging: refused with the time left, then accepted.
+        let refused = p.promote("prod", &alias)?;
+        let said = text(&refused);
+        assert!(!refused.status.success(), "{said}");
+        assert!(
+            said.contains("soaking in `staging`") && said.contains("left"),
+            "{said}"
+        );
+        let gates: Vec<Value> = serde_json::from_slice(
+            &p.cli(&["get", "freight", "--stage", "prod", "-o", "json"])?
+                .stdout,
+        )?;
+        let ends = gates[0]["availability"]["soakEndsAt"]
+            .as_str()
+            .context("soakEndsAt")?;
+        let ends: jiff::Timestamp = ends.parse()?;
+        let wait = ends
+            .duration_since(jiff::Timestamp::now())
+            .as_millis()
+            .max(0) as u64
+            + 200;
+        std::thread::sleep(std::time::Duration::from_millis(wait));
+        let promoted = p.promote("prod", &alias)?;
+        assert!(
+            promoted.status.success(),
+            "after the soak: {}",
+            text(&promoted)
+        );
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approval_bypasses_the_gates_on_the_record() -> Result<()> {
+    let p = tokio::task::block_in_place(|| Pipeline::start("1h", ""))?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+        let mut approve = p.dray.cli_command();
+        approve.env("DRAY_ACTOR", "ann").args([
+            "-p",
+            "demo",
+            "approve",
+            "--alias",
+            &alias,
+            "--stage",
+            "prod",
+            "--reason",
+            "CVE hotfix",
+        ]);
+        let approved = approve.output()?;
+        assert!(approved.status.success(), "{}", text(&approved));
+        assert!(
+            text(&approved).contains("approved for prod by ann"),
+            "{}",
+            text(&approved)
+        );
+
+        let listed = text(&p.cli(&["get", "freight", "--stage", "prod"])?);
+        assert!(listed.contains("available (approved by ann)"), "{listed}");
+        let promoted = p.promote("prod", &alias)?;
+        assert!(promoted.status.success(), "{}", text(&promoted));
+        let head = &p.config.log("stage/prod")?[0];
+        assert_eq!(head.trailer("Dray-Approved-By"), Some("ann"));
+        Ok(())
+    })
+}
+
+const AUTO: &str = "apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  promotionPolicies:
+    - stageSelector: {name: dev}
+      autoPromotionEnabled: true
+    - stageSelector: {name: staging}
+      autoPromotionEnabled: true
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<()> {
+    let p = tokio::task::block_in_place(|| Pipeline::start("1h", AUTO))?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    let first = tokio::task::block_in_place(|| -> Result<String> {
+        p.refresh()?;
+        let first = p.newest_alias()?;
+        p.wait_for_stage("dev", &first)?;
+        p.wait_for_stage("staging", &first)?;
+        Ok(first)
+    })?;
+    oci::push_image(&p.registry, "demo/app", "1.1.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        p.refresh()?;
+        let second = p.newest_alias()?;
+        assert_ne!(first, second);
+        p.wait_for_stage("dev", &second)?;
+
+        // A person rolls dev back: a hold keeps auto-promotion from undoing it.
+        let rollback = p.promote("dev", &first)?;
+        assert!(rollback.status.success(), "{}", text(&rollback));
+        let hold = &p.stage("dev")?["status"]["hold"];
+        assert_eq!(
+            hold["freight"].as_str().map(|f| f.len()),
+            Some(40),
+            "{hold}"
+        );
+        // Make auto-promotion look again (any write wakes it) and check nothing moved.
+        p.refresh()?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        assert_eq!(
+            p.stage("dev")?["status"]["currentFreight"]["alias"],
+            first.as_str()
+        );
+        let promotions: Vec<Value> = serde_json::from_slice(
+            &p.cli(&["get", "promotions", "--stage", "dev", "-o", "json"])?
+                .stdout,
+        )?;
+        assert!(
+            promotions
+                .iter()
+                .all(|pr| pr["status"]["phase"] != "Pending" && pr["status"]["phase"] != "Running")
+        );
+
+        let lifted = p.cli(&["hold", "lift", "--stage", "dev"])?;
+        assert!(lifted.status.success(), "{}", text(&lifted));
+        p.wait_for_stage("dev", &second)?;
+        Ok(())
+    })
+}

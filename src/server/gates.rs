@@ -1,0 +1,110 @@
+//! The gates, as the API shows them: which Freight may enter a Stage and why not
+//! (`GET …/stages/{stage}/freight`), and approving Freight for a Stage
+//! (`POST …/stages/{stage}/approve`).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::api::{Freight, Kind, ObjectKey, Stage};
+use crate::pipeline::availability::availability;
+use crate::pipeline::request::{self, PromoteRequest};
+
+use super::AppState;
+use super::credentials::present;
+use super::error::ApiError;
+use super::promotions::actor;
+
+/// The body of `POST …/stages/{stage}/approve`.
+#[derive(Deserialize, Serialize, Debug, Clone, Default)]
+pub struct ApproveBody {
+    /// The Freight, by id.
+    #[serde(default)]
+    pub freight: Option<String>,
+    /// The Freight, by alias.
+    #[serde(default)]
+    pub alias: Option<String>,
+    /// Why it is approved (kept on the record).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// `POST /api/v1/projects/{project}/stages/{stage}/approve`.
+pub(crate) async fn approve(
+    State(state): State<AppState>,
+    Path((project, stage)): Path<(String, String)>,
+    headers: HeaderMap,
+    Json(body): Json<ApproveBody>,
+) -> Result<Json<Value>, ApiError> {
+    let which = PromoteRequest {
+        stage: stage.clone(),
+        freight: body.freight,
+        alias: body.alias,
+        actor: actor(&headers),
+    };
+    let updated =
+        request::approve(state.store.as_ref(), &project, &stage, &which, &body.reason).await?;
+    tracing::info!(freight = %updated.key, %stage, by = %which.actor, "freight approved");
+    Ok(Json(present(updated.object)))
+}
+
+/// `GET /api/v1/projects/{project}/stages/{stage}/freight`: every Freight, newest first,
+/// with `available` or the reasons it is not.
+pub(crate) async fn stage_freight(
+    State(state): State<AppState>,
+    Path((project, stage_name)): Path<(String, String)>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
+    let stage: Stage = state
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                format!("Stage `{stage_name}` does not exist in project `{project}`"),
+            )
+            .with_hint(format!("run `dray get stages -p {project}`"))
+        })?
+        .to_typed()?;
+    let now = jiff::Timestamp::now();
+    let mut listed = Vec::new();
+    for stored in state.store.list(Kind::Freight, Some(&project)).await? {
+        let Ok(freight) = stored.to_typed::<Freight>() else {
+            continue;
+        };
+        let gates = availability(&stage, &freight, now);
+        let mut object = present(stored.object);
+        object["availability"] = json!({
+            "available": gates.is_available(),
+            "reasons": gates.reasons.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
+            "approvedBy": gates.approved_by,
+        });
+        listed.push(object);
+    }
+    listed.sort_by_key(|f| {
+        std::cmp::Reverse(
+            f.pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    });
+    Ok(Json(listed))
+}
+
+/// `POST /api/v1/projects/{project}/stages/{stage}/hold/lift`: lets auto-promotion act on
+/// the Stage again.
+pub(crate) async fn lift_hold(
+    State(state): State<AppState>,
+    Path((project, stage)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
+    tracing::info!(%project, %stage, by = %actor(&headers), "hold lifted");
+    Ok(Json(json!({"stage": stage, "hold": null})))
+}
