@@ -5,7 +5,8 @@
 //! - [`api`]: the resource model, one kind per file (serde + schemars + kube's derive);
 //! - [`config`]: loading and validating YAML resources, with file:line errors and hints;
 //! - [`store`]: persistence behind the [`store::Store`] trait (embedded SQLite today);
-//! - [`server`]: the HTTP API of `dray serve` ([`server::router`] is the entry point);
+//! - [`server`]: the HTTP API of `dray serve` ([`server::router`] is the entry point;
+//!   [`server::auth`] authenticates every `/api/v1` request and authorizes it by RBAC);
 //! - [`cli`]: the `dray` command line, which talks to the server.
 //!
 //! A newcomer should start with [`api`], then [`server::router`].

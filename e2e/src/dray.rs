@@ -3,7 +3,10 @@
 //! Owns the server's data directory, port, log file and lifecycle: start and wait for
 //! `GET /healthz`, SIGKILL, graceful stop, restart on the same data dir and port.
 //! The binary comes from `DRAY_BIN` or `<workspace>/target/debug/dray`; this module
-//! never builds it. Does not know Dray's API: tests talk to `url()` themselves.
+//! never builds it. Does not know Dray's API: tests talk to `url()` themselves, sending
+//! `token()` (the bootstrap admin token from `<data>/bootstrap-token`) as bearer token;
+//! `cli()` passes it as `DRAY_TOKEN`. With `--auth none` in `DrayOptions.args` there is
+//! no token and `token()` is empty.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,6 +23,12 @@ pub const DRAY_BIN_ENV: &str = "DRAY_BIN";
 
 /// The environment variable the CLI reads for the server URL.
 pub const DRAY_SERVER_ENV: &str = "DRAY_SERVER";
+
+/// The environment variable the CLI reads for the API token.
+pub const DRAY_TOKEN_ENV: &str = "DRAY_TOKEN";
+
+/// The file in the data directory where a new server writes its bootstrap admin token.
+pub const BOOTSTRAP_TOKEN_FILE: &str = "bootstrap-token";
 
 /// How to start `dray serve`.
 #[derive(Clone, Debug, Default)]
@@ -41,6 +50,7 @@ pub struct Dray {
     port: u16,
     options: DrayOptions,
     service: Option<Service>,
+    token: String,
 }
 
 impl Dray {
@@ -76,6 +86,7 @@ impl Dray {
             port: free_port()?,
             options,
             service: None,
+            token: String::new(),
         };
         dray.restart()?;
         Ok(dray)
@@ -84,6 +95,12 @@ impl Dray {
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", loopback(self.port))
+    }
+
+    /// The bootstrap admin token (user `admin`, `dray-admin` in every project), read from
+    /// `<data>/bootstrap-token` after start; empty under `--auth none`.
+    pub fn token(&self) -> &str {
+        &self.token
     }
 
     /// The port, kept across restarts.
@@ -153,10 +170,19 @@ impl Dray {
         )?;
         service.wait_http(loopback(self.port), "/healthz", |s| s == 200, READY_TIMEOUT)?;
         self.service = Some(service);
+        let path = self.data_dir().join(BOOTSTRAP_TOKEN_FILE);
+        self.token = match std::fs::read_to_string(&path) {
+            Ok(text) => text.trim().to_owned(),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(error) => {
+                return Err(error).with_context(|| format!("Failed to read `{}`", path.display()));
+            }
+        };
         Ok(())
     }
 
-    /// Run `dray --server URL ARGS` (also with `DRAY_SERVER=URL`) and return its output.
+    /// Run `dray --server URL ARGS` (also with `DRAY_SERVER=URL`, and `DRAY_TOKEN` set to
+    /// [`Dray::token`]) and return its output.
     pub fn cli<I, S>(&self, args: I) -> Result<Output>
     where
         I: IntoIterator<Item = S>,
@@ -168,7 +194,8 @@ impl Dray {
             .with_context(|| format!("Failed to run {cmd:?}"))
     }
 
-    /// The `dray --server URL` command, to add arguments, stdin or env to.
+    /// The `dray --server URL` command with `DRAY_TOKEN` set to [`Dray::token`], to add
+    /// arguments, stdin or env to (e.g. another user's `DRAY_TOKEN`).
     pub fn cli_command(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
         cmd.arg("--server")
@@ -176,7 +203,11 @@ impl Dray {
             .env(DRAY_SERVER_ENV, self.url())
             .env("HOME", self.world.home())
             .env("NO_COLOR", "1")
+            .env_remove(DRAY_TOKEN_ENV)
             .current_dir(self.world.path());
+        if !self.token.is_empty() {
+            cmd.env(DRAY_TOKEN_ENV, &self.token);
+        }
         cmd
     }
 

@@ -38,7 +38,9 @@ mod registry;
 mod world;
 
 pub use credentials::Credentials;
-pub use dray::{DRAY_BIN_ENV, DRAY_SERVER_ENV, Dray, DrayOptions};
+pub use dray::{
+    BOOTSTRAP_TOKEN_FILE, DRAY_BIN_ENV, DRAY_SERVER_ENV, DRAY_TOKEN_ENV, Dray, DrayOptions,
+};
 pub use git_repo::{Commit, GitRepo, TEST_AUTHOR, git, ls_remote};
 pub use git_server::{GitRequest, GitServer, GitServerOptions};
 pub use registry::{Notifications, REGISTRY_BIN, Registry, RegistryOptions};

@@ -76,6 +76,8 @@ fn quickstart_project_applies_and_its_stages_are_listed() -> Result<()> {
         "stage demo/dev created",
         "stage demo/staging created",
         "stage demo/prod created",
+        "projectconfig demo/demo created",
+        "credential demo/ci-webhook created",
     ] {
         assert!(out.contains(line), "`{line}` missing from:\n{out}");
     }
@@ -100,7 +102,7 @@ fn quickstart_project_applies_and_its_stages_are_listed() -> Result<()> {
     let again = dray.cli(["apply", "-f", project.to_str().context("utf-8 path")?])?;
     assert!(again.status.success(), "{}", stderr(&again));
     let out = stdout(&again);
-    assert_eq!(out.lines().count(), 6, "{out}");
+    assert_eq!(out.lines().count(), 8, "{out}");
     assert!(out.lines().all(|l| l.ends_with(" unchanged")), "{out}");
     Ok(())
 }
@@ -221,11 +223,13 @@ fn stage_document(name: &str) -> String {
 async fn apply_text(
     client: &reqwest::Client,
     url: &str,
+    token: &str,
     content: String,
 ) -> Result<reqwest::Response> {
     let body = json!({"files": [{"path": "stream.yaml", "content": content}]});
     Ok(client
         .post(format!("{url}/api/v1/apply"))
+        .bearer_auth(token)
         .json(&body)
         .send()
         .await?)
@@ -236,18 +240,27 @@ async fn acknowledged_writes_survive_kill_9() -> Result<()> {
     let world = TestWorld::new()?;
     let mut dray = Dray::start(&world, DrayOptions::default())?;
     let url = dray.url();
+    let token = dray.token().to_owned();
     let client = reqwest::Client::new();
     let setup = "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: load}\n---\napiVersion: dray.dev/v1alpha1\nkind: Warehouse\nmetadata: {name: app, namespace: load}\nspec:\n  subscriptions:\n    - image: {repoURL: 127.0.0.1:5000/load/app}\n";
-    let response = apply_text(&client, &url, setup.to_owned()).await?;
+    let response = apply_text(&client, &url, &token, setup.to_owned()).await?;
     assert!(response.status().is_success(), "{}", response.text().await?);
 
     let (acked_tx, mut acked_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let writer_client = client.clone();
     let writer_url = url.clone();
+    let writer_token = token.clone();
     let writer = tokio::spawn(async move {
         for i in 0..10_000 {
             let name = format!("stage-{i}");
-            match apply_text(&writer_client, &writer_url, stage_document(&name)).await {
+            match apply_text(
+                &writer_client,
+                &writer_url,
+                &writer_token,
+                stage_document(&name),
+            )
+            .await
+            {
                 Ok(response) if response.status().is_success() => {
                     if acked_tx.send(name).is_err() {
                         return;
@@ -279,6 +292,7 @@ async fn acknowledged_writes_survive_kill_9() -> Result<()> {
     tokio::task::block_in_place(|| dray.restart())?;
     let stages: Value = client
         .get(format!("{url}/api/v1/projects/load/stages"))
+        .bearer_auth(&token)
         .send()
         .await?
         .json()
@@ -293,7 +307,7 @@ async fn acknowledged_writes_survive_kill_9() -> Result<()> {
         "acknowledged but lost after kill -9: {lost:?}"
     );
 
-    let after = apply_text(&client, &url, stage_document("after-restart")).await?;
+    let after = apply_text(&client, &url, &token, stage_document("after-restart")).await?;
     assert!(
         after.status().is_success(),
         "the store must accept writes after the crash"

@@ -49,6 +49,10 @@ impl Pipeline {
         std::fs::create_dir_all(&dir)?;
         for entry in std::fs::read_dir(workspace_root().join("examples/quickstart/project"))? {
             let path = entry?.path();
+            if path.file_name().is_some_and(|n| n == "config.yaml") {
+                // The quickstart's auto-promotion and webhook policy; these tests bring their own.
+                continue;
+            }
             let yaml = p
                 .localise(&std::fs::read_to_string(&path)?)
                 .replace("requiredSoakTime: 1m", &format!("requiredSoakTime: {soak}"));
@@ -193,8 +197,18 @@ async fn approval_bypasses_the_gates_on_the_record() -> Result<()> {
     tokio::task::block_in_place(|| -> Result<()> {
         p.refresh()?;
         let alias = p.newest_alias()?;
+        let made = p.cli(&[
+            "token",
+            "create",
+            "--user",
+            "ann",
+            "--role",
+            "dray-promoter",
+        ])?;
+        assert!(made.status.success(), "{}", text(&made));
+        let ann = String::from_utf8(made.stdout)?.trim().to_owned();
         let mut approve = p.dray.cli_command();
-        approve.env("DRAY_ACTOR", "ann").args([
+        approve.env("DRAY_TOKEN", &ann).args([
             "-p",
             "demo",
             "approve",
@@ -281,6 +295,77 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
         let lifted = p.cli(&["hold", "lift", "--stage", "dev"])?;
         assert!(lifted.status.success(), "{}", text(&lifted));
         p.wait_for_stage("dev", &second)?;
+        Ok(())
+    })
+}
+
+/// A Deny window for `dev` that started an hour ago and lasts two hours.
+fn freeze() -> String {
+    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+    let dtstart = start.strftime("%Y%m%dT%H%M%SZ");
+    format!(
+        "apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {{name: demo, namespace: demo}}
+spec:
+  promotionWindows:
+    - name: holiday-freeze
+      kind: Deny
+      rrule: \"DTSTART:{dtstart}\\nRRULE:FREQ=DAILY;COUNT=1\"
+      duration: 2h
+      stageSelector: {{name: dev}}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_window_refuses_before_git_and_an_override_is_recorded() -> Result<()> {
+    let p = tokio::task::block_in_place(|| Pipeline::start("1h", &freeze()))?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+        let refused = p.promote("dev", &alias)?;
+        let said = text(&refused);
+        assert!(!refused.status.success(), "{said}");
+        assert!(
+            said.contains("frozen by window `holiday-freeze` until"),
+            "{said}"
+        );
+        assert!(
+            p.config
+                .branches()?
+                .iter()
+                .all(|b| !b.ends_with("stage/dev")),
+            "nothing may reach git"
+        );
+        let promotions: Vec<Value> =
+            serde_json::from_slice(&p.cli(&["get", "promotions", "-o", "json"])?.stdout)?;
+        assert!(
+            promotions.is_empty(),
+            "a refused promotion is not even created"
+        );
+
+        let overridden = p.cli(&[
+            "promote",
+            "--stage",
+            "dev",
+            "--alias",
+            &alias,
+            "--override-window",
+            "incident 42",
+            "--wait",
+        ])?;
+        assert!(overridden.status.success(), "{}", text(&overridden));
+        let head = &p.config.log("stage/dev")?[0];
+        let trailer = head
+            .trailer("Dray-Window-Override")
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            trailer.contains("incident 42") && trailer.contains("holiday-freeze"),
+            "{trailer}"
+        );
         Ok(())
     })
 }

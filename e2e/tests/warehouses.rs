@@ -450,7 +450,13 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
 impl Pipeline {
     async fn freight_count_async(&self) -> Result<usize> {
         let url = format!("{}/api/v1/projects/demo/freight", self.dray.url());
-        let items: Vec<Value> = reqwest::get(url).await?.json().await?;
+        let items: Vec<Value> = reqwest::Client::new()
+            .get(url)
+            .bearer_auth(self.dray.token())
+            .send()
+            .await?
+            .json()
+            .await?;
         Ok(items.len())
     }
 }

@@ -157,6 +157,8 @@ pub struct StepContext {
     pub freight: TargetFreight,
     /// Who approved the Freight for this Stage, if anyone did.
     pub approved_by: Option<String>,
+    /// Who promoted through a closed promotion window, and why (`ann: incident 42`).
+    pub window_override: Option<String>,
     /// Credentials by repository.
     pub credentials: Arc<dyn CredentialProvider>,
     /// Bare mirrors of git repositories.

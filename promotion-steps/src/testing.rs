@@ -73,6 +73,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         alias: "step-1".to_owned(),
         freight: freight(),
         approved_by: None,
+        window_override: None,
         credentials: Arc::new(NoCredentials),
         repos: Arc::new(NoRepos),
         http: reqwest::Client::new(),

@@ -5,7 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::core::CustomResourceExt;
 
 use super::{
-    Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask, Stage, Warehouse,
+    Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask, Role, RoleBinding,
+    Stage, Warehouse,
 };
 
 /// The CRD for one kind.
@@ -14,6 +15,8 @@ pub fn crd(kind: Kind) -> CustomResourceDefinition {
         Kind::Project => Project::crd(),
         Kind::ProjectConfig => ProjectConfig::crd(),
         Kind::Credential => Credential::crd(),
+        Kind::Role => Role::crd(),
+        Kind::RoleBinding => RoleBinding::crd(),
         Kind::Warehouse => Warehouse::crd(),
         Kind::Freight => Freight::crd(),
         Kind::Stage => Stage::crd(),

@@ -12,6 +12,10 @@ pub enum Kind {
     ProjectConfig,
     /// [`crate::api::Credential`].
     Credential,
+    /// [`crate::api::Role`].
+    Role,
+    /// [`crate::api::RoleBinding`].
+    RoleBinding,
     /// [`crate::api::Warehouse`].
     Warehouse,
     /// [`crate::api::Freight`].
@@ -26,10 +30,12 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order in which `dray apply` writes them (dependencies first).
-    pub const ALL: [Kind; 8] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Project,
         Kind::ProjectConfig,
         Kind::Credential,
+        Kind::Role,
+        Kind::RoleBinding,
         Kind::Warehouse,
         Kind::PromotionTask,
         Kind::Stage,
@@ -43,6 +49,8 @@ impl Kind {
             Kind::Project => "Project",
             Kind::ProjectConfig => "ProjectConfig",
             Kind::Credential => "Credential",
+            Kind::Role => "Role",
+            Kind::RoleBinding => "RoleBinding",
             Kind::Warehouse => "Warehouse",
             Kind::Freight => "Freight",
             Kind::Stage => "Stage",
@@ -57,6 +65,8 @@ impl Kind {
             Kind::Project => "projects",
             Kind::ProjectConfig => "projectconfigs",
             Kind::Credential => "credentials",
+            Kind::Role => "roles",
+            Kind::RoleBinding => "rolebindings",
             Kind::Warehouse => "warehouses",
             Kind::Freight => "freight",
             Kind::Stage => "stages",
@@ -68,6 +78,12 @@ impl Kind {
     /// Whether resources of this kind live inside a project.
     pub fn is_namespaced(self) -> bool {
         self != Kind::Project
+    }
+
+    /// Whether the kind's fields sit under `spec` (Freight, Role and RoleBinding keep them
+    /// at the top level).
+    pub fn has_spec(self) -> bool {
+        !matches!(self, Kind::Freight | Kind::Role | Kind::RoleBinding)
     }
 
     /// Parses the `kind` field of a manifest (exact spelling).
@@ -111,5 +127,10 @@ mod tests {
             Some(Kind::ProjectConfig)
         );
         assert_eq!(Kind::from_user_input("stagez"), None);
+        assert_eq!(Kind::from_user_input("roles"), Some(Kind::Role));
+        assert_eq!(
+            Kind::from_user_input("rolebindings"),
+            Some(Kind::RoleBinding)
+        );
     }
 }

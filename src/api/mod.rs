@@ -19,6 +19,7 @@ mod project;
 mod project_config;
 mod promotion;
 mod promotion_task;
+mod role;
 mod stage;
 mod warehouse;
 
@@ -31,6 +32,7 @@ pub use project::*;
 pub use project_config::*;
 pub use promotion::*;
 pub use promotion_task::*;
+pub use role::*;
 pub use stage::*;
 pub use warehouse::*;
 

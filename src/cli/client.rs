@@ -17,7 +17,8 @@ pub struct ApiClient {
 }
 
 impl ApiClient {
-    /// A client for `server` (e.g. `http://127.0.0.1:7070`), sending `token` when given.
+    /// A client for `server` (e.g. `http://127.0.0.1:7070`), sending `token` when given as
+    /// `Authorization: Bearer`; the server knows who the caller is from it alone.
     pub fn new(server: &str, token: Option<String>) -> Result<Self, CliError> {
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(60))
@@ -47,9 +48,6 @@ impl ApiClient {
         let mut request = self.http.request(method, &url);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
-        }
-        if let Some(actor) = self_declared_actor() {
-            request = request.header(crate::server::promotions::ACTOR_HEADER, actor);
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -92,14 +90,6 @@ impl ApiClient {
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, CliError> {
         self.send(Method::GET, path, None::<&()>).await
     }
-}
-
-/// Who the CLI says it acts for: `DRAY_ACTOR`, else the login name. Self-declared: the
-/// server records it on promotions and approvals until token authentication replaces it.
-fn self_declared_actor() -> Option<String> {
-    [super::env::DRAY_ACTOR, "USER"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
 }
 
 fn describe_transport_error(error: &reqwest::Error) -> String {

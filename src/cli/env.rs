@@ -4,10 +4,9 @@
 pub const DRAY_SERVER: &str = "DRAY_SERVER";
 /// The project for CLI commands.
 pub const DRAY_PROJECT: &str = "DRAY_PROJECT";
-/// The API token for CLI commands.
+/// The API token for CLI commands (`dray serve` writes the first one to
+/// `<data-dir>/bootstrap-token`).
 pub const DRAY_TOKEN: &str = "DRAY_TOKEN";
-/// Who the CLI says it acts for (until token authentication): recorded as the actor.
-pub const DRAY_ACTOR: &str = "DRAY_ACTOR";
 /// The log filter of `dray serve` (tracing's `EnvFilter` syntax, e.g. `info,dray=debug`).
 pub const DRAY_LOG: &str = "DRAY_LOG";
 /// Set (to anything) to turn colour off.

@@ -39,7 +39,8 @@ pub struct GlobalArgs {
     /// The project; may be omitted when only one project exists.
     #[arg(short = 'p', long, global = true, env = env::DRAY_PROJECT)]
     pub project: Option<String>,
-    /// The API token.
+    /// The API token (see `dray token create`; a new server's first one is in
+    /// `<data-dir>/bootstrap-token`).
     #[arg(long, global = true, env = env::DRAY_TOKEN, hide_env_values = true)]
     pub token: Option<String>,
 }
@@ -69,6 +70,8 @@ pub enum Command {
     Refresh(commands::refresh::RefreshArgs),
     /// Work with Freight (e.g. assemble hotfix Freight by hand).
     Freight(commands::freight::FreightArgs),
+    /// Make API tokens.
+    Token(commands::token::TokenArgs),
     /// Write the CustomResourceDefinitions for Kubernetes.
     Crds(commands::crds::CrdsArgs),
     /// Print the CLI's and the server's versions.
@@ -122,6 +125,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Hold(args) => commands::hold::run(&ctx()?, args).await,
         Command::Audit(args) => commands::audit::run(&ctx()?, args).await,
         Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
+        Command::Token(args) => commands::token::run(&ctx()?, args).await,
         Command::Crds(args) => commands::crds::run(args),
         Command::Version => commands::version::run(&ctx()?).await,
     }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey, PromotionStep, Stage, Var};
+use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, PromotionStep, Stage, Var};
 
 use super::cycles::{find_cycles, show};
 use super::document::Checked;
@@ -135,6 +135,9 @@ pub(crate) fn check(
                     &mut found,
                 );
             }
+            Some(Resource::RoleBinding(binding)) => {
+                refs.role(&binding.spec.role_ref.name, &mut found);
+            }
             Some(Resource::Promotion(promo)) => {
                 refs.exists(
                     Kind::Stage,
@@ -167,6 +170,29 @@ struct Refs<'w, 'a> {
 }
 
 impl Refs<'_, '_> {
+    /// Reports a RoleBinding's `roleRef.name` unless it is built in or a Role in the project.
+    fn role(&self, name: &str, found: &mut Vec<Issue>) {
+        if BUILTIN_ROLES.contains(&name) || !names::is_valid(name, MAX_LABEL) {
+            return; // an invalid name is reported by its name check
+        }
+        if self.world.has(Kind::Role, self.project, name) {
+            return;
+        }
+        let mut candidates: Vec<&str> = BUILTIN_ROLES.to_vec();
+        candidates.extend(self.world.names(Kind::Role, Some(self.project)));
+        let fallback = format!("define a Role named `{name}`");
+        found.push(
+            Issue::new(
+                FieldPath::of(&["roleRef", "name"]),
+                format!(
+                    "role `{name}` is neither built in nor a Role in project `{}`",
+                    self.project
+                ),
+            )
+            .hint(hint_for(name, candidates, &fallback)),
+        );
+    }
+
     /// Reports `name` if no `kind` of that name exists in the project; `what` names the
     /// role in the message ("upstream stage", "Warehouse").
     fn exists(

@@ -44,9 +44,15 @@ pub(crate) fn unknown_fields(kind: Kind, object: &Value, schema: &Value) -> Vec<
         } else if let Some((_, child)) = props.iter().find(|(k, _)| *k == key) {
             walk(value, child, &path, &mut issues);
         } else if !ENVELOPE.contains(&key.as_str()) {
-            if kind == Kind::Freight && key == "spec" {
-                let issue = Issue::new(path, "unknown field `spec`")
-                    .hint("Freight has no `spec`: write its fields (`origin`, `images`, `commits`, …) at the top level");
+            if !kind.has_spec() && key == "spec" {
+                let fields = props
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .filter(|k| *k != "status" && !ENVELOPE.contains(k));
+                let issue = Issue::new(path, "unknown field `spec`").hint(format!(
+                    "{kind} has no `spec`: write its fields ({}) at the top level",
+                    suggest::list(fields, 4)
+                ));
                 issues.push(UnknownField { issue, meant: None });
             } else {
                 issues.push(unknown(key, &allowed, path));

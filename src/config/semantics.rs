@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion, PromotionTask,
-    RepoSubscription, Stage, Warehouse,
+    BUILTIN_ROLES, Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion,
+    PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD, Warehouse,
+    rule_resources,
 };
 
 use super::durations;
@@ -14,6 +15,7 @@ use super::error::Issue;
 use super::names::{self, MAX_FREIGHT, MAX_LABEL};
 use super::path::FieldPath;
 use super::steps::{check_steps, check_vars};
+use super::suggest;
 use super::typed::Resource;
 
 /// The most candidates a subscription may keep.
@@ -24,6 +26,8 @@ pub(crate) fn check(resource: &Resource, key: &ObjectKey) -> Vec<Issue> {
     match resource {
         Resource::Project(_) => Vec::new(),
         Resource::Credential(credential) => self::credential(credential),
+        Resource::Role(role) => self::role(role),
+        Resource::RoleBinding(binding) => self::role_binding(binding),
         Resource::ProjectConfig(config) => project_config(config, key),
         Resource::Warehouse(warehouse) => self::warehouse(warehouse),
         Resource::Freight(freight) => self::freight(freight),
@@ -76,6 +80,109 @@ fn credential(credential: &Credential) -> Vec<Issue> {
     issues
 }
 
+fn role(role: &Role) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let name = role.metadata.name.as_deref().unwrap_or_default();
+    if BUILTIN_ROLES.contains(&name) {
+        issues.push(
+            Issue::new(
+                FieldPath::of(&["metadata", "name"]),
+                format!("`{name}` is a built-in role and cannot be redefined"),
+            )
+            .hint("give the Role another name; bind the built-in one with a RoleBinding"),
+        );
+    }
+    let at = FieldPath::of(&["rules"]);
+    if role.spec.rules.is_empty() {
+        issues.push(
+            Issue::new(at.clone(), "a Role needs at least one rule").hint(
+                "add `- {resources: [stages], verbs: [get, list]}`; a Role allows nothing else",
+            ),
+        );
+    }
+    let verbs: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+    let resources: Vec<&str> = rule_resources().collect();
+    for (i, rule) in role.spec.rules.iter().enumerate() {
+        let at = at.index(i);
+        known_words(&rule.verbs, &verbs, "verb", &at.key("verbs"), &mut issues);
+        known_words(
+            &rule.resources,
+            &resources,
+            "resource",
+            &at.key("resources"),
+            &mut issues,
+        );
+        for (j, name) in rule.resource_names.iter().enumerate() {
+            if name.trim().is_empty() {
+                issues.push(
+                    Issue::new(at.key("resourceNames").index(j), "a resource name is empty")
+                        .hint("name a resource, or remove `resourceNames` to cover them all"),
+                );
+            }
+        }
+    }
+    issues
+}
+
+/// Checks that `words` (verbs or resources of a rule) is not empty and holds only `known`
+/// words or `*`.
+fn known_words(
+    words: &[String],
+    known: &[&str],
+    what: &str,
+    at: &FieldPath,
+    issues: &mut Vec<Issue>,
+) {
+    if words.is_empty() {
+        issues.push(
+            Issue::new(at.clone(), format!("the rule names no {what}")).hint(format!(
+                "list at least one {what}: {}, or `*`",
+                suggest::list(known.iter().copied(), 12)
+            )),
+        );
+    }
+    for (i, word) in words.iter().enumerate() {
+        if word != WILDCARD && !known.contains(&word.as_str()) {
+            issues.push(
+                Issue::new(at.index(i), format!("unknown {what} `{word}`")).hint(
+                    suggest::hint_for(
+                        word,
+                        known.iter().copied(),
+                        &format!("`*` for every {what}"),
+                    ),
+                ),
+            );
+        }
+    }
+}
+
+fn role_binding(binding: &RoleBinding) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let role = &binding.spec.role_ref.name;
+    issues.extend(names::check(
+        role,
+        MAX_LABEL,
+        "role name",
+        FieldPath::of(&["roleRef", "name"]),
+    ));
+    let at = FieldPath::of(&["subjects"]);
+    if binding.spec.subjects.is_empty() {
+        issues.push(
+            Issue::new(at.clone(), "a RoleBinding needs at least one subject")
+                .hint("add `- {kind: User, name: <user>}` or `- {kind: Group, name: <group>}`"),
+        );
+    }
+    for (i, subject) in binding.spec.subjects.iter().enumerate() {
+        if subject.name.trim().is_empty() {
+            issues.push(
+                Issue::new(at.index(i).key("name"), "the subject's name is empty")
+                    .hint("name the user or group, as its API token says"),
+            );
+        }
+    }
+    issues
+}
+
 fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
     let mut issues = Vec::new();
     let receivers = FieldPath::of(&["spec", "webhookReceivers"]);
@@ -107,6 +214,33 @@ fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
             names::check(&receiver.name, MAX_LABEL, "receiver name", at.key("name"))
         {
             issues.push(issue);
+        }
+    }
+    let windows = FieldPath::of(&["spec", "promotionWindows"]);
+    let mut window_names = std::collections::BTreeSet::new();
+    for (i, window) in config.spec.promotion_windows.iter().enumerate() {
+        let at = windows.index(i);
+        if !window_names.insert(window.name.as_str()) {
+            issues.push(
+                Issue::new(
+                    at.key("name"),
+                    format!("promotion window `{}` is defined twice", window.name),
+                )
+                .hint("give every window its own name; it is named when it blocks a promotion"),
+            );
+        }
+        if let Some(issue) = names::check(&window.name, MAX_LABEL, "window name", at.key("name")) {
+            issues.push(issue);
+        }
+        let problems = crate::pipeline::windows::problems(window);
+        let duration_ok = problems.iter().all(|p| p.field() != "duration");
+        for problem in problems {
+            let path = problem.field().split('.').fold(at.clone(), |p, k| p.key(k));
+            issues.push(Issue::new(path, problem.to_string()).hint(problem.hint()));
+        }
+        // The form the CRD's schema accepts (`60h`, not `60 hours`).
+        if duration_ok && let Some(duration) = &window.duration {
+            issues.extend(durations::check(duration, at.key("duration")));
         }
     }
     if let Some(project) = key.namespace.as_deref().filter(|ns| *ns != key.name) {

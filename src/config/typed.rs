@@ -10,8 +10,9 @@ use serde_json::Value;
 use crate::api::{
     Credential, CredentialSpec, CredentialStatus, Freight, FreightFields, FreightStatus, Kind,
     Project, ProjectConfig, ProjectConfigSpec, ProjectConfigStatus, ProjectSpec, ProjectStatus,
-    Promotion, PromotionSpec, PromotionStatus, PromotionTask, PromotionTaskSpec, Stage, StageSpec,
-    StageStatus, Warehouse, WarehouseSpec, WarehouseStatus,
+    Promotion, PromotionSpec, PromotionStatus, PromotionTask, PromotionTaskSpec, Role, RoleBinding,
+    RoleBindingFields, RoleFields, Stage, StageSpec, StageStatus, Warehouse, WarehouseSpec,
+    WarehouseStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -23,10 +24,14 @@ use super::schema_check::{describe, schema_at};
 const MAX_ERRORS_PER_PART: usize = 20;
 
 /// A document as its Rust type.
+// One per document, short-lived: boxing the large Stage would only add noise to matches.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub(crate) enum Resource {
     Project(Project),
     Credential(Credential),
+    Role(Role),
+    RoleBinding(RoleBinding),
     ProjectConfig(ProjectConfig),
     Warehouse(Warehouse),
     Freight(Freight),
@@ -41,6 +46,8 @@ impl Resource {
         match self {
             Resource::Project(r) => &r.metadata,
             Resource::Credential(r) => &r.metadata,
+            Resource::Role(r) => &r.metadata,
+            Resource::RoleBinding(r) => &r.metadata,
             Resource::ProjectConfig(r) => &r.metadata,
             Resource::Warehouse(r) => &r.metadata,
             Resource::Freight(r) => &r.metadata,
@@ -69,20 +76,33 @@ pub(crate) fn deserialize(
         Kind::PromotionTask => check.body::<PromotionTaskSpec, serde::de::IgnoredAny>(&mut issues),
         Kind::Promotion => check.body::<PromotionSpec, PromotionStatus>(&mut issues),
         Kind::Freight => {
-            let mut fields = object.clone();
-            if let Some(map) = fields.as_object_mut() {
-                for key in ["apiVersion", "kind", "metadata", "status"] {
-                    map.remove(key);
-                }
-            }
-            check.value::<FreightFields>(&fields, &FieldPath::root(), &mut issues);
+            check.value::<FreightFields>(&top_level(object), &FieldPath::root(), &mut issues);
             check.part::<FreightStatus>("status", &mut issues);
+        }
+        Kind::Role => {
+            check.value::<RoleFields>(&top_level(object), &FieldPath::root(), &mut issues);
+        }
+        Kind::RoleBinding => {
+            let fields = top_level(object);
+            check.value::<RoleBindingFields>(&fields, &FieldPath::root(), &mut issues);
         }
     }
     if !issues.is_empty() {
         return Err(issues);
     }
     whole(kind, object).map_err(|e| vec![Issue::new(FieldPath::root(), e.to_string())])
+}
+
+/// The fields of a kind without `spec` (Freight, Role, RoleBinding): the object without its
+/// envelope and status.
+fn top_level(object: &Value) -> Value {
+    let mut fields = object.clone();
+    if let Some(map) = fields.as_object_mut() {
+        for key in ["apiVersion", "kind", "metadata", "status"] {
+            map.remove(key);
+        }
+    }
+    fields
 }
 
 /// Deserializes a stored object without explaining failures (for references to it).
@@ -96,6 +116,8 @@ fn whole(kind: Kind, object: &Value) -> Result<Resource, serde_json::Error> {
         Kind::Project => Resource::Project(serde_json::from_value(v)?),
         Kind::ProjectConfig => Resource::ProjectConfig(serde_json::from_value(v)?),
         Kind::Credential => Resource::Credential(serde_json::from_value(v)?),
+        Kind::Role => Resource::Role(serde_json::from_value(v)?),
+        Kind::RoleBinding => Resource::RoleBinding(serde_json::from_value(v)?),
         Kind::Warehouse => Resource::Warehouse(serde_json::from_value(v)?),
         Kind::Freight => Resource::Freight(serde_json::from_value(v)?),
         Kind::Stage => Resource::Stage(serde_json::from_value(v)?),

@@ -211,6 +211,7 @@ impl AutoPromoter {
                 freight: Some(id.clone()),
                 alias: None,
                 actor: AUTO_ACTOR.to_owned(),
+                override_window: None,
             };
             match request::request_promotion(self.store.as_ref(), project, &request).await {
                 Ok(created) => {
@@ -223,5 +224,50 @@ impl AutoPromoter {
             }
         }
         Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::SqliteStore;
+
+    /// Auto-promotion must wake when a soak completes, not at the next periodic pass: a
+    /// pass over Freight that is still soaking reports exactly when the soak ends.
+    #[tokio::test]
+    async fn a_pass_reports_when_the_soak_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let since = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap();
+        let objects = [
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+                   "metadata": {"name": "demo", "namespace": "demo"},
+                   "spec": {"promotionPolicies": [{"stageSelector": {"name": "staging"}, "autoPromotionEnabled": true}]}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                   "metadata": {"name": "staging", "namespace": "demo"},
+                   "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                            "sources": {"stages": ["dev"], "requiredSoakTime": "10m"}}]}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                   "metadata": {"name": "f1", "namespace": "demo"},
+                   "alias": "frosty-otter", "origin": {"kind": "Warehouse", "name": "app"},
+                   "images": [{"repoURL": "reg/app", "tag": "1.0.0", "digest": "sha256:aa"}],
+                   "status": {"currentlyIn": {"dev": {"since": since.to_string()}},
+                              "verifiedIn": {"dev": {"verifiedAt": since.to_string()}}}}),
+        ];
+        for object in objects {
+            store.create(object).await.unwrap();
+        }
+        let wake = AutoPromoter::new(store.clone()).pass().await.unwrap();
+        assert_eq!(wake, Some(since + jiff::SignedDuration::from_mins(10)));
+        let promotions = store.list(Kind::Promotion, Some("demo")).await.unwrap();
+        assert!(
+            promotions.is_empty(),
+            "nothing is promoted while the Freight soaks"
+        );
     }
 }

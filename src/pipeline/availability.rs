@@ -44,6 +44,15 @@ pub enum Reason {
         /// When it will have soaked enough.
         until: Timestamp,
     },
+    /// It left the upstream Stage before it had soaked long enough, so it never will.
+    SoakedTooShort {
+        /// The upstream Stage.
+        stage: String,
+        /// Its longest continuous stay there.
+        soaked: Duration,
+        /// The required soak.
+        required: Duration,
+    },
     /// A promotion window is closed.
     WindowClosed {
         /// The window.
@@ -105,6 +114,16 @@ impl fmt::Display for Reason {
                 "soaking in `{stage}`: {} left (until {})",
                 plain(*left),
                 until.round(jiff::Unit::Second).unwrap_or(*until)
+            ),
+            Reason::SoakedTooShort {
+                stage,
+                soaked,
+                required,
+            } => write!(
+                f,
+                "stayed only {} in `{stage}` before it left (needs {} continuously); promote it there again or approve it",
+                plain(*soaked),
+                plain(*required)
             ),
             Reason::WindowClosed {
                 window,
@@ -217,17 +236,33 @@ pub fn availability(stage: &Stage, freight: &Freight, now: Timestamp) -> Availab
     if required.is_zero() {
         return Availability::default();
     }
+    let status_now = freight.status.clone().unwrap_or_default();
     let mut soaking: Vec<Reason> = verified
         .iter()
         .filter_map(|up| {
             let have = soaked(freight, up, now);
-            (have < required).then(|| {
-                let left = required - have;
-                Reason::Soaking {
-                    stage: (*up).clone(),
-                    left,
-                    until: now + jiff::SignedDuration::try_from(left).unwrap_or_default(),
+            if have >= required {
+                return None;
+            }
+            let since = status_now
+                .currently_in
+                .get(*up)
+                .and_then(|c| c.since.as_ref());
+            Some(match since {
+                Some(since) => {
+                    let until =
+                        since.0 + jiff::SignedDuration::try_from(required).unwrap_or_default();
+                    Reason::Soaking {
+                        stage: (*up).clone(),
+                        left: required - have,
+                        until,
+                    }
                 }
+                None => Reason::SoakedTooShort {
+                    stage: (*up).clone(),
+                    soaked: have,
+                    required,
+                },
             })
         })
         .collect();
@@ -242,7 +277,7 @@ pub fn availability(stage: &Stage, freight: &Freight, now: Timestamp) -> Availab
     }
     soaking.sort_by_key(|r| match r {
         Reason::Soaking { left, .. } => *left,
-        _ => Duration::ZERO,
+        _ => Duration::MAX,
     });
     if !all {
         soaking.truncate(1);

@@ -14,3 +14,5 @@ pub const ABORT_ANNOTATION: &str = "dray.dev/abort";
 pub const ACTOR_ANNOTATION: &str = "dray.dev/actor";
 /// The annotation that orders promotions in a Stage's queue (RFC 3339 with nanoseconds).
 pub const REQUESTED_AT_ANNOTATION: &str = "dray.dev/requested-at";
+/// The annotation that records a promotion through a closed window: `<user>: <reason>`.
+pub const WINDOW_OVERRIDE_ANNOTATION: &str = "dray.dev/window-override";

@@ -13,8 +13,11 @@ use crate::api::{
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write};
 
-use super::availability::availability;
-use super::{ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION};
+use super::availability::{Reason, availability};
+use super::windows::{self, WindowError, WindowState};
+use super::{
+    ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION,
+};
 
 /// What to promote where, and who asks.
 #[derive(Debug, Clone, Default)]
@@ -27,6 +30,8 @@ pub struct PromoteRequest {
     pub alias: Option<String>,
     /// Who asks.
     pub actor: String,
+    /// Promote through a closed promotion window, for this reason (needs `override`).
+    pub override_window: Option<String>,
 }
 
 /// Why a promotion was not created.
@@ -110,6 +115,26 @@ pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
         .collect()
 }
 
+/// The promotion windows of `project` as they apply to `stage` now.
+pub async fn window_state(
+    store: &dyn Store,
+    project: &str,
+    stage: &Stage,
+) -> Result<Result<WindowState, WindowError>, StoreError> {
+    let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let config: Option<crate::api::ProjectConfig> =
+        store.get(&key).await?.and_then(|c| c.to_typed().ok());
+    let windows_of_project = config.map(|c| c.spec.promotion_windows).unwrap_or_default();
+    let name = stage.metadata.name.clone().unwrap_or_default();
+    let labels = stage.metadata.labels.clone().unwrap_or_default();
+    Ok(windows::evaluate(
+        &windows_of_project,
+        &name,
+        &labels,
+        jiff::Timestamp::now(),
+    ))
+}
+
 fn promotion_name(stage: &str, alias: &str) -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let mut base = format!("{stage}-{alias}");
@@ -133,7 +158,34 @@ pub async fn request_promotion(
         })?
         .to_typed()?;
     let freight = find_freight(store, project, request).await?;
-    let reasons = refusals(&stage, &freight);
+    let mut reasons = refusals(&stage, &freight);
+    let windows = window_state(store, project, &stage).await?;
+    let mut window_override = None;
+    match (&windows, &request.override_window) {
+        (Ok(state), _) if state.open => {}
+        (Ok(state), Some(reason)) => {
+            let window = state
+                .blocked_by
+                .as_ref()
+                .map(|b| b.window.clone())
+                .unwrap_or_default();
+            window_override = Some(format!("{}: {reason} (window `{window}`)", request.actor));
+        }
+        (Ok(state), None) => {
+            let blocked = state.blocked_by.clone();
+            reasons.push(
+                Reason::WindowClosed {
+                    window: blocked
+                        .as_ref()
+                        .map(|b| b.window.clone())
+                        .unwrap_or_default(),
+                    until: state.next_change.or(blocked.and_then(|b| b.until)),
+                }
+                .to_string(),
+            );
+        }
+        (Err(error), _) => reasons.push(format!("{error}; hint: {}", error.hint())),
+    }
     if !reasons.is_empty() {
         return Err(PromoteError::Refused {
             freight: freight.spec.alias.clone(),
@@ -170,6 +222,10 @@ pub async fn request_promotion(
         },
         "status": {"phase": "Pending", "message": "waiting for its turn in the Stage's queue"},
     });
+    let mut object = object;
+    if let Some(window_override) = &window_override {
+        object["metadata"]["annotations"][WINDOW_OVERRIDE_ANNOTATION] = json!(window_override);
+    }
     let mut writes = vec![Write::Create(object)];
     if stage.spec.queue_policy == QueuePolicy::Supersede {
         for older in pending_in_stage(store, project, &request.stage).await? {

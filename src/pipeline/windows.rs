@@ -234,7 +234,19 @@ pub fn problems(window: &PromotionWindow) -> Vec<WindowError> {
     if let Err(error) = window_duration(window) {
         found.push(error);
     }
-    match Recurrence::compile(window) {
+    // A bad zone is reported, and a cron schedule is still checked (in UTC); an rrule is
+    // not, since its times depend on the zone.
+    let (zone, tz) = match window_zone(window) {
+        Ok(tz) => (zone_name(window), tz),
+        Err(error) => {
+            found.push(error);
+            if window.rrule.is_some() && window.schedule.is_none() {
+                return found;
+            }
+            ("UTC", TimeZone::UTC)
+        }
+    };
+    match Recurrence::compile_in(window, zone, tz) {
         Ok(recurrence) => {
             if let Err(error) = recurrence.check_occurs(window) {
                 found.push(error);
@@ -447,6 +459,15 @@ fn zone_name(window: &PromotionWindow) -> &str {
     window.time_zone.as_deref().unwrap_or("UTC")
 }
 
+/// The time zone the window is read in, which must be known.
+fn window_zone(window: &PromotionWindow) -> Result<TimeZone, WindowError> {
+    let zone = zone_name(window);
+    TimeZone::get(zone).map_err(|_| WindowError::UnknownTimeZone {
+        window: window.name.clone(),
+        zone: zone.to_owned(),
+    })
+}
+
 /// Whether `zone` names UTC itself, so that times written with `Z` are in it.
 fn is_utc(zone: &str) -> bool {
     ["UTC", "Etc/UTC", "Etc/Zulu", "Zulu", "Etc/UCT", "UCT"]
@@ -456,17 +477,17 @@ fn is_utc(zone: &str) -> bool {
 
 /// When a window's occurrences start.
 enum Recurrence {
-    Cron { cron: Cron, tz: TimeZone },
+    Cron { cron: Box<Cron>, tz: TimeZone },
     Rrule(RruleText),
 }
 
 impl Recurrence {
     fn compile(window: &PromotionWindow) -> Result<Self, WindowError> {
-        let zone = zone_name(window);
-        let tz = TimeZone::get(zone).map_err(|_| WindowError::UnknownTimeZone {
-            window: window.name.clone(),
-            zone: zone.to_owned(),
-        })?;
+        Self::compile_in(window, zone_name(window), window_zone(window)?)
+    }
+
+    /// Compiles the window as read in `zone`, which is `tz`.
+    fn compile_in(window: &PromotionWindow, zone: &str, tz: TimeZone) -> Result<Self, WindowError> {
         match (window.schedule.as_deref(), window.rrule.as_deref()) {
             (Some(schedule), None) => {
                 let cron = CronParser::builder()
@@ -479,9 +500,12 @@ impl Recurrence {
                         schedule: schedule.to_owned(),
                         reason: e.to_string(),
                     })?;
-                Ok(Self::Cron { cron, tz })
+                Ok(Self::Cron {
+                    cron: Box::new(cron),
+                    tz,
+                })
             }
-            (None, Some(text)) => RruleText::compile(window, text, zone).map(Self::Rrule),
+            (None, Some(text)) => RruleText::compile(window, text, zone, &tz).map(Self::Rrule),
             (schedule, _) => Err(WindowError::ScheduleOrRrule {
                 window: window.name.clone(),
                 both: schedule.is_some(),
@@ -554,7 +578,12 @@ struct RruleText {
 }
 
 impl RruleText {
-    fn compile(window: &PromotionWindow, text: &str, zone: &str) -> Result<Self, WindowError> {
+    fn compile(
+        window: &PromotionWindow,
+        text: &str,
+        zone: &str,
+        tz: &TimeZone,
+    ) -> Result<Self, WindowError> {
         let bad = |reason: String, hint: &str| WindowError::BadRrule {
             window: window.name.clone(),
             reason,
@@ -568,8 +597,9 @@ impl RruleText {
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let Some((head, value)) = line.split_once(':') else {
                 // A bare rule, as `rrule` allows: `FREQ=…`.
-                rules.push(line.to_owned());
-                lines.push(format!("RRULE:{line}"));
+                let rule = Self::utc_until(line, tz);
+                lines.push(format!("RRULE:{rule}"));
+                rules.push(rule);
                 continue;
             };
             let (name, params) = match head.split_once(';') {
@@ -578,8 +608,9 @@ impl RruleText {
             };
             match name.to_ascii_uppercase().as_str() {
                 "RRULE" => {
-                    rules.push(value.to_owned());
-                    lines.push(line.to_owned());
+                    let rule = Self::utc_until(value, tz);
+                    lines.push(format!("{head}:{rule}"));
+                    rules.push(rule);
                 }
                 property @ ("DTSTART" | "RDATE" | "EXDATE") => {
                     has_dtstart |= property == "DTSTART";
@@ -638,6 +669,31 @@ impl RruleText {
         // Parse and validate the whole set once, from a fixed start when there is none.
         rule.set(2000).map_err(|e| rule.error(window, e))?;
         Ok(rule)
+    }
+
+    /// `rule` with a floating `UNTIL` (no `Z`) read in `tz` and written in UTC, as RFC 5545
+    /// wants when DTSTART has a zone. A date alone means the end of that day.
+    fn utc_until(rule: &str, tz: &TimeZone) -> String {
+        let parts: Vec<String> = rule
+            .split(';')
+            .map(|part| {
+                let Some((key, value)) = part.split_once('=') else {
+                    return part.to_owned();
+                };
+                if !key.trim().eq_ignore_ascii_case("UNTIL") || value.ends_with(['Z', 'z']) {
+                    return part.to_owned();
+                }
+                let civil = jiff::civil::DateTime::strptime("%Y%m%dT%H%M%S", value).or_else(|_| {
+                    jiff::civil::Date::strptime("%Y%m%d", value).map(|d| d.at(23, 59, 59, 0))
+                });
+                match civil.and_then(|c| c.to_zoned(tz.clone())) {
+                    Ok(zoned) => format!("{key}={}", zoned.timestamp().strftime("%Y%m%dT%H%M%SZ")),
+                    // Left as written, for the parser to explain.
+                    Err(_) => part.to_owned(),
+                }
+            })
+            .collect();
+        parts.join(";")
     }
 
     /// A `DTSTART`, `RDATE` or `EXDATE` line whose times are read in `zone`: a floating
@@ -1208,45 +1264,113 @@ mod tests {
     }
 
     #[test]
-    fn tmp_probe() {
+    fn rrule_until_without_z_is_read_in_the_time_zone() {
         for rule in [
             "DTSTART:20260101T090000\nRRULE:FREQ=DAILY;UNTIL=20260110T090000",
-            "DTSTART:20260101T090000\nRRULE:FREQ=DAILY;UNTIL=20260110T080000Z",
-            "FREQ=DAILY;BYHOUR=9;UNTIL=20260110T080000Z",
-            "DTSTART;VALUE=DATE:20260101\nRRULE:FREQ=DAILY",
-            "RRULE:FREQ=YEARLY;BYMONTH=12;BYMONTHDAY=24",
+            // A date alone: up to the end of that day.
+            "FREQ=DAILY;BYHOUR=9;UNTIL=20260110",
         ] {
-            let mut w = rrule("u", WindowKind::Deny, rule, "1h");
-            w.time_zone = Some("Europe/Berlin".into());
-            eprintln!("{rule:?}: {:?}", validate(&w));
-            if validate(&w).is_ok() {
-                eprintln!(
-                    "  {:?}",
-                    evaluate(&[w.clone()], "p", &no_labels(), ts("2026-01-09T12:00:00Z"))
-                );
-                eprintln!(
-                    "  {:?}",
-                    evaluate(&[w], "p", &no_labels(), ts("2026-01-10T12:00:00Z"))
-                );
-            }
+            let mut window = rrule("until", WindowKind::Deny, rule, "1h");
+            window.time_zone = Some("Europe/Berlin".into());
+            let windows = [window];
+            // 2026-01-10 09:30 Berlin is the last occurrence.
+            let state = eval(&windows, "prod", "2026-01-10T08:30:00Z");
+            assert!(!state.open, "{rule}");
+            assert_eq!(
+                state.next_change,
+                Some(ts("2026-01-10T09:00:00Z")),
+                "{rule}"
+            );
+            let state = eval(&windows, "prod", "2026-01-10T12:00:00Z");
+            assert!(state.open, "{rule}");
+            assert_eq!(state.next_change, None, "{rule}");
         }
-        let mut w = cron("gap", WindowKind::Deny, "30 2 * * *", "1h");
-        w.time_zone = Some("Europe/Berlin".into());
-        eprintln!(
-            "gap {:?}",
-            evaluate(&[w.clone()], "p", &no_labels(), ts("2026-03-28T12:00:00Z"))
+    }
+
+    #[test]
+    fn a_schedule_in_the_spring_forward_gap_starts_when_the_gap_ends() {
+        // 02:30 does not exist in Berlin on 2026-03-29; like cron, it runs at 03:00 CEST.
+        let mut window = cron("night", WindowKind::Deny, "30 2 * * *", "1h");
+        window.time_zone = Some("Europe/Berlin".into());
+        let state = eval(&[window], "prod", "2026-03-28T12:00:00Z");
+        assert_eq!(state.next_change, Some(ts("2026-03-29T01:00:00Z")));
+    }
+
+    #[test]
+    fn config_loader_reports_each_bad_window_at_its_field() {
+        use crate::config::{SourceFile, load};
+        let yaml = "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {name: demo}
+spec: {}
+---
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  promotionWindows:
+  - name: weekend-freeze
+    kind: Deny
+    schedule: 0 22 * * 5
+    duration: 60h
+    timeZone: Europe/Berlin
+    stageSelector: {name: glob:prod-*}
+    description: CHG-1234
+  - name: xmas
+    kind: Deny
+    rrule: |-
+      DTSTART:20261224T000000Z
+      RRULE:FREQ=YEARLY;COUNT=3
+    duration: 24h
+  - name: bad
+    kind: Allow
+    schedule: 0 22 * *
+    duration: 1h
+    timeZone: Mars/Olympus
+  - name: xmas
+    kind: Deny
+    schedule: 0 0 24 12 *
+";
+        let files = [SourceFile {
+            path: "c.yaml".into(),
+            content: yaml.into(),
+        }];
+        let errors = load(&files, None, &BTreeMap::new()).unwrap_err().0;
+        let found: Vec<_> = errors
+            .iter()
+            .map(|e| (e.field.clone().unwrap_or_default(), e.message.clone()))
+            .collect();
+        let fields: Vec<_> = found.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.promotionWindows[2].schedule",
+                "spec.promotionWindows[2].timeZone",
+                "spec.promotionWindows[3].name",
+                "spec.promotionWindows[3].duration",
+            ],
+            "{found:#?}"
         );
-        eprintln!(
-            "gap {:?}",
-            evaluate(&[w.clone()], "p", &no_labels(), ts("2026-03-29T02:00:00Z"))
-        );
-        eprintln!(
-            "fold {:?}",
-            evaluate(&[w.clone()], "p", &no_labels(), ts("2026-10-24T12:00:00Z"))
-        );
-        eprintln!(
-            "fold {:?}",
-            evaluate(&[w], "p", &no_labels(), ts("2026-10-25T01:00:00Z"))
+        assert!(found[1].1.contains("`bad`"), "{found:#?}");
+        assert!(errors.iter().all(|e| e.hint.is_some()));
+        // Valid windows load, and read back as written.
+        let valid = yaml.split("  - name: bad").next().unwrap();
+        let files = [SourceFile {
+            path: "c.yaml".into(),
+            content: valid.into(),
+        }];
+        let manifests = load(&files, None, &BTreeMap::new()).unwrap();
+        let config: crate::api::ProjectConfig =
+            serde_json::from_value(manifests[1].object.clone()).unwrap();
+        let windows = &config.spec.promotion_windows;
+        assert_eq!(windows.len(), 2);
+        assert_eq!(windows[0].kind, WindowKind::Deny);
+        assert_eq!(windows[0].description.as_deref(), Some("CHG-1234"));
+        assert!(
+            !evaluate(windows, "prod-eu", &no_labels(), ts("2026-12-24T12:00:00Z"))
+                .unwrap()
+                .open
         );
     }
 }

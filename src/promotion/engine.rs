@@ -227,6 +227,13 @@ impl Engine {
             alias: String::new(),
             freight: target_freight(&freight),
             approved_by,
+            window_override: run
+                .promotion
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::pipeline::WINDOW_OVERRIDE_ANNOTATION))
+                .cloned(),
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),

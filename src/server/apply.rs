@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{Kind, ObjectKey, Verb};
 use crate::config::{self, ConfigErrors, SourceFile};
 use crate::secrets::SecretKey;
 use crate::store::{Store, Write, desired_state};
 
+use super::auth::Caller;
 use super::credentials;
 use super::error::ApiError;
 
@@ -57,9 +58,10 @@ pub struct ApplyResult {
 }
 
 /// The kinds that other documents refer to, loaded so references can be checked.
-const REFERENCED_KINDS: [Kind; 5] = [
+const REFERENCED_KINDS: [Kind; 6] = [
     Kind::Project,
     Kind::ProjectConfig,
+    Kind::Role,
     Kind::Warehouse,
     Kind::PromotionTask,
     Kind::Stage,
@@ -78,11 +80,13 @@ pub(crate) async fn referenced_objects(
     Ok(existing)
 }
 
-/// Validates and stores a batch of documents; nothing is stored if anything is invalid.
+/// Validates and stores a batch of documents; nothing is stored if anything is invalid,
+/// or if `caller` (when given) may not create or update one of them.
 pub async fn apply(
     store: &dyn Store,
     key: &SecretKey,
     request: ApplyRequest,
+    caller: Option<&Caller>,
 ) -> Result<ApplyResponse, ApiError> {
     let files: Vec<SourceFile> = request
         .files
@@ -119,6 +123,23 @@ pub async fn apply(
     for manifest in ordered {
         seen.insert(manifest.key.clone());
         let current = store.get(&manifest.key).await?;
+        if let Some(caller) = caller {
+            let verb = if current.is_some() {
+                Verb::Update
+            } else {
+                Verb::Create
+            };
+            let key = &manifest.key;
+            caller
+                .authorize(
+                    store,
+                    verb,
+                    key.kind.plural(),
+                    key.namespace.as_deref(),
+                    Some(&key.name),
+                )
+                .await?;
+        }
         let mut object = manifest.object;
         let action = match current {
             None => {

@@ -20,7 +20,8 @@ pub struct ErrorBody {
 /// What went wrong, for people and programs.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ErrorDetail {
-    /// A stable, machine-readable code: `not_found`, `conflict`, `invalid`, `internal`, …
+    /// A stable, machine-readable code: `unauthenticated`, `forbidden`, `not_found`,
+    /// `conflict`, `invalid`, `internal`, …
     pub code: String,
     /// What went wrong, naming the resource.
     pub message: String,
@@ -62,6 +63,16 @@ impl ApiError {
     /// 400: the request is malformed.
     pub fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 401: no valid credentials.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    /// 403: authenticated, but not allowed.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
     }
 
     /// 404: no such resource or route.

@@ -1,21 +1,21 @@
 //! The gates, as the API shows them: which Freight may enter a Stage and why not
-//! (`GET …/stages/{stage}/freight`), and approving Freight for a Stage
-//! (`POST …/stages/{stage}/approve`).
+//! (`GET …/stages/{stage}/freight`, needing `list` on freight), and approving Freight for a
+//! Stage (`POST …/stages/{stage}/approve`, `approve` on the Stage).
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::api::{Freight, Kind, ObjectKey, Stage};
+use crate::api::{Freight, Kind, ObjectKey, Stage, Verb};
 use crate::pipeline::availability::availability;
 use crate::pipeline::request::{self, PromoteRequest};
 
 use super::AppState;
+use super::auth::Caller;
 use super::credentials::present;
 use super::error::ApiError;
-use super::promotions::actor;
 
 /// The body of `POST …/stages/{stage}/approve`.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
@@ -35,14 +35,24 @@ pub struct ApproveBody {
 pub(crate) async fn approve(
     State(state): State<AppState>,
     Path((project, stage)): Path<(String, String)>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Approve,
+            "stages",
+            Some(&project),
+            Some(&stage),
+        )
+        .await?;
     let which = PromoteRequest {
         stage: stage.clone(),
         freight: body.freight,
         alias: body.alias,
-        actor: actor(&headers),
+        actor: caller.user.clone(),
+        override_window: None,
     };
     let updated =
         request::approve(state.store.as_ref(), &project, &stage, &which, &body.reason).await?;
@@ -55,7 +65,17 @@ pub(crate) async fn approve(
 pub(crate) async fn stage_freight(
     State(state): State<AppState>,
     Path((project, stage_name)): Path<(String, String)>,
+    caller: Caller,
 ) -> Result<Json<Vec<Value>>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::List,
+            "freight",
+            Some(&project),
+            None,
+        )
+        .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
     let stage: Stage = state
         .store
@@ -102,9 +122,56 @@ pub(crate) async fn stage_freight(
 pub(crate) async fn lift_hold(
     State(state): State<AppState>,
     Path((project, stage)): Path<(String, String)>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Promote,
+            "stages",
+            Some(&project),
+            Some(&stage),
+        )
+        .await?;
     request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
-    tracing::info!(%project, %stage, by = %actor(&headers), "hold lifted");
+    tracing::info!(%project, %stage, by = %caller.user, "hold lifted");
     Ok(Json(json!({"stage": stage, "hold": null})))
+}
+
+/// `GET /api/v1/projects/{project}/stages/{stage}/window`: whether the Stage's promotion
+/// windows are open now, which one blocks, and when that changes.
+pub(crate) async fn stage_window(
+    State(state): State<AppState>,
+    Path((project, stage_name)): Path<(String, String)>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            "stages",
+            Some(&project),
+            Some(&stage_name),
+        )
+        .await?;
+    let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
+    let stage: Stage = state
+        .store
+        .get(&key)
+        .await?
+        .ok_or_else(|| {
+            ApiError::not_found(format!(
+                "Stage `{stage_name}` does not exist in project `{project}`"
+            ))
+        })?
+        .to_typed()?;
+    match request::window_state(state.store.as_ref(), &project, &stage).await? {
+        Ok(window) => Ok(Json(json!(window))),
+        Err(error) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            error.to_string(),
+        )
+        .with_hint(error.hint())),
+    }
 }

@@ -2,9 +2,11 @@
 //! the web UI. Nothing here decides; routes validate input, call the store, and answer.
 //!
 //! [`router`] builds the whole API from an [`AppState`]; `main` serves it and tests call
-//! it with `tower::ServiceExt::oneshot`.
+//! it with `tower::ServiceExt::oneshot`. Every `/api/v1` route sits behind [`auth`]'s
+//! middleware, and each handler asks [`auth::Caller::authorize`] before it acts.
 
 pub mod apply;
+pub mod auth;
 mod credentials;
 pub mod error;
 pub mod gates;
@@ -14,6 +16,7 @@ pub mod resources;
 pub mod run;
 #[cfg(test)]
 mod tests;
+pub mod tokens;
 pub mod warehouses;
 pub mod webhooks;
 
@@ -27,6 +30,7 @@ use serde_json::{Value, json};
 use crate::secrets::SecretKey;
 use crate::store::Store;
 
+pub use auth::{Auth, AuthMode, Caller};
 pub use error::{ApiError, ErrorBody};
 pub use run::{ServeOptions, serve};
 
@@ -39,6 +43,8 @@ pub struct AppState {
     pub secret_key: Arc<SecretKey>,
     /// Registry and git access, for checking hand-assembled Freight.
     pub discovery: Option<Arc<DiscoveryServices>>,
+    /// How callers are authenticated, and their tokens.
+    pub auth: Arc<Auth>,
 }
 
 /// The discovery clients shared by the Warehouse controller and the API.
@@ -54,6 +60,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/version", get(version))
         .route("/apply", post(apply_route))
+        .route("/tokens", post(tokens::create))
         .route(
             "/projects",
             get(resources::list_projects).post(resources::create_project),
@@ -103,13 +110,21 @@ pub fn router(state: AppState) -> Router {
             post(gates::lift_hold),
         )
         .route(
+            "/projects/{project}/stages/{stage}/window",
+            get(gates::stage_window),
+        )
+        .route(
             "/projects/{project}/stages/{stage}/freight",
             get(gates::stage_freight),
         )
         .route(
             "/projects/{project}/promotions/{name}/abort",
             post(promotions::abort),
-        );
+        )
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ));
     Router::new()
         .route("/healthz", get(healthz))
         .nest("/api/v1", api)
@@ -120,6 +135,7 @@ pub fn router(state: AppState) -> Router {
         )
         .fallback(not_found)
         .with_state(state)
+        // Spans carry method and path, never headers: bearer tokens stay out of the log.
         .layer(tower_http::trace::TraceLayer::new_for_http())
 }
 
@@ -138,9 +154,16 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
 
 async fn apply_route(
     State(state): State<AppState>,
+    caller: Caller,
     Json(request): Json<apply::ApplyRequest>,
 ) -> Result<Json<apply::ApplyResponse>, ApiError> {
-    let response = apply::apply(state.store.as_ref(), &state.secret_key, request).await?;
+    let response = apply::apply(
+        state.store.as_ref(),
+        &state.secret_key,
+        request,
+        Some(&caller),
+    )
+    .await?;
     for result in &response.results {
         if result.action != "unchanged" {
             tracing::info!(
@@ -148,6 +171,7 @@ async fn apply_route(
                 namespace = result.namespace.as_deref().unwrap_or(""),
                 name = %result.name,
                 action = %result.action,
+                by = %caller.user,
                 "applied"
             );
         }

@@ -1,25 +1,24 @@
-//! Promotion actions: request one (`POST …/stages/{stage}/promote`), abort one
-//! (`POST …/promotions/{name}/abort`), and read a Stage's audit trail from git
-//! (`GET …/stages/{stage}/audit`). The decisions are the pipeline's; this module maps
-//! them to HTTP.
+//! Promotion actions: request one (`POST …/stages/{stage}/promote`, needing `promote` on
+//! the Stage, and `override` too through a closed window), abort one
+//! (`POST …/promotions/{name}/abort`, `abort` on the Promotion), and read a Stage's audit
+//! trail from git (`GET …/stages/{stage}/audit`, `get` on the Stage). The decisions are the
+//! pipeline's; this module maps them to HTTP. The actor is the authenticated user.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::api::{Kind, ObjectKey, Stage};
+use crate::api::{Kind, ObjectKey, Stage, Verb};
 use crate::discovery::credentials;
 use crate::discovery::git::GitCredentials;
 use crate::pipeline::request::{self, AbortOutcome, PromoteError, PromoteRequest};
 use crate::promotion::audit::{self, AuditEntry};
 
 use super::AppState;
+use super::auth::Caller;
 use super::error::ApiError;
-
-/// The header a client may use to say who it acts for until authentication exists.
-pub const ACTOR_HEADER: &str = "x-dray-actor";
 
 /// The body of `POST …/stages/{stage}/promote`.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
@@ -30,16 +29,13 @@ pub struct PromoteBody {
     /// The Freight's alias.
     #[serde(default)]
     pub alias: Option<String>,
-}
-
-/// Who the request acts for.
-pub(crate) fn actor(headers: &HeaderMap) -> String {
-    headers
-        .get(ACTOR_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty())
-        .unwrap_or("anonymous")
-        .to_owned()
+    /// Promote through a closed promotion window, for this reason.
+    #[serde(
+        default,
+        rename = "overrideWindow",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub override_window: Option<String>,
 }
 
 impl From<PromoteError> for ApiError {
@@ -73,14 +69,25 @@ impl From<PromoteError> for ApiError {
 pub(crate) async fn promote(
     State(state): State<AppState>,
     Path((project, stage)): Path<(String, String)>,
-    headers: HeaderMap,
+    caller: Caller,
     Json(body): Json<PromoteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let store = state.store.as_ref();
+    let (scope, name) = (Some(project.as_str()), Some(stage.as_str()));
+    caller
+        .authorize(store, Verb::Promote, "stages", scope, name)
+        .await?;
+    if body.override_window.is_some() {
+        caller
+            .authorize(store, Verb::Override, "stages", scope, name)
+            .await?;
+    }
     let request = PromoteRequest {
         stage,
         freight: body.freight,
         alias: body.alias,
-        actor: actor(&headers),
+        actor: caller.user.clone(),
+        override_window: body.override_window,
     };
     let created = request::request_promotion(state.store.as_ref(), &project, &request).await?;
     tracing::info!(promotion = %created.key, actor = %request.actor, "promotion requested");
@@ -91,10 +98,19 @@ pub(crate) async fn promote(
 pub(crate) async fn abort(
     State(state): State<AppState>,
     Path((project, name)): Path<(String, String)>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Abort,
+            "promotions",
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
     let key = ObjectKey::namespaced(Kind::Promotion, &project, &name);
-    let outcome = request::abort_promotion(state.store.as_ref(), &key, &actor(&headers)).await?;
+    let outcome = request::abort_promotion(state.store.as_ref(), &key, &caller.user).await?;
     let (result, message) = match outcome {
         AbortOutcome::Aborted => ("aborted", "the promotion had not started; it is aborted".to_owned()),
         AbortOutcome::Requested => (
@@ -118,8 +134,18 @@ pub(crate) struct AuditParams {
 pub(crate) async fn audit_trail(
     State(state): State<AppState>,
     Path((project, stage_name)): Path<(String, String)>,
+    caller: Caller,
     Query(params): Query<AuditParams>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            "stages",
+            Some(&project),
+            Some(&stage_name),
+        )
+        .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
     let stage: Stage = state
         .store

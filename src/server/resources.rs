@@ -5,7 +5,9 @@
 //! - `GET|PUT|DELETE /api/v1/projects/{project}/{plural}/{name}`
 //! - `PUT /api/v1/projects/{project}/{plural}/{name}/status`
 //!
-//! Creates and updates go through the same validation as `dray apply`.
+//! Creates and updates go through the same validation as `dray apply`. Each route needs
+//! its verb (`list`, `create`, `get`, `update`, `delete`) on the kind's plural; listing
+//! projects shows those the caller may `get`. The built-in roles show among `roles`.
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
@@ -13,12 +15,13 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, Role, Verb};
 use crate::config::{self, SourceFile};
 use crate::store::{StoredObject, key_of, resource_version_of};
 
 use super::AppState;
 use super::apply::referenced_objects;
+use super::auth::Caller;
 use super::credentials::{present, seal};
 use super::error::ApiError;
 
@@ -160,14 +163,35 @@ async fn delete_key(
 
 pub(crate) async fn list_projects(
     State(state): State<AppState>,
+    caller: Caller,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    Ok(bodies(state.store.list(Kind::Project, None).await?))
+    let store = state.store.as_ref();
+    let mut projects = store.list(Kind::Project, None).await?;
+    if !caller
+        .may(store, Verb::List, "projects", None, None)
+        .await?
+    {
+        let mut visible = Vec::new();
+        for project in projects {
+            let name = Some(project.key.name.as_str());
+            if caller.may(store, Verb::Get, "projects", None, name).await? {
+                visible.push(project);
+            }
+        }
+        projects = visible;
+    }
+    Ok(bodies(projects))
 }
 
 pub(crate) async fn create_project(
     State(state): State<AppState>,
+    caller: Caller,
     Json(object): Json<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+    caller
+        .authorize(state.store.as_ref(), Verb::Create, "projects", None, name)
+        .await?;
     let object = validated(&state, &object).await?;
     let created = state.store.create(object).await?;
     tracing::info!(resource = %created.key, "created");
@@ -177,7 +201,17 @@ pub(crate) async fn create_project(
 pub(crate) async fn get_project(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            "projects",
+            None,
+            Some(&name),
+        )
+        .await?;
     let key = ObjectKey::cluster(Kind::Project, &name);
     let stored = state.store.get(&key).await?.ok_or_else(|| {
         ApiError::not_found(format!("project `{name}` does not exist"))
@@ -189,8 +223,18 @@ pub(crate) async fn get_project(
 pub(crate) async fn put_project(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    caller: Caller,
     Json(object): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Update,
+            "projects",
+            None,
+            Some(&name),
+        )
+        .await?;
     check_path_matches(&object, &ObjectKey::cluster(Kind::Project, &name))?;
     let object = validated(&state, &object).await?;
     let updated = state.store.update(object).await?;
@@ -200,23 +244,60 @@ pub(crate) async fn put_project(
 pub(crate) async fn delete_project(
     State(state): State<AppState>,
     Path(name): Path<String>,
+    caller: Caller,
     Query(params): Query<DeleteParams>,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Delete,
+            "projects",
+            None,
+            Some(&name),
+        )
+        .await?;
     delete_key(&state, ObjectKey::cluster(Kind::Project, &name), params).await
 }
 
 pub(crate) async fn list(
     State(state): State<AppState>,
     Path((project, plural)): Path<(String, String)>,
+    caller: Caller,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let kind = kind_from_plural(&plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::List,
+            kind.plural(),
+            Some(&project),
+            None,
+        )
+        .await?;
     require_project(&state, &project).await?;
-    Ok(bodies(state.store.list(kind, Some(&project)).await?))
+    let stored = bodies(state.store.list(kind, Some(&project)).await?);
+    if kind != Kind::Role {
+        return Ok(stored);
+    }
+    let mut roles: Vec<Value> = BUILTIN_ROLES
+        .iter()
+        .filter_map(|name| builtin_role(name, &project))
+        .collect();
+    roles.extend(stored.0);
+    Ok(Json(roles))
+}
+
+/// A built-in role as the API shows it in `project`.
+fn builtin_role(name: &str, project: &str) -> Option<Value> {
+    let mut role = serde_json::to_value(Role::builtin(name)?).ok()?;
+    role["metadata"]["namespace"] = Value::String(project.to_owned());
+    Some(role)
 }
 
 pub(crate) async fn create(
     State(state): State<AppState>,
     Path((project, plural)): Path<(String, String)>,
+    caller: Caller,
     Json(mut object): Json<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let kind = kind_from_plural(&plural)?;
@@ -225,6 +306,15 @@ pub(crate) async fn create(
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Create,
+            kind.plural(),
+            Some(&project),
+            Some(name),
+        )
+        .await?;
     check_path_matches(&object, &ObjectKey::namespaced(kind, &project, name))?;
     let mut object = validated(&state, &object).await?;
     seal(&state.secret_key, &mut object, None)?;
@@ -236,8 +326,23 @@ pub(crate) async fn create(
 pub(crate) async fn get(
     State(state): State<AppState>,
     Path((project, plural, name)): Path<(String, String, String)>,
+    caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
     let kind = kind_from_plural(&plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            kind.plural(),
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
+    if kind == Kind::Role
+        && let Some(role) = builtin_role(&name, &project)
+    {
+        return Ok(Json(role));
+    }
     let key = ObjectKey::namespaced(kind, &project, &name);
     let stored = state.store.get(&key).await?.ok_or_else(|| {
         ApiError::not_found(format!(
@@ -254,9 +359,19 @@ pub(crate) async fn get(
 pub(crate) async fn put(
     State(state): State<AppState>,
     Path((project, plural, name)): Path<(String, String, String)>,
+    caller: Caller,
     Json(mut object): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
     let kind = kind_from_plural(&plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Update,
+            kind.plural(),
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
     fill_namespace(&mut object, &project);
     let key = ObjectKey::namespaced(kind, &project, &name);
     check_path_matches(&object, &key)?;
@@ -280,9 +395,19 @@ pub(crate) async fn put(
 pub(crate) async fn put_status(
     State(state): State<AppState>,
     Path((project, plural, name)): Path<(String, String, String)>,
+    caller: Caller,
     Json(object): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
     let kind = kind_from_plural(&plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Update,
+            kind.plural(),
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
     let key = ObjectKey::namespaced(kind, &project, &name);
     let status = object
         .get("status")
@@ -300,8 +425,18 @@ pub(crate) async fn put_status(
 pub(crate) async fn delete(
     State(state): State<AppState>,
     Path((project, plural, name)): Path<(String, String, String)>,
+    caller: Caller,
     Query(params): Query<DeleteParams>,
 ) -> Result<Json<Value>, ApiError> {
     let kind = kind_from_plural(&plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Delete,
+            kind.plural(),
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
     delete_key(&state, ObjectKey::namespaced(kind, &project, &name), params).await
 }

@@ -1,5 +1,5 @@
-//! Running the server: open the store, apply `--config` files, listen, and shut down
-//! gracefully on SIGINT or SIGTERM.
+//! Running the server: open the store, make the bootstrap API token of a new data
+//! directory, apply `--config` files, listen, and shut down gracefully on SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,10 +16,11 @@ use crate::pipeline::auto::AutoPromoter;
 use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors};
 use crate::secrets::SecretKey;
-use crate::store::{SqliteStore, Store};
+use crate::store::{SqliteStore, Store, TokenStore};
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
-use super::{AppState, DiscoveryServices, router};
+use super::auth::{Auth, AuthMode};
+use super::{AppState, DiscoveryServices, router, tokens};
 
 /// How `dray serve` runs.
 #[derive(Debug, Clone)]
@@ -32,13 +33,26 @@ pub struct ServeOptions {
     pub config: Vec<PathBuf>,
     /// Where `git`, `kubectl`, `kustomize` and `helm` are.
     pub tools: dray_steps::ToolPaths,
+    /// How API requests are authenticated.
+    pub auth: AuthMode,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
-    let store = SqliteStore::open(&options.data_dir)?;
+    let store = Arc::new(SqliteStore::open(&options.data_dir)?);
     tracing::info!(path = %store.path().display(), "store opened");
-    let store: Arc<dyn Store> = Arc::new(store);
+    let token_store: Arc<dyn TokenStore> = store.clone();
+    let store: Arc<dyn Store> = store;
+    match options.auth {
+        AuthMode::Token => {
+            if let Some((token, path)) =
+                tokens::bootstrap(token_store.as_ref(), &options.data_dir).await?
+            {
+                announce_bootstrap(&token, &path);
+            }
+        }
+        AuthMode::None => warn_no_auth(),
+    }
     let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
@@ -51,6 +65,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         store: store.clone(),
         secret_key: secret_key.clone(),
         discovery: Some(services),
+        auth: Arc::new(Auth {
+            mode: options.auth,
+            tokens: token_store,
+        }),
     };
     let shutdown = CancellationToken::new();
     let warehouses = WarehouseController::new(
@@ -91,7 +109,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
                 .collect(),
             default_project: None,
         };
-        let response = apply(state.store.as_ref(), &state.secret_key, request)
+        let response = apply(state.store.as_ref(), &state.secret_key, request, None)
             .await
             .map_err(|e| anyhow::anyhow!("the --config files were not applied: {e}"))?;
         tracing::info!(resources = response.results.len(), "applied --config");
@@ -119,6 +137,35 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Shows the bootstrap token once, on stderr and never through tracing (whose output may
+/// be shipped elsewhere).
+fn announce_bootstrap(token: &str, path: &std::path::Path) {
+    let path = path.display();
+    eprintln!(
+        "\n\
+         ======================================================================\n\
+         A new data directory: Dray made the first API token, for user `admin`\n\
+         (role `dray-admin` in every project). It is shown only this once:\n\
+         \n    {token}\n\n\
+         It is also in `{path}` (mode 0600), for scripts:\n\
+         \n    export DRAY_TOKEN=\"$(cat {path})\"\n\n\
+         Make tokens for others with `dray token create --user NAME --role dray-viewer`.\n\
+         ======================================================================\n"
+    );
+}
+
+/// `--auth none` is for local experiments only; say so loudly.
+fn warn_no_auth() {
+    eprintln!(
+        "\n\
+         ======================================================================\n\
+         WARNING: --auth none: the API does NOT authenticate anyone. Every request\n\
+         acts as `anonymous` with admin rights. Never expose this server.\n\
+         ======================================================================\n"
+    );
+    tracing::warn!("authentication is off (--auth none): every request has admin rights");
 }
 
 async fn shutdown_signal() {

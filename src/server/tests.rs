@@ -11,33 +11,63 @@ use tower::ServiceExt;
 use crate::secrets::SecretKey;
 use crate::store::SqliteStore;
 
-use super::{AppState, router};
+use super::auth::{Auth, AuthMode};
+use super::{AppState, router, tokens};
 
 struct TestServer {
     state: AppState,
-    _dir: tempfile::TempDir,
+    /// The bootstrap token: user `admin`, `dray-admin` in every project.
+    admin: String,
+    dir: tempfile::TempDir,
 }
 
 impl TestServer {
-    fn new() -> Self {
+    async fn new() -> Self {
+        Self::with_auth(AuthMode::Token).await
+    }
+
+    async fn with_auth(mode: AuthMode) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
         let secret_key = Arc::new(SecretKey::load(dir.path()).unwrap());
+        let bootstrap = tokens::bootstrap(store.as_ref(), dir.path()).await;
+        let (admin, _) = bootstrap.unwrap().unwrap();
         TestServer {
             state: AppState {
-                store: Arc::new(store),
+                store: store.clone(),
                 secret_key,
                 discovery: None,
+                auth: Arc::new(Auth {
+                    mode,
+                    tokens: store,
+                }),
             },
-            _dir: dir,
+            admin,
+            dir,
         }
     }
 
     async fn call(&self, method: Method, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let request = Request::builder()
+        self.call_as(Some(&self.admin.clone()), method, uri, body)
+            .await
+    }
+
+    /// A request with `token` as bearer token, or without one.
+    async fn call_as(
+        &self,
+        token: Option<&str>,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = Request::builder()
             .method(method)
             .uri(uri)
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request
             .body(
                 body.map(|b| Body::from(b.to_string()))
                     .unwrap_or_else(Body::empty),
@@ -83,7 +113,7 @@ spec:
 
 #[tokio::test]
 async fn apply_creates_then_reports_unchanged_then_configured() {
-    let server = TestServer::new();
+    let server = TestServer::new().await;
     let (status, body) = server.apply(PIPELINE).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let actions: Vec<_> = body["results"]
@@ -127,7 +157,7 @@ async fn apply_creates_then_reports_unchanged_then_configured() {
 
 #[tokio::test]
 async fn a_stale_put_is_a_conflict_naming_both_versions() {
-    let server = TestServer::new();
+    let server = TestServer::new().await;
     server.apply(PIPELINE).await;
     let (_, original) = server
         .call(Method::GET, "/api/v1/projects/demo/stages/dev", None)
@@ -163,7 +193,7 @@ async fn a_stale_put_is_a_conflict_naming_both_versions() {
 
 #[tokio::test]
 async fn an_invalid_apply_answers_422_with_every_error_and_stores_nothing() {
-    let server = TestServer::new();
+    let server = TestServer::new().await;
     let broken = PIPELINE
         .replace("name: dev", "name: Dev_1")
         .replace("direct: true", "direkt: true");
@@ -184,7 +214,7 @@ async fn an_invalid_apply_answers_422_with_every_error_and_stores_nothing() {
 
 #[tokio::test]
 async fn deletes_refuse_while_something_still_refers_to_the_resource() {
-    let server = TestServer::new();
+    let server = TestServer::new().await;
     server.apply(PIPELINE).await;
     let (status, body) = server
         .call(Method::DELETE, "/api/v1/projects/demo/warehouses/app", None)
@@ -218,7 +248,7 @@ async fn deletes_refuse_while_something_still_refers_to_the_resource() {
 
 #[tokio::test]
 async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
-    let server = TestServer::new();
+    let server = TestServer::new().await;
     server.apply(PIPELINE).await;
     let status_body = json!({"status": {"lastPromotion": "p-1"}});
     let (status, body) = server
@@ -243,4 +273,319 @@ async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
     let (status, body) = server.call(Method::GET, "/nowhere", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+}
+
+const RBAC: &str = "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {name: demo}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {name: other}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata: {name: app, namespace: demo}
+spec:
+  subscriptions:
+    - image: {repoURL: 127.0.0.1:5000/demo/app}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: dev, namespace: demo}
+spec:
+  requestedFreight:
+    - origin: {kind: Warehouse, name: app}
+      sources: {direct: true}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: staging, namespace: demo}
+spec:
+  requestedFreight:
+    - origin: {kind: Warehouse, name: app}
+      sources: {stages: [dev]}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: prod, namespace: demo}
+spec:
+  requestedFreight:
+    - origin: {kind: Warehouse, name: app}
+      sources: {stages: [staging]}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Role
+metadata: {name: deployer, namespace: demo}
+rules:
+  - {resources: ['*'], verbs: [get, list]}
+  - {resources: [stages], resourceNames: [dev, staging], verbs: [promote]}
+";
+
+impl TestServer {
+    /// Makes a token through the API (as admin) and returns it.
+    async fn token(&self, user: &str, role: &str, project: Option<&str>) -> String {
+        let body = json!({"user": user, "role": role, "project": project});
+        let (status, made) = self.call(Method::POST, "/api/v1/tokens", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        made["token"].as_str().unwrap().to_owned()
+    }
+}
+
+#[tokio::test]
+async fn the_api_needs_a_valid_token_but_health_and_webhooks_do_not() {
+    let server = TestServer::new().await;
+    for token in [None, Some("dray_not-a-real-token")] {
+        let (status, body) = server
+            .call_as(token, Method::GET, "/api/v1/projects", None)
+            .await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        assert_eq!(body["error"]["code"], "unauthenticated");
+        assert_eq!(
+            body["error"]["hint"],
+            "pass --token or set DRAY_TOKEN (create one with `dray token create`)"
+        );
+    }
+    let (status, _) = server.call_as(None, Method::GET, "/healthz", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = server
+        .call_as(None, Method::POST, "/webhooks/demo/github", Some(json!({})))
+        .await;
+    // The receiver answers by its own rules (here: no such receiver, so no secret matches).
+    assert_eq!(
+        body["error"]["message"], "the webhook request is not authenticated",
+        "{status}: {body}"
+    );
+    let (status, _) = server.call(Method::GET, "/api/v1/projects", None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_role_for_dev_and_staging_may_not_promote_to_prod() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(RBAC).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ann = server.token("ann", "deployer", Some("demo")).await;
+    let promote = |stage: &str| format!("/api/v1/projects/demo/stages/{stage}/promote");
+    let body = || Some(json!({"alias": "frosty-otter"}));
+
+    let (status, answer) = server
+        .call_as(Some(&ann), Method::POST, &promote("prod"), body())
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(answer["error"]["code"], "forbidden");
+    assert_eq!(
+        answer["error"]["message"],
+        "user `ann` may not promote stages/prod in project `demo`"
+    );
+    assert!(
+        answer["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("dray get rolebindings -p demo"),
+        "{answer}"
+    );
+    for stage in ["dev", "staging"] {
+        let (status, answer) = server
+            .call_as(Some(&ann), Method::POST, &promote(stage), body())
+            .await;
+        // Allowed: what stops it is the missing Freight.
+        assert_eq!(status, StatusCode::NOT_FOUND, "{stage}: {answer}");
+    }
+    let (status, answer) = server
+        .call_as(
+            Some(&ann),
+            Method::POST,
+            &promote("dev"),
+            Some(json!({"alias": "frosty-otter", "overrideWindow": "outage"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "user `ann` may not override stages/dev in project `demo`"
+    );
+
+    // The binding made with the token, and the built-in roles, are visible.
+    let (_, bindings) = server
+        .call(Method::GET, "/api/v1/projects/demo/rolebindings", None)
+        .await;
+    assert_eq!(
+        bindings[0]["metadata"]["name"], "deployer-ann",
+        "{bindings}"
+    );
+    assert_eq!(
+        bindings[0]["subjects"],
+        json!([{"kind": "User", "name": "ann"}])
+    );
+    let (_, roles) = server
+        .call_as(Some(&ann), Method::GET, "/api/v1/projects/demo/roles", None)
+        .await;
+    let names: Vec<_> = roles
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["dray-admin", "dray-promoter", "dray-viewer", "deployer"]
+    );
+    // Ann sees only the project she is bound in.
+    let (_, projects) = server
+        .call_as(Some(&ann), Method::GET, "/api/v1/projects", None)
+        .await;
+    assert_eq!(projects.as_array().unwrap().len(), 1, "{projects}");
+    let (status, _) = server
+        .call_as(
+            Some(&ann),
+            Method::GET,
+            "/api/v1/projects/other/stages",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn a_viewer_reads_but_may_not_approve_apply_or_make_tokens() {
+    let server = TestServer::new().await;
+    server.apply(RBAC).await;
+    let vic = server.token("vic", "dray-viewer", None).await;
+    let (status, stages) = server
+        .call_as(
+            Some(&vic),
+            Method::GET,
+            "/api/v1/projects/demo/stages",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{stages}");
+    assert_eq!(stages.as_array().unwrap().len(), 3);
+
+    let approve = json!({"alias": "frosty-otter", "reason": "hotfix"});
+    let (status, answer) = server
+        .call_as(
+            Some(&vic),
+            Method::POST,
+            "/api/v1/projects/demo/stages/prod/approve",
+            Some(approve),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "user `vic` may not approve stages/prod in project `demo`"
+    );
+
+    let apply = json!({"files": [{"path": "test.yaml", "content": RBAC}]});
+    let (status, answer) = server
+        .call_as(Some(&vic), Method::POST, "/api/v1/apply", Some(apply))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "user `vic` may not update projects/demo"
+    );
+
+    let token = json!({"user": "vic", "role": "dray-admin"});
+    let (status, answer) = server
+        .call_as(Some(&vic), Method::POST, "/api/v1/tokens", Some(token))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert_eq!(
+        answer["error"]["message"],
+        "user `vic` may not create tokens"
+    );
+}
+
+#[tokio::test]
+async fn tokens_are_kept_only_as_hashes() {
+    let server = TestServer::new().await;
+    server.apply(RBAC).await;
+    let token = server.token("ann", "dray-promoter", Some("demo")).await;
+    let (status, _) = server
+        .call_as(
+            Some(&token),
+            Method::GET,
+            "/api/v1/projects/demo/stages",
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let mut stored = Vec::new();
+    for entry in std::fs::read_dir(server.dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with(crate::store::DATABASE_FILE) {
+            stored.extend(std::fs::read(&path).unwrap());
+        }
+    }
+    let contains = |needle: &str| stored.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(contains(&tokens::hash(&token)), "the hash is stored");
+    assert!(!contains(&token), "the token itself is not");
+    assert!(!contains(&server.admin), "nor the bootstrap token");
+}
+
+#[tokio::test]
+async fn without_auth_everyone_is_anonymous_with_every_right() {
+    let server = TestServer::with_auth(AuthMode::None).await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server
+        .call_as(None, Method::GET, "/api/v1/projects/demo/stages", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server
+        .call_as(
+            None,
+            Method::POST,
+            "/api/v1/projects/demo/stages/dev/promote",
+            Some(json!({"alias": "frosty-otter"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+}
+
+#[tokio::test]
+async fn roles_are_validated_with_hints() {
+    let server = TestServer::new().await;
+    let bad = format!(
+        "{RBAC}---
+apiVersion: dray.dev/v1alpha1
+kind: Role
+metadata: {{name: typo, namespace: demo}}
+rules:
+  - {{resources: [stagse], verbs: [promot]}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: RoleBinding
+metadata: {{name: typo, namespace: demo}}
+roleRef: {{name: dray-viewr}}
+subjects: [{{kind: User, name: ann}}]
+"
+    );
+    let (status, body) = server.apply(&bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let details = body["error"]["details"].as_array().unwrap();
+    let found: Vec<(&str, &str)> = details
+        .iter()
+        .map(|d| (d["message"].as_str().unwrap(), d["hint"].as_str().unwrap()))
+        .collect();
+    assert!(
+        found.contains(&("unknown verb `promot`", "did you mean `promote`?")),
+        "{found:#?}"
+    );
+    assert!(
+        found.contains(&("unknown resource `stagse`", "did you mean `stages`?")),
+        "{found:#?}"
+    );
+    assert!(
+        found.contains(&(
+            "role `dray-viewr` is neither built in nor a Role in project `demo`",
+            "did you mean `dray-viewer`?"
+        )),
+        "{found:#?}"
+    );
 }

@@ -1,5 +1,6 @@
-//! Warehouse actions beyond CRUD: refresh now (optionally waiting for the result), and
-//! the hotfix path — Freight assembled by hand from chosen, verified versions.
+//! Warehouse actions beyond CRUD: refresh now (optionally waiting for the result; needs
+//! `update` on the Warehouse), and the hotfix path — Freight assembled by hand from chosen,
+//! verified versions (needs `create` on freight).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,12 +11,15 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::api::{FreightCommit, FreightImage, ImageSubscription, Kind, ObjectKey, Warehouse};
+use crate::api::{
+    FreightCommit, FreightImage, ImageSubscription, Kind, ObjectKey, Verb, Warehouse,
+};
 use crate::discovery::credentials;
 use crate::discovery::git::GitCredentials;
 use crate::discovery::image::RegistryCredentials;
 use crate::discovery::mint;
 
+use super::auth::Caller;
 use super::credentials::present;
 use super::error::ApiError;
 use super::{AppState, refresh};
@@ -34,8 +38,18 @@ pub(crate) struct RefreshParams {
 pub(crate) async fn refresh(
     State(state): State<AppState>,
     Path((project, name)): Path<(String, String)>,
+    caller: Caller,
     Query(params): Query<RefreshParams>,
 ) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Update,
+            "warehouses",
+            Some(&project),
+            Some(&name),
+        )
+        .await?;
     let key = ObjectKey::namespaced(Kind::Warehouse, &project, &name);
     let token = refresh::request(state.store.as_ref(), &key).await?;
     if !params.wait {
@@ -96,8 +110,18 @@ fn image_subscription<'a>(
 pub(crate) async fn assemble_freight(
     State(state): State<AppState>,
     Path(project): Path<String>,
+    caller: Caller,
     Json(request): Json<AssembleRequest>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Create,
+            "freight",
+            Some(&project),
+            None,
+        )
+        .await?;
     let key = ObjectKey::namespaced(Kind::Warehouse, &project, &request.warehouse);
     let stored = state.store.get(&key).await?.ok_or_else(|| {
         ApiError::not_found(format!(

@@ -1,5 +1,6 @@
 //! Persistence behind one trait, [`Store`]: the embedded SQLite store today
-//! ([`SqliteStore`]), a Kubernetes-backed store later. The store remembers; it does not
+//! ([`SqliteStore`]), a Kubernetes-backed store later. API tokens and cluster-wide role
+//! bindings, which are not resources, sit behind a second, small trait, [`TokenStore`]. The store remembers; it does not
 //! decide (validation lives in `config`, decisions in `pipeline`).
 //!
 //! The contract every implementation keeps:
@@ -15,11 +16,13 @@ mod error;
 mod feed;
 mod object;
 mod sqlite;
+mod tokens;
 
 pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
 pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
+pub use tokens::{ClusterBinding, TokenRecord, TokenStore};
 
 use async_trait::async_trait;
 

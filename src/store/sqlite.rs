@@ -38,6 +38,19 @@ const MIGRATIONS: &[&str] = &[
         name TEXT NOT NULL,
         op TEXT NOT NULL
      );",
+    // 2: API tokens (SHA-256 hashes only) and cluster-wide role bindings; see `tokens.rs`.
+    "CREATE TABLE api_tokens (
+        hash TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        groups TEXT NOT NULL,
+        created_at TEXT NOT NULL
+     ) WITHOUT ROWID;
+     CREATE TABLE cluster_role_bindings (
+        subject_kind TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        role TEXT NOT NULL,
+        PRIMARY KEY (subject_kind, subject, role)
+     ) WITHOUT ROWID;",
 ];
 
 /// The embedded SQLite store.
@@ -91,7 +104,7 @@ impl SqliteStore {
         &self.inner.path
     }
 
-    async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(super) async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,

@@ -59,6 +59,9 @@ const DISCOVERY_LIMIT: usize = 20;
 /// Files per directory under `filler/` in the generated config repository.
 const FILES_PER_DIR: usize = 50;
 
+/// Every this many commits (and the last one) edit `overlays/prod` instead of a filler.
+const TUNE_EVERY: usize = 50;
+
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         runs: 5,
@@ -214,6 +217,7 @@ async fn discovery(args: &Args) -> Result<String> {
     let mut refresh = Samples::default();
     let mut skopeo = Samples::default();
     let mut skopeo_tags = Samples::default();
+    let mut cold_unlimited = Samples::default();
     for run in 0..args.runs {
         let discoverer = ImageDiscoverer::new(ImageDiscovererOptions::default())?;
         let mark = requests.mark();
@@ -240,6 +244,27 @@ async fn discovery(args: &Args) -> Result<String> {
             requests.since(mark).await,
         );
         check_same(&again.images, &expected, "refresh")?;
+
+        // Not the default: how much of the first discovery is the politeness limit (a
+        // burst of 20 requests, then 20 per second; a first discovery sends 21).
+        let unlimited = ImageDiscoverer::new(ImageDiscovererOptions {
+            requests_per_second: 100_000,
+            ..ImageDiscovererOptions::default()
+        })?;
+        let mark = requests.mark();
+        let started = Instant::now();
+        let fast = unlimited.discover(&sub, None).await?;
+        let elapsed = started.elapsed();
+        cold_unlimited.push(
+            elapsed,
+            fast.stats.http_requests,
+            requests.since(mark).await,
+        );
+        check_same(
+            &fast.images,
+            &expected,
+            "first discovery without a rate limit",
+        )?;
 
         for (no_tags, samples) in [(true, &mut skopeo), (false, &mut skopeo_tags)] {
             let mark = requests.mark();
@@ -289,6 +314,11 @@ async fn discovery(args: &Args) -> Result<String> {
             true,
         ),
         ("Dray: no-change refresh (same discoverer)", &refresh, true),
+        (
+            "Dray: first discovery, rate limit raised to 100,000/s (not the default)",
+            &cold_unlimited,
+            true,
+        ),
         (
             "skopeo: `list-tags` + 20 × `inspect --no-tags`",
             &skopeo,
@@ -589,7 +619,8 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
 }
 
 /// Write `commits` commits into the bare repository with `git fast-import`: the first adds
-/// the quickstart config and `files` filler ConfigMaps, each later one edits one filler.
+/// the quickstart config and `files` filler ConfigMaps, each later one edits one filler
+/// (or, every `TUNE_EVERY` commits and last, appends a comment to the prod overlay).
 fn build_config_repo(world: &TestWorld, bare: &Path, commits: usize, files: usize) -> Result<()> {
     let mut child = git(world)
         .arg("--git-dir")
@@ -604,7 +635,14 @@ fn build_config_repo(world: &TestWorld, bare: &Path, commits: usize, files: usiz
     let written = (|| -> Result<()> {
         let mut out = BufWriter::with_capacity(1 << 20, stdin);
         let epoch: u64 = 1_700_000_000;
-        let mut first: Vec<(String, Vec<u8>)> = quickstart_files()?;
+        let quickstart = quickstart_files()?;
+        let prod = "overlays/prod/kustomization.yaml";
+        let prod_text = quickstart
+            .iter()
+            .find(|(path, _)| path == prod)
+            .map(|(_, text)| text.clone())
+            .with_context(|| format!("the quickstart has no `{prod}`"))?;
+        let mut first = quickstart;
         first.extend((0..files).map(|f| (filler_path(f), filler(f, 0).into_bytes())));
         commit(
             &mut out,
@@ -613,10 +651,20 @@ fn build_config_repo(world: &TestWorld, bare: &Path, commits: usize, files: usiz
             &first,
         )?;
         for i in 1..commits {
+            let time = epoch + 60 * i as u64;
+            if i % TUNE_EVERY == 0 || i == commits - 1 {
+                // Overlays change too (so the Warehouse's `includePaths` find a recent
+                // commit); a comment keeps the rendered output as in the quickstart.
+                let mut text = prod_text.clone();
+                text.extend_from_slice(format!("# tuned in revision {i}\n").as_bytes());
+                let message = format!("Tune prod (revision {i})");
+                commit(&mut out, time, &message, &[(prod.to_owned(), text)])?;
+                continue;
+            }
             let f = (i * 7_919) % files;
             let file = vec![(filler_path(f), filler(f, i).into_bytes())];
             let message = format!("Update filler-{f:04} to revision {i}");
-            commit(&mut out, epoch + 60 * i as u64, &message, &file)?;
+            commit(&mut out, time, &message, &file)?;
         }
         out.write_all(b"done\n")?;
         out.flush()?;
@@ -769,6 +817,7 @@ async fn promote_api(http: &reqwest::Client, dray: &Dray, alias: &str) -> Result
     let base = format!("{}/api/v1/projects/demo", dray.url());
     let response = http
         .post(format!("{base}/stages/dev/promote"))
+        .bearer_auth(dray.token())
         .json(&serde_json::json!({ "alias": alias }))
         .send()
         .await?;
@@ -786,6 +835,7 @@ async fn promote_api(http: &reqwest::Client, dray: &Dray, alias: &str) -> Result
     loop {
         let promotion: Value = http
             .get(format!("{base}/promotions/{name}"))
+            .bearer_auth(dray.token())
             .send()
             .await?
             .json()

@@ -164,6 +164,9 @@ fn full_message(ctx: &StepContext, config: &Config) -> String {
     if let Some(who) = &ctx.approved_by {
         trailers.push(format!("Dray-Approved-By: {who}"));
     }
+    if let Some(window_override) = &ctx.window_override {
+        trailers.push(format!("Dray-Window-Override: {window_override}"));
+    }
     for image in &f.images {
         let digest = match image.digest.is_empty() {
             true => String::new(),

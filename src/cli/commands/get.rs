@@ -9,7 +9,8 @@ use crate::cli::{CliError, Context};
 /// Arguments of `dray get`.
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
-    /// The kind: projects, projectconfigs, warehouses, freight, stages, promotiontasks, promotions.
+    /// The kind: projects, projectconfigs, credentials, roles, rolebindings, warehouses,
+    /// freight, stages, promotiontasks, promotions.
     pub kind: String,
     /// Show only this resource.
     pub name: Option<String>,
@@ -220,6 +221,57 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         } else {
                             secrets.join(",")
                         },
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::Role => (
+            vec!["NAME", "RULES", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let rules: Vec<String> = array(i, "/rules")
+                        .iter()
+                        .map(|rule| {
+                            let words = |pointer| {
+                                array(rule, pointer)
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .collect::<Vec<_>>()
+                                    .join(",")
+                            };
+                            let names = words("/resourceNames");
+                            let on = if names.is_empty() {
+                                words("/resources")
+                            } else {
+                                format!("{}/{names}", words("/resources"))
+                            };
+                            format!("{} on {on}", words("/verbs"))
+                        })
+                        .collect();
+                    let built_in = i.pointer("/metadata/labels/dray.dev~1built-in").is_some();
+                    vec![
+                        name(i),
+                        rules.join("; "),
+                        if built_in { "built-in".into() } else { age(i) },
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::RoleBinding => (
+            vec!["NAME", "ROLE", "SUBJECTS", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let subjects: Vec<String> = array(i, "/subjects")
+                        .iter()
+                        .map(|s| format!("{}:{}", text(s, "/kind"), text(s, "/name")))
+                        .collect();
+                    vec![
+                        name(i),
+                        text(i, "/roleRef/name"),
+                        subjects.join(","),
                         age(i),
                     ]
                 })

@@ -12,4 +12,5 @@ pub mod hold;
 pub mod promote;
 pub mod refresh;
 pub mod serve;
+pub mod token;
 pub mod version;

@@ -21,6 +21,10 @@ pub struct PromoteArgs {
     /// The Freight, by alias.
     #[arg(long)]
     pub alias: Option<String>,
+    /// Promote through a closed promotion window, giving the reason (needs the `override`
+    /// permission; recorded in the promotion and in a `Dray-Window-Override` trailer).
+    #[arg(long, value_name = "REASON")]
+    pub override_window: Option<String>,
     /// Follow the promotion until it ends; exit 0 only when it Succeeded.
     #[arg(long)]
     pub wait: bool,
@@ -37,6 +41,7 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
     let body = PromoteBody {
         freight: args.freight,
         alias: args.alias,
+        override_window: args.override_window,
     };
     let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);
     let promotion: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;

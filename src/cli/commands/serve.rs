@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{CliError, env};
-use crate::server::{ServeOptions, serve};
+use crate::server::{AuthMode, ServeOptions, serve};
 
 /// Arguments of `dray serve`.
 #[derive(clap::Args, Debug)]
@@ -33,6 +33,20 @@ pub struct ServeArgs {
     /// The log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// How API requests are authenticated: `token` (bearer API tokens; a new data
+    /// directory gets a bootstrap admin token in `<data-dir>/bootstrap-token`) or `none`
+    /// (everyone is `anonymous` with admin rights: local experiments only).
+    #[arg(long, value_enum, default_value_t = Auth::Token)]
+    pub auth: Auth,
+}
+
+/// How `dray serve` authenticates API requests. (OIDC is not built yet.)
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Auth {
+    /// Bearer API tokens made with `dray token create`.
+    Token,
+    /// No authentication at all.
+    None,
 }
 
 /// How `dray serve` writes its log.
@@ -70,6 +84,10 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         listen: args.listen,
         config: args.config,
         tools,
+        auth: match args.auth {
+            Auth::Token => AuthMode::Token,
+            Auth::None => AuthMode::None,
+        },
     };
     serve(options)
         .await

@@ -20,6 +20,14 @@ pub async fn run(ctx: &Context) -> Result<(), CliError> {
             println!("server: not reachable at {server} ({cause})");
             Ok(())
         }
+        Err(CliError::Api { status: 401, body }) => {
+            println!(
+                "server: at {} ({}; pass --token or set DRAY_TOKEN to see its version)",
+                ctx.client.server(),
+                body.error.message
+            );
+            Ok(())
+        }
         Err(other) => Err(other),
     }
 }

@@ -1,0 +1,367 @@
+//! API tokens: making one (`POST /api/v1/tokens`, behind `dray token create`) with the
+//! role binding that goes with it, and the bootstrap token of a new data directory.
+//!
+//! A token is `dray_` and 32 random bytes in unpadded base64url. It is shown once; the
+//! store keeps only its SHA-256 ([`hash`]). Tokens never reach the log: routes log the
+//! user, never the token, and the HTTP trace layer does not record headers.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::OsRng;
+use chacha20poly1305::aead::rand_core::RngCore;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::api::{
+    API_VERSION, BUILTIN_ROLES, Kind, ObjectKey, RoleBinding, Subject, SubjectKind,
+    TOKENS_RESOURCE, Verb,
+};
+use crate::store::{ClusterBinding, Store, StoreError, TokenRecord, TokenStore};
+
+use super::AppState;
+use super::auth::Caller;
+use super::error::ApiError;
+
+/// The file in the data directory that holds the bootstrap token (mode 0600).
+pub const BOOTSTRAP_TOKEN_FILE: &str = "bootstrap-token";
+
+/// The user the bootstrap token authenticates as.
+pub const BOOTSTRAP_USER: &str = "admin";
+
+/// What every token starts with, so that secret scanners can find leaked ones.
+const TOKEN_PREFIX: &str = "dray_";
+
+/// The body of `POST /api/v1/tokens`.
+#[derive(Serialize, Deserialize, Debug, Clone, Default)]
+pub struct TokenRequest {
+    /// The user the token authenticates as.
+    pub user: String,
+    /// The role bound to the user: built in, or a Role of `project`.
+    pub role: String,
+    /// The project the binding is in; cluster-wide (every project) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// Groups the user belongs to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+/// The answer of `POST /api/v1/tokens`: the token, shown this once.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct TokenResponse {
+    /// The token.
+    pub token: String,
+    /// The user it authenticates as.
+    pub user: String,
+    /// The role bound to the user.
+    pub role: String,
+    /// The project of the binding; none for a cluster-wide one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    /// The RoleBinding's name, for a binding in a project.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
+}
+
+/// A new random token.
+pub fn generate() -> String {
+    let mut secret = [0u8; 32];
+    OsRng.fill_bytes(&mut secret);
+    format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret))
+}
+
+/// What the store keeps of a token: its SHA-256 in lowercase hex.
+pub fn hash(token: &str) -> String {
+    format!("{:x}", Sha256::digest(token.as_bytes()))
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
+}
+
+/// A user or group name: letters, digits and `.`, `_`, `@`, `+`, `-`, at most 253.
+fn check_subject(what: &str, name: &str) -> Result<(), ApiError> {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._@+-".contains(c));
+    if valid {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid",
+        format!("`{name}` is not a valid {what} name"),
+    )
+    .with_hint(
+        "use letters, digits and `.`, `_`, `@`, `+`, `-`, starting with a letter or digit, e.g. `ann` or `ann@example.com`",
+    ))
+}
+
+/// The RoleBinding a token's role goes into: `<role>-<user>`, as a valid resource name.
+fn binding_name(role: &str, user: &str) -> String {
+    let mut name = String::new();
+    for c in format!("{role}-{user}").chars() {
+        let c = c.to_ascii_lowercase();
+        let c = if c.is_ascii_alphanumeric() { c } else { '-' };
+        if !(c == '-' && name.ends_with('-')) {
+            name.push(c);
+        }
+    }
+    name.truncate(63);
+    name.trim_matches('-').to_owned()
+}
+
+/// `POST /api/v1/tokens`: makes a token for a user and binds the role to them.
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    Json(request): Json<TokenRequest>,
+) -> Result<(StatusCode, Json<TokenResponse>), ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Create,
+            TOKENS_RESOURCE,
+            None,
+            None,
+        )
+        .await?;
+    check_subject("user", &request.user)?;
+    for group in &request.groups {
+        check_subject("group", group)?;
+    }
+    let builtin = BUILTIN_ROLES.contains(&request.role.as_str());
+    let (cluster, binding) = match &request.project {
+        None if !builtin => {
+            return Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid",
+                format!(
+                    "a cluster-wide binding takes a built-in role, not `{}`",
+                    request.role
+                ),
+            )
+            .with_hint(format!(
+                "use one of {}, or pass -p PROJECT to bind a Role of that project",
+                BUILTIN_ROLES.map(|r| format!("`{r}`")).join(", ")
+            )));
+        }
+        None => (
+            Some(ClusterBinding {
+                kind: SubjectKind::User,
+                name: request.user.clone(),
+                role: request.role.clone(),
+            }),
+            None,
+        ),
+        Some(project) => {
+            let name = bind_in_project(state.store.as_ref(), project, &request).await?;
+            (None, Some(name))
+        }
+    };
+    let token = generate();
+    let record = TokenRecord {
+        hash: hash(&token),
+        user: request.user.clone(),
+        groups: request.groups.clone(),
+        created_at: now(),
+    };
+    state.auth.tokens.create_token(record, cluster).await?;
+    tracing::info!(
+        user = %request.user,
+        role = %request.role,
+        project = request.project.as_deref().unwrap_or("*"),
+        by = %caller.user,
+        "API token created"
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(TokenResponse {
+            token,
+            user: request.user,
+            role: request.role,
+            project: request.project,
+            binding,
+        }),
+    ))
+}
+
+/// Gives `request.role` to `request.user` in `project` with a RoleBinding (made, or
+/// extended by the user); returns the binding's name.
+async fn bind_in_project(
+    store: &dyn Store,
+    project: &str,
+    request: &TokenRequest,
+) -> Result<String, ApiError> {
+    if store
+        .get(&ObjectKey::cluster(Kind::Project, project))
+        .await?
+        .is_none()
+    {
+        return Err(
+            ApiError::not_found(format!("project `{project}` does not exist"))
+                .with_hint("run `dray get projects` to list projects"),
+        );
+    }
+    let role = &request.role;
+    if !BUILTIN_ROLES.contains(&role.as_str())
+        && store
+            .get(&ObjectKey::namespaced(Kind::Role, project, role))
+            .await?
+            .is_none()
+    {
+        return Err(ApiError::not_found(format!(
+            "role `{role}` is neither built in nor a Role in project `{project}`"
+        ))
+        .with_hint(format!(
+            "run `dray get roles -p {project}` to list the roles, built-in ones included"
+        )));
+    }
+    let name = binding_name(role, &request.user);
+    let subject = Subject {
+        kind: SubjectKind::User,
+        name: request.user.clone(),
+    };
+    let key = ObjectKey::namespaced(Kind::RoleBinding, project, &name);
+    for _ in 0..5 {
+        let result = match store.get(&key).await? {
+            None => {
+                let object = json!({
+                    "apiVersion": API_VERSION,
+                    "kind": "RoleBinding",
+                    "metadata": {"name": name, "namespace": project},
+                    "roleRef": {"name": role},
+                    "subjects": [subject],
+                });
+                store.create(object).await
+            }
+            Some(current) => {
+                let mut binding: RoleBinding = current.to_typed()?;
+                if &binding.spec.role_ref.name != role {
+                    return Err(ApiError::conflict(format!(
+                        "RoleBinding `{name}` in project `{project}` gives role `{}`, not `{role}`",
+                        binding.spec.role_ref.name
+                    ))
+                    .with_hint("rename or delete that RoleBinding, then create the token again"));
+                }
+                if binding.spec.subjects.contains(&subject) {
+                    return Ok(name);
+                }
+                binding.spec.subjects.push(subject.clone());
+                let mut object = serde_json::to_value(&binding).map_err(ApiError::internal)?;
+                object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+                store.update(object).await
+            }
+        };
+        match result {
+            Ok(_) => return Ok(name),
+            Err(StoreError::Conflict { .. } | StoreError::AlreadyExists(_)) => continue,
+            Err(error) => return Err(error.into()),
+        }
+    }
+    Err(ApiError::conflict(format!(
+        "RoleBinding `{name}` in project `{project}` kept changing"
+    ))
+    .with_hint("try again"))
+}
+
+/// On a data directory without tokens, makes one for `admin` with `dray-admin` in every
+/// project, and writes it to `<data_dir>/bootstrap-token` (mode 0600). Returns the token
+/// and the file, or `None` when tokens exist already.
+pub async fn bootstrap(
+    tokens: &dyn TokenStore,
+    data_dir: &Path,
+) -> anyhow::Result<Option<(String, PathBuf)>> {
+    if tokens.has_tokens().await? {
+        return Ok(None);
+    }
+    let token = generate();
+    let path = data_dir.join(BOOTSTRAP_TOKEN_FILE);
+    // The file first: if storing fails, the next start makes a new token and file.
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => anyhow::bail!("cannot replace `{}`: {error}", path.display()),
+    }
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut file| {
+            file.write_all(format!("{token}\n").as_bytes())?;
+            file.sync_all()
+        });
+    if let Err(error) = written {
+        anyhow::bail!("cannot write `{}`: {error}", path.display());
+    }
+    let record = TokenRecord {
+        hash: hash(&token),
+        user: BOOTSTRAP_USER.to_owned(),
+        groups: Vec::new(),
+        created_at: now(),
+    };
+    let binding = ClusterBinding {
+        kind: SubjectKind::User,
+        name: BOOTSTRAP_USER.to_owned(),
+        role: "dray-admin".to_owned(),
+    };
+    tokens.create_token(record, Some(binding)).await?;
+    Ok(Some((token, path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_prefixed_and_hashed() {
+        let (a, b) = (generate(), generate());
+        assert_ne!(a, b);
+        assert!(a.starts_with("dray_") && a.len() == 5 + 43, "{a}");
+        assert_eq!(hash(&a).len(), 64);
+        assert_eq!(hash(&a), hash(&a));
+        assert_ne!(hash(&a), hash(&b));
+    }
+
+    #[test]
+    fn binding_names_are_valid_resource_names() {
+        assert_eq!(binding_name("dray-viewer", "ann"), "dray-viewer-ann");
+        assert_eq!(
+            binding_name("deployer", "Ann.B@example.com"),
+            "deployer-ann-b-example-com"
+        );
+    }
+
+    #[tokio::test]
+    async fn bootstrap_happens_once_into_a_private_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open(dir.path()).unwrap();
+        let (token, path) = bootstrap(&store, dir.path()).await.unwrap().unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(written.trim(), token);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let record = store.token(&hash(&token)).await.unwrap().unwrap();
+        assert_eq!(record.user, "admin");
+        assert!(bootstrap(&store, dir.path()).await.unwrap().is_none());
+    }
+}
