@@ -48,6 +48,7 @@ export DRAY_BIN="$ROOT/target/release/dray"
 
 out="$(mktemp -d "${TMPDIR:-/tmp}/dray-bench.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
+load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 status=0
 "$ROOT/target/release/bench" --out-dir "$out" "$@" || status=$?
 
@@ -59,7 +60,7 @@ if [ -n "$(git status --porcelain 2>/dev/null | head -1)" ]; then
 fi
 machine="$(nproc) CPUs (${cpu:-unknown CPU}), $(uname -sr)"
 tools="git $(git --version | awk '{print $3}'), skopeo $(skopeo --version | awk '{print $3}'), $(kubectl version --client 2>/dev/null | awk -F': ' '/Kustomize/ {print "kustomize " $2}')"
-header="_Measured $(date -u +%Y-%m-%d) on $machine; Dray at \`$commit\`, release build; $tools._"
+header="_Measured $(date -u +%Y-%m-%d) on $machine, load average $load when the run started; Dray at \`$commit\`, release build; $tools._"
 
 doc="$ROOT/docs/benchmarks.md"
 for part in discovery promotion; do

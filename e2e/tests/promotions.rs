@@ -274,6 +274,18 @@ async fn audit_reads_the_branch_and_flags_hand_made_commits() -> Result<()> {
         );
         let table = text(&q.dray.cli(["audit", "dev", "-p", "demo"])?);
         assert!(table.contains("NOT MADE BY DRAY"), "{table}");
+
+        // Git is the truth: the Stage says its branch moved outside Dray, and to what.
+        let stage: Value = serde_json::from_slice(
+            &q.dray
+                .cli(["get", "stage", "dev", "-p", "demo", "-o", "json"])?
+                .stdout,
+        )?;
+        assert_eq!(
+            stage["status"]["drift"]["commit"], entries[0]["commit"],
+            "{stage:#}"
+        );
+        assert_eq!(stage["status"]["drift"]["message"], "Hotfix by hand");
         Ok(())
     })
 }

@@ -71,6 +71,15 @@ fn credential(credential: &Credential) -> Vec<Issue> {
             .hint("escape dots and slashes as needed, e.g. `^https://git\\.example\\.com/.*`"),
         );
     }
+    if spec.ssh_private_key.is_some() {
+        issues.push(
+            Issue::new(
+                at.key("sshPrivateKey"),
+                "SSH keys are not supported by this build of Dray",
+            )
+            .hint("use an https repository URL with `username` and `token` (or `password`)"),
+        );
+    }
     if spec.sealed.is_some() {
         issues.push(
             Issue::new(at.key("sealed"), "`sealed` is written by Dray, not by hand")

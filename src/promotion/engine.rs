@@ -131,6 +131,28 @@ impl Engine {
         key: &ObjectKey,
         cancel: CancellationToken,
     ) -> Result<PromotionPhase, EngineError> {
+        let stage = match self.store.get(key).await? {
+            Some(stored) => stored
+                .object
+                .pointer("/spec/stage")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            None => return Err(StoreError::NotFound(key.clone()).into()),
+        };
+        let project = key.namespace.clone().unwrap_or_default();
+        let store = self.store.as_ref();
+        record::set_current_promotion(store, &project, &stage, Some(&key.name), &key.name).await?;
+        let phase = self.run_promotion(key, cancel).await;
+        record::set_current_promotion(store, &project, &stage, None, &key.name).await?;
+        phase
+    }
+
+    async fn run_promotion(
+        &self,
+        key: &ObjectKey,
+        cancel: CancellationToken,
+    ) -> Result<PromotionPhase, EngineError> {
         let stored = self
             .store
             .get(key)
@@ -337,12 +359,14 @@ impl Engine {
             outputs: run.outputs.clone(),
             ..Default::default()
         };
-        for meta in &run.status.step_execution_metadata {
+        let steps = &run.promotion.spec.steps;
+        for (meta, planned) in run.status.step_execution_metadata.iter().zip(steps) {
             if meta.status != "Pending" && meta.status != "Running" {
                 ctx.step_statuses
                     .insert(meta.alias.clone(), meta.status.clone());
             }
-            if matches!(meta.status.as_str(), "Failed" | "Errored") {
+            // A step allowed to fail (`continueOnError`) does not make `success()` false.
+            if matches!(meta.status.as_str(), "Failed" | "Errored") && !planned.continue_on_error {
                 ctx.any_failed = true;
             }
         }

@@ -9,7 +9,9 @@ pub mod engine;
 pub mod plan;
 pub mod record;
 mod repos;
+pub mod truth;
 
 pub use credentials::ProjectCredentials;
 pub use engine::{Engine, EngineError, EngineParts};
 pub use repos::SharedMirrors;
+pub use truth::StageTruth;

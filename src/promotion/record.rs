@@ -118,3 +118,41 @@ pub async fn promotion_succeeded(
     }
     write_status(store, &freight_key, &freight_status).await
 }
+
+/// Records on the Stage which promotion is running now (`None` when `finished` was it).
+pub async fn set_current_promotion(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    running: Option<&str>,
+    finished: &str,
+) -> Result<(), StoreError> {
+    let key = ObjectKey::namespaced(Kind::Stage, project, stage);
+    for _ in 0..5 {
+        let Some(current) = store.get(&key).await? else {
+            return Ok(());
+        };
+        let typed: Stage = current.to_typed()?;
+        let mut status = typed.status.unwrap_or_default();
+        let next = match running {
+            Some(name) => Some(name.to_owned()),
+            None if status.current_promotion.as_deref() == Some(finished) => None,
+            None => return Ok(()),
+        };
+        if status.current_promotion == next {
+            return Ok(());
+        }
+        status.current_promotion = next;
+        let value =
+            serde_json::to_value(&status).map_err(|e| StoreError::Internal(e.to_string()))?;
+        match store
+            .update_status(&key, value, Some(current.resource_version))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(StoreError::Conflict { .. }) => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(())
+}

@@ -200,5 +200,15 @@ pub(crate) async fn audit_trail(
                 branch.name, branch.repo_url
             ))
         })?;
+    if let Some(head) = log.first() {
+        let truth = crate::promotion::StageTruth::new(
+            state.store.clone(),
+            services.mirrors.clone(),
+            state.secret_key.clone(),
+        );
+        if let Err(error) = truth.record(&key, head).await {
+            tracing::warn!(stage = %key, %error, "cannot record the stage branch head");
+        }
+    }
     Ok(Json(log.iter().map(audit::entry).collect()))
 }

@@ -112,8 +112,20 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
         }
         return Ok(held);
     };
-    let stages = state.store.list(Kind::Stage, Some(project)).await?;
     let mut names = Vec::new();
+    if key.kind == Kind::Role {
+        for binding in state.store.list(Kind::RoleBinding, Some(project)).await? {
+            if binding
+                .object
+                .pointer("/roleRef/name")
+                .and_then(Value::as_str)
+                == Some(&key.name)
+            {
+                names.push(format!("rolebinding `{}`", binding.key.name));
+            }
+        }
+    }
+    let stages = state.store.list(Kind::Stage, Some(project)).await?;
     for stage in stages {
         let spec = &stage.object["spec"];
         let refers = match key.kind {

@@ -14,7 +14,7 @@ use crate::discovery::git::{GitDiscoverer, MirrorCache};
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use crate::pipeline::auto::AutoPromoter;
 use crate::pipeline::queue::PromotionController;
-use crate::promotion::{Engine, EngineParts, SharedMirrors};
+use crate::promotion::{Engine, EngineParts, SharedMirrors, StageTruth};
 use crate::secrets::SecretKey;
 use crate::store::{SqliteStore, Store, TokenStore};
 
@@ -81,17 +81,19 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         store: store.clone(),
         steps: dray_steps::builtin_steps(),
         work_root: options.data_dir.join("work"),
-        repos: Arc::new(SharedMirrors(mirrors)),
+        repos: Arc::new(SharedMirrors(mirrors.clone())),
         secret_key: secret_key.clone(),
         tools: options.tools.clone(),
     });
     let auto_store = store.clone();
+    let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
     let controllers = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
             tokio::join!(
                 warehouses.run(shutdown.clone()),
                 AutoPromoter::new(auto_store).run(shutdown.clone()),
+                truth.run(shutdown.clone()),
                 PromotionController::new(engine).run(shutdown)
             );
         }

@@ -446,6 +446,18 @@ async fn a_role_for_dev_and_staging_may_not_promote_to_prod() {
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+    // A Role stays while a binding gives it.
+    let (status, answer) = server
+        .call(Method::DELETE, "/api/v1/projects/demo/roles/deployer", None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("rolebinding `deployer-ann`"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]

@@ -551,6 +551,23 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         );
     }
 
+    // The file system's share: write as many small files as a checkout does.
+    let total_files = args.files + quickstart_files()?.len();
+    let mut write_files = Samples::default();
+    for _ in 0..args.runs {
+        let dir = world.unique_dir("files")?;
+        let started = Instant::now();
+        for f in 0..total_files {
+            let path = dir.join(filler_path(f));
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&path, filler(f, 0))?;
+        }
+        write_files.push(started.elapsed(), 0, 0);
+        std::fs::remove_dir_all(&dir)?;
+    }
+
     let mut md = String::new();
     writeln!(md, "### Promotion (issue 4)\n")?;
     writeln!(
@@ -558,14 +575,13 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         "A config repository with {} commits and {} files (the quickstart's `base/`, \
          `overlays/`, `charts/` plus filler ConfigMaps; {size} packed), served by \
          `git http-backend` over HTTP. Dray: `dray serve` with the quickstart \
-         project; each run promotes the other of two Freight (`1.0.0`, `1.0.1`) into `dev` \
+         project (dev's auto-promotion turned off, so nothing queues beside a measured \
+         promotion); each run promotes the other of two Freight (`1.0.0`, `1.0.1`) into `dev` \
          with the `render-to-stage-branch` task (clone from the mirror, set the image, \
          `kubectl kustomize`, commit, push to `stage/dev`), after one warm-up promotion. \
          Script: `e2e/bench/baseline-promote.sh` (full `git clone`, `sed`, `kubectl kustomize`, \
          commit, `git push`), after one warm-up run. Median of {} runs (min–max).\n",
-        args.commits,
-        args.files + quickstart_files()?.len(),
-        args.runs,
+        args.commits, total_files, args.runs,
     )?;
     writeln!(md, "| Measurement | Median | Min–max |")?;
     writeln!(md, "|---|---:|---:|")?;
@@ -594,10 +610,15 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         md,
         "\nFor context (single runs, not compared): generating the repository with \
          `git fast-import` took {}, Dray's first refresh (which clones its mirror) {}, the \
-         warm-up promotion {}.\n",
+         warm-up promotion {}. Writing the checkout's {} files (about 500 bytes each) into \
+         a fresh directory takes {} on this machine's file system (median of {} runs): \
+         both sides pay it, Dray in its worktree checkout, the script in its clone.\n",
         fmt_duration(generated),
         fmt_duration(first_refresh),
-        fmt_duration(warmup)
+        fmt_duration(warmup),
+        total_files,
+        fmt_duration(write_files.median()),
+        args.runs,
     )?;
     let ratio_cli = ratio_of(script.median(), dray_cli.median());
     let ratio_api = ratio_of(script.median(), dray_api.median());
@@ -760,7 +781,8 @@ fn pack_size(world: &TestWorld, bare: &Path) -> Result<String> {
 }
 
 /// The quickstart project, pointed at this world's registry and git server (as the
-/// foundation e2e test does).
+/// foundation e2e test does), with dev's auto-promotion turned off: an automatic
+/// promotion queued beside a measured one would be measured with it.
 fn quickstart_project(world: &TestWorld, registry: &Registry, config_url: &str) -> Result<PathBuf> {
     let source = workspace_root().join("examples/quickstart/project");
     let target = world.unique_dir("project")?;
@@ -768,7 +790,8 @@ fn quickstart_project(world: &TestWorld, registry: &Registry, config_url: &str) 
         let path = entry?.path();
         let text = std::fs::read_to_string(&path)?
             .replace("127.0.0.1:5000", &registry.host())
-            .replace("http://127.0.0.1:8080/config.git", config_url);
+            .replace("http://127.0.0.1:8080/config.git", config_url)
+            .replace("autoPromotionEnabled: true", "autoPromotionEnabled: false");
         std::fs::write(target.join(path.file_name().context("file name")?), text)?;
     }
     Ok(target)

@@ -339,7 +339,7 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                 .collect(),
         ),
         Kind::Stage => (
-            vec!["NAME", "REQUESTS", "FREIGHT", "AGE"],
+            vec!["NAME", "REQUESTS", "FREIGHT", "PROMOTING", "NOTES", "AGE"],
             items
                 .iter()
                 .map(|i| {
@@ -356,10 +356,26 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                             format!("{} from {}", text(r, "/origin/name"), from.join("+"))
                         })
                         .collect();
+                    let mut notes = Vec::new();
+                    if let Some(drift) = i.pointer("/status/drift/commit").and_then(Value::as_str) {
+                        notes.push(format!(
+                            "branch moved outside Dray to {}",
+                            &drift[..drift.len().min(10)]
+                        ));
+                    }
+                    if i.pointer("/status/hold").is_some() {
+                        notes.push("auto-promotion held".to_owned());
+                    }
                     vec![
                         name(i),
                         requests.join(", "),
                         text(i, "/status/currentFreight/alias"),
+                        text(i, "/status/currentPromotion"),
+                        if notes.is_empty() {
+                            "-".into()
+                        } else {
+                            notes.join("; ")
+                        },
                         age(i),
                     ]
                 })
