@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 /// An image of the Freight being promoted.
@@ -135,6 +135,36 @@ impl Default for ToolPaths {
     }
 }
 
+/// Evaluates CEL for steps that take expressions (`http`'s `successExpression`, …).
+///
+/// The steps crate cannot import `dray`, where CEL lives; the engine hands each step an
+/// evaluator that also sees the step's `ctx`, `vars` and `outputs`. `variables` become
+/// top-level CEL variables (e.g. `response`) and shadow nothing the engine defines. JSON
+/// integers are CEL `int`s, so `response.status + 1` works.
+pub trait ExprEvaluator: Send + Sync {
+    /// Evaluates `expression` (bare CEL, or one `${{ }}`); it must be a bool.
+    fn condition(&self, expression: &str, variables: &Map<String, Value>) -> Result<bool, String>;
+    /// Evaluates `expression` (bare CEL) to a JSON value.
+    fn evaluate(&self, expression: &str, variables: &Map<String, Value>) -> Result<Value, String>;
+}
+
+/// An evaluator that refuses every expression, for contexts that have none to offer.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoExprs;
+
+impl ExprEvaluator for NoExprs {
+    fn condition(&self, expression: &str, _: &Map<String, Value>) -> Result<bool, String> {
+        Err(format!(
+            "no expression evaluator here to evaluate `{expression}`"
+        ))
+    }
+    fn evaluate(&self, expression: &str, _: &Map<String, Value>) -> Result<Value, String> {
+        Err(format!(
+            "no expression evaluator here to evaluate `{expression}`"
+        ))
+    }
+}
+
 /// Where a step's log lines go (the promotion's log, shown live in the CLI and UI).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -165,6 +195,8 @@ pub struct StepContext {
     pub repos: Arc<dyn RepoCache>,
     /// An HTTP client.
     pub http: reqwest::Client,
+    /// Evaluates the CEL expressions a step takes in its config (bare, not `${{ }}`).
+    pub exprs: Arc<dyn ExprEvaluator>,
     /// External tools.
     pub tools: ToolPaths,
     /// Set when the promotion is aborted: stop at the next safe point.

@@ -32,8 +32,8 @@ mod steps;
 mod testing;
 
 pub use context::{
-    CredentialProvider, FreightCommit, FreightImage, GitCredentials, LogSink, NoCredentials,
-    RepoCache, StepContext, TargetFreight, ToolPaths,
+    CredentialProvider, ExprEvaluator, FreightCommit, FreightImage, GitCredentials, LogSink,
+    NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
 };
 pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};

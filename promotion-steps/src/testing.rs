@@ -41,6 +41,97 @@ impl RepoCache for NoRepos {
     }
 }
 
+/// A plain CEL evaluator for the steps' tests: the variables as given, JSON integers as
+/// CEL `int`s (as the engine's evaluator does), no Dray functions.
+#[derive(Debug, Default)]
+pub(crate) struct TestExprs;
+
+fn json_to_cel(value: &serde_json::Value) -> cel::Value {
+    use serde_json::Value;
+    match value {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => cel::Value::Int(i),
+            None => cel::Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => cel::Value::String(Arc::new(s.clone())),
+        Value::Array(items) => cel::Value::List(Arc::new(items.iter().map(json_to_cel).collect())),
+        Value::Object(fields) => cel::Value::Map(cel::objects::Map {
+            map: Arc::new(
+                fields
+                    .iter()
+                    .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), json_to_cel(v)))
+                    .collect(),
+            ),
+        }),
+    }
+}
+
+fn cel_to_json(value: &cel::Value) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    Some(match value {
+        cel::Value::Null => Value::Null,
+        cel::Value::Bool(b) => Value::Bool(*b),
+        cel::Value::Int(i) => Value::from(*i),
+        cel::Value::UInt(u) => Value::from(*u),
+        cel::Value::Float(f) => Value::from(*f),
+        cel::Value::String(s) => Value::String(s.to_string()),
+        cel::Value::List(items) => {
+            Value::Array(items.iter().map(cel_to_json).collect::<Option<_>>()?)
+        }
+        cel::Value::Map(map) => {
+            let mut fields = serde_json::Map::new();
+            for (key, value) in map.map.iter() {
+                let cel::objects::Key::String(key) = key else {
+                    return None;
+                };
+                fields.insert(key.to_string(), cel_to_json(value)?);
+            }
+            Value::Object(fields)
+        }
+        _ => return None,
+    })
+}
+
+impl TestExprs {
+    fn run(
+        expression: &str,
+        variables: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<cel::Value, String> {
+        let program = cel::Program::compile(expression).map_err(|e| e.to_string())?;
+        let mut ctx = cel::Context::default();
+        for (name, value) in variables {
+            ctx.add_variable_from_value(name.clone(), json_to_cel(value));
+        }
+        program
+            .execute(&ctx)
+            .map_err(|e| format!("expression `{expression}` failed: {e}"))
+    }
+}
+
+impl crate::ExprEvaluator for TestExprs {
+    fn condition(
+        &self,
+        expression: &str,
+        variables: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<bool, String> {
+        match Self::run(expression, variables)? {
+            cel::Value::Bool(b) => Ok(b),
+            other => Err(format!("condition `{expression}` must evaluate to a bool, not {other:?}")),
+        }
+    }
+
+    fn evaluate(
+        &self,
+        expression: &str,
+        variables: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<serde_json::Value, String> {
+        cel_to_json(&Self::run(expression, variables)?)
+            .ok_or_else(|| format!("expression `{expression}` has no JSON value"))
+    }
+}
+
 /// The Freight of [`context`]: one image ([`IMAGE`]:[`TAG`]@[`DIGEST`]) and one commit.
 pub(crate) fn freight() -> TargetFreight {
     TargetFreight {
@@ -77,6 +168,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         credentials: Arc::new(NoCredentials),
         repos: Arc::new(NoRepos),
         http: reqwest::Client::new(),
+        exprs: Arc::new(TestExprs),
         tools: ToolPaths::default(),
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),

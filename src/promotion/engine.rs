@@ -259,6 +259,10 @@ impl Engine {
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),
+            exprs: Arc::new(super::StepExprs::new(
+                self.exprs.clone(),
+                ExprContext::default(),
+            )),
             tools: self.tools.clone(),
             cancel: cancel.clone(),
             log: Arc::new({
@@ -291,6 +295,10 @@ impl Engine {
                             let mut ctx = base.clone();
                             ctx.alias = alias.clone();
                             ctx.saved_state = run.saved.get(&alias).cloned();
+                            ctx.exprs = Arc::new(super::StepExprs::new(
+                                self.exprs.clone(),
+                                expr_ctx.clone(),
+                            ));
                             self.run_step(&mut run, index, &step, &expr_ctx, ctx)
                                 .await?
                         }

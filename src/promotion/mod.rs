@@ -9,9 +9,11 @@ pub mod engine;
 pub mod plan;
 pub mod record;
 mod repos;
+pub mod step_exprs;
 pub mod truth;
 
 pub use credentials::ProjectCredentials;
 pub use engine::{Engine, EngineError, EngineParts};
 pub use repos::SharedMirrors;
+pub use step_exprs::StepExprs;
 pub use truth::StageTruth;

@@ -136,7 +136,28 @@ pub fn router(state: AppState) -> Router {
         .fallback(not_found)
         .with_state(state)
         // Spans carry method and path, never headers: bearer tokens stay out of the log.
-        .layer(tower_http::trace::TraceLayer::new_for_http())
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http().make_span_with(
+                |request: &axum::http::Request<axum::body::Body>| {
+                    tracing::debug_span!(
+                        "request",
+                        method = %request.method(),
+                        path = %loggable_path(request.uri().path()),
+                    )
+                },
+            ),
+        )
+}
+
+/// A request path as logs may show it: a generic webhook's secret path segment is hidden.
+fn loggable_path(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').collect();
+    match parts.as_slice() {
+        ["", "webhooks", project, receiver, _secret, ..] => {
+            format!("/webhooks/{project}/{receiver}/<secret>")
+        }
+        _ => path.to_owned(),
+    }
 }
 
 async fn healthz() -> Json<Value> {

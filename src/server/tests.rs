@@ -601,3 +601,16 @@ subjects: [{{kind: User, name: ann}}]
         "{found:#?}"
     );
 }
+
+#[test]
+fn webhook_secrets_in_paths_are_not_logged() {
+    assert_eq!(
+        super::loggable_path("/webhooks/demo/ci/s3cr3t"),
+        "/webhooks/demo/ci/<secret>"
+    );
+    assert_eq!(
+        super::loggable_path("/webhooks/demo/github"),
+        "/webhooks/demo/github"
+    );
+    assert_eq!(super::loggable_path("/api/v1/projects"), "/api/v1/projects");
+}
