@@ -29,8 +29,8 @@ use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
 use super::credentials;
-use super::git::{GitCredentials, GitDiscoverer, GitDiscoveryState};
-use super::image::{ImageDiscoverer, RegistryCredentials};
+use super::git::{GitDiscoverer, GitDiscoveryState};
+use super::image::ImageDiscoverer;
 use super::mint;
 
 /// The annotation that asks for a refresh; its value is an opaque token.
@@ -216,19 +216,15 @@ impl WarehouseController {
                 kind: "image".into(),
                 ..Default::default()
             };
-            let creds = match credentials::find(
+            let creds = match credentials::for_registry(
                 self.store.as_ref(),
                 &self.secret_key,
                 project,
-                "image",
                 &image.repo_url,
             )
             .await
             {
-                Ok(found) => found.map(|c| RegistryCredentials {
-                    username: c.username,
-                    password: c.secrets.password_or_token().unwrap_or_default().to_owned(),
-                }),
+                Ok(found) => found,
                 Err(error) => {
                     status.message = error.to_string();
                     return status;
@@ -263,21 +259,15 @@ impl WarehouseController {
             kind: "git".into(),
             ..Default::default()
         };
-        let creds = match credentials::find(
+        let creds = match credentials::for_git(
             self.store.as_ref(),
             &self.secret_key,
             project,
-            "git",
             &git.repo_url,
         )
         .await
         {
-            Ok(found) => found.map(|c| {
-                GitCredentials::new(
-                    c.username,
-                    c.secrets.password_or_token().unwrap_or_default(),
-                )
-            }),
+            Ok(found) => found,
             Err(error) => {
                 status.message = error.to_string();
                 return status;

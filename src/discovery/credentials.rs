@@ -117,3 +117,33 @@ pub async fn webhook_secret(
     let secrets = secrets::open_credential(key, &stored.object)?;
     Ok(secrets.token.or(secrets.password))
 }
+
+/// The git credentials of `project` for `repo_url`, ready for the mirror cache.
+pub async fn for_git(
+    store: &dyn Store,
+    key: &SecretKey,
+    project: &str,
+    repo_url: &str,
+) -> Result<Option<crate::discovery::git::GitCredentials>, CredentialLookupError> {
+    Ok(find(store, key, project, "git", repo_url).await?.map(|c| {
+        crate::discovery::git::GitCredentials::new(
+            c.username,
+            c.secrets.password_or_token().unwrap_or_default(),
+        )
+    }))
+}
+
+/// The registry credentials of `project` for the image repository `repo_url`.
+pub async fn for_registry(
+    store: &dyn Store,
+    key: &SecretKey,
+    project: &str,
+    repo_url: &str,
+) -> Result<Option<crate::discovery::image::RegistryCredentials>, CredentialLookupError> {
+    Ok(find(store, key, project, "image", repo_url)
+        .await?
+        .map(|c| crate::discovery::image::RegistryCredentials {
+            username: c.username,
+            password: c.secrets.password_or_token().unwrap_or_default().to_owned(),
+        }))
+}

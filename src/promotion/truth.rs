@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{Kind, ObjectKey, Stage, StageDrift, StageFreightRef, Time};
 use crate::discovery::credentials;
-use crate::discovery::git::{GitCredentials, LoggedCommit, MirrorCache, is_dray_commit};
+use crate::discovery::git::{LoggedCommit, MirrorCache, is_dray_commit};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError};
 
@@ -74,21 +74,14 @@ impl StageTruth {
             return Ok(());
         }
         let project = key.namespace.clone().unwrap_or_default();
-        let creds = credentials::find(
+        let creds = credentials::for_git(
             self.store.as_ref(),
             &self.secret_key,
             &project,
-            "git",
             &branch.repo_url,
         )
         .await
-        .map_err(|e| e.to_string())?
-        .map(|c| {
-            GitCredentials::new(
-                c.username,
-                c.secrets.password_or_token().unwrap_or_default(),
-            )
-        });
+        .map_err(|e| e.to_string())?;
         let log = self
             .mirrors
             .branch_log(&branch.repo_url, &branch.name, creds.as_ref(), 1)

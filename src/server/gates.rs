@@ -77,19 +77,7 @@ pub(crate) async fn stage_freight(
         )
         .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
-    let stage: Stage = state
-        .store
-        .get(&key)
-        .await?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                format!("Stage `{stage_name}` does not exist in project `{project}`"),
-            )
-            .with_hint(format!("run `dray get stages -p {project}`"))
-        })?
-        .to_typed()?;
+    let stage = load_stage(&state, &key).await?;
     let now = jiff::Timestamp::now();
     let mut listed = Vec::new();
     for stored in state.store.list(Kind::Freight, Some(&project)).await? {
@@ -155,16 +143,7 @@ pub(crate) async fn stage_window(
         )
         .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
-    let stage: Stage = state
-        .store
-        .get(&key)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "Stage `{stage_name}` does not exist in project `{project}`"
-            ))
-        })?
-        .to_typed()?;
+    let stage = load_stage(&state, &key).await?;
     match request::window_state(state.store.as_ref(), &project, &stage).await? {
         Ok(window) => Ok(Json(json!(window))),
         Err(error) => Err(ApiError::new(
@@ -174,4 +153,17 @@ pub(crate) async fn stage_window(
         )
         .with_hint(error.hint())),
     }
+}
+
+/// The Stage `key`, or a 404 that says how to list Stages.
+pub(crate) async fn load_stage(state: &AppState, key: &ObjectKey) -> Result<Stage, ApiError> {
+    let project = key.namespace.as_deref().unwrap_or_default();
+    let stored = state.store.get(key).await?.ok_or_else(|| {
+        ApiError::not_found(format!(
+            "Stage `{}` does not exist in project `{project}`",
+            key.name
+        ))
+        .with_hint(format!("run `dray get stages -p {project}`"))
+    })?;
+    Ok(stored.to_typed()?)
 }

@@ -10,15 +10,15 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::api::{Kind, ObjectKey, Stage, Verb};
+use crate::api::{Kind, ObjectKey, Verb};
 use crate::discovery::credentials;
-use crate::discovery::git::GitCredentials;
 use crate::pipeline::request::{self, AbortOutcome, PromoteError, PromoteRequest};
 use crate::promotion::audit::{self, AuditEntry};
 
 use super::AppState;
 use super::auth::Caller;
 use super::error::ApiError;
+use super::gates::load_stage;
 
 /// The body of `POST …/stages/{stage}/promote`.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
@@ -147,16 +147,7 @@ pub(crate) async fn audit_trail(
         )
         .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
-    let stage: Stage = state
-        .store
-        .get(&key)
-        .await?
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "Stage `{stage_name}` does not exist in project `{project}`"
-            ))
-        })?
-        .to_typed()?;
+    let stage = load_stage(&state, &key).await?;
     let Some(branch) = stage
         .status
         .and_then(|s| s.branch)
@@ -173,21 +164,14 @@ pub(crate) async fn audit_trail(
     let services = state.discovery.clone().ok_or_else(|| {
         ApiError::internal("reading git needs the mirror cache, which this server lacks")
     })?;
-    let creds = credentials::find(
+    let creds = credentials::for_git(
         state.store.as_ref(),
         &state.secret_key,
         &project,
-        "git",
         &branch.repo_url,
     )
     .await
-    .map_err(ApiError::internal)?
-    .map(|c| {
-        GitCredentials::new(
-            c.username,
-            c.secrets.password_or_token().unwrap_or_default(),
-        )
-    });
+    .map_err(ApiError::internal)?;
     let limit = params.limit.unwrap_or(100).clamp(1, 1000);
     let log = services
         .mirrors

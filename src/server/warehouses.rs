@@ -15,8 +15,6 @@ use crate::api::{
     FreightCommit, FreightImage, ImageSubscription, Kind, ObjectKey, Verb, Warehouse,
 };
 use crate::discovery::credentials;
-use crate::discovery::git::GitCredentials;
-use crate::discovery::image::RegistryCredentials;
 use crate::discovery::mint;
 
 use super::auth::Caller;
@@ -152,19 +150,14 @@ pub(crate) async fn assemble_freight(
             continue;
         }
         let insecure = image_subscription(&warehouse, &image.repo_url).is_some_and(|s| s.insecure);
-        let creds = credentials::find(
+        let creds = credentials::for_registry(
             state.store.as_ref(),
             &state.secret_key,
             &project,
-            "image",
             &image.repo_url,
         )
         .await
-        .map_err(ApiError::internal)?
-        .map(|c| RegistryCredentials {
-            username: c.username,
-            password: c.secrets.password_or_token().unwrap_or_default().to_owned(),
-        });
+        .map_err(ApiError::internal)?;
         match services
             .images
             .digest_exists(&image.repo_url, insecure, &image.digest, creds.as_ref())
@@ -179,21 +172,14 @@ pub(crate) async fn assemble_freight(
         }
     }
     for commit in &request.commits {
-        let creds = credentials::find(
+        let creds = credentials::for_git(
             state.store.as_ref(),
             &state.secret_key,
             &project,
-            "git",
             &commit.repo_url,
         )
         .await
-        .map_err(ApiError::internal)?
-        .map(|c| {
-            GitCredentials::new(
-                c.username,
-                c.secrets.password_or_token().unwrap_or_default(),
-            )
-        });
+        .map_err(ApiError::internal)?;
         match services
             .mirrors
             .commit_exists(&commit.repo_url, &commit.id, creds.as_ref())

@@ -211,9 +211,11 @@ fn set_metadata(object: &mut Value, field: &str, value: Value) {
     }
 }
 
+/// Microseconds keep creation order visible between objects made in the same second
+/// (Freight "newest first" depends on it).
 fn now() -> String {
     jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
+        .round(jiff::Unit::Microsecond)
         .unwrap_or_else(|_| jiff::Timestamp::now())
         .to_string()
 }
