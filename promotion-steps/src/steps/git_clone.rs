@@ -52,6 +52,10 @@ pub(crate) struct Checkout {
     /// With `branch`: start it as an empty (orphan) branch when it does not exist yet.
     #[serde(default)]
     pub(crate) create: bool,
+    /// Only write these directories of the tree (e.g. `[base, overlays]`); the rest of a
+    /// large repository stays in the mirror. Empty: the whole tree.
+    #[serde(default)]
+    pub(crate) sparse: Vec<String>,
 }
 
 /// What a checkout points at.
@@ -68,6 +72,7 @@ struct Plan {
     path: String,
     dir: PathBuf,
     target: Target,
+    sparse: Vec<String>,
 }
 
 /// The `git-clone` step.
@@ -111,7 +116,15 @@ impl Step for GitClone {
                 Ok(Err(missing)) => return StepOutcome::failed(missing),
                 Err(e) => return StepOutcome::errored(e.to_string()),
             };
-            let reused = match ensure_worktree(&git, &mirror, &plan.dir, want.as_deref()).await {
+            let reused = match ensure_worktree(
+                &git,
+                &mirror,
+                &plan.dir,
+                want.as_deref(),
+                &plan.sparse,
+            )
+            .await
+            {
                 Ok(reused) => reused,
                 Err(e) => {
                     return StepOutcome::errored(format!("cannot check out `{}`: {e}", plan.path));
@@ -228,10 +241,27 @@ fn validate(ctx: &StepContext, config: &Config) -> Result<Vec<Plan>, String> {
                 c.path, other.path
             )));
         }
+        for entry in &c.sparse {
+            let clean = entry.trim_matches('/');
+            let escapes = clean.is_empty()
+                || Path::new(clean)
+                    .components()
+                    .any(|p| !matches!(p, Component::Normal(_)));
+            if escapes {
+                return Err(bad(format!(
+                    "{at}: sparse entry `{entry}` must be a directory inside the repository, e.g. `overlays`"
+                )));
+            }
+        }
         plans.push(Plan {
             path: c.path.clone(),
             dir,
             target,
+            sparse: c
+                .sparse
+                .iter()
+                .map(|e| e.trim_matches('/').to_owned())
+                .collect(),
         });
     }
     Ok(plans)
@@ -321,6 +351,7 @@ async fn ensure_worktree(
     mirror: &Path,
     dir: &Path,
     want: Option<&str>,
+    sparse: &[String],
 ) -> Result<bool, GitError> {
     let worktree = |args: &[&'static str]| {
         let mut all = vec!["--git-dir", path_str(mirror), "worktree"];
@@ -330,7 +361,7 @@ async fn ensure_worktree(
     let existing = inspect(git, mirror, dir).await?;
     if existing == Existing::Worktree(want.map(str::to_string)) {
         if want.is_some() {
-            git.run(dir, &["reset", "-q", "--hard"]).await?;
+            checkout_files(git, dir, sparse).await?;
         } else {
             git.run(dir, &["read-tree", "--empty"]).await?;
         }
@@ -368,9 +399,49 @@ async fn ensure_worktree(
     }
     // Files are checked out outside the mirror lock, so checkouts run in parallel.
     if want.is_some() {
-        git.run(dir, &["reset", "-q", "--hard"]).await?;
+        checkout_files(git, dir, sparse).await?;
     }
     Ok(false)
+}
+
+/// Writes the worktree's files from its HEAD: all of them, or only the `sparse`
+/// directories. The sparse setting is passed per command and the pattern file lives in
+/// this worktree's own git directory, so the shared mirror's configuration is untouched.
+async fn checkout_files(git: &Git, dir: &Path, sparse: &[String]) -> Result<(), GitError> {
+    if sparse.is_empty() {
+        return git.run(dir, &["reset", "-q", "--hard"]).await.map(drop);
+    }
+    let out = git
+        .output(
+            dir,
+            &["rev-parse", "--git-path", "info/sparse-checkout"],
+            None,
+        )
+        .await?;
+    let file = dir.join(String::from_utf8_lossy(&out.stdout).trim());
+    let patterns: String = sparse.iter().map(|d| format!("/{d}/\n")).collect();
+    let io = |source| GitError::Io {
+        what: format!("write `{}`", file.display()),
+        source,
+    };
+    if let Some(parent) = file.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(io)?;
+    }
+    tokio::fs::write(&file, patterns).await.map_err(io)?;
+    git.run(
+        dir,
+        &[
+            "-c",
+            "core.sparseCheckout=true",
+            "-c",
+            "core.sparseCheckoutCone=false",
+            "reset",
+            "-q",
+            "--hard",
+        ],
+    )
+    .await
+    .map(drop)
 }
 
 async fn remove_path(path: &Path) -> Result<(), GitError> {
@@ -564,6 +635,26 @@ mod tests {
                 .await,
         );
         assert!(reason.contains("hint: set `create: true`"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_sparse_checkout_writes_only_the_named_directories() {
+        let w = world();
+        let files = [("base/a.yaml", "a: 1\n"), ("filler/x.yaml", "x: 1\n")];
+        let head = push_files(&w.url, "main", &files, "one");
+        let ctx = git_context(&w.work, w.repos.clone());
+        let config = json!({"repoURL": w.url, "checkout": [{"commit": head, "path": "src", "sparse": ["base"]}]});
+        let got = outputs(GitClone.run(&ctx, config.clone()).await);
+        assert_eq!(got["commit"], json!(head));
+        let src = w.work.join("src");
+        assert!(src.join("base/a.yaml").is_file());
+        assert!(
+            !src.join("filler").exists(),
+            "directories outside `sparse` are not written"
+        );
+        // A re-run reuses the worktree and keeps it sparse.
+        let _ = outputs(GitClone.run(&ctx, config).await);
+        assert!(src.join("base/a.yaml").is_file() && !src.join("filler").exists());
     }
 
     #[tokio::test]
