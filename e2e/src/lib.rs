@@ -28,10 +28,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod argocd;
 mod credentials;
 mod dray;
 mod git_repo;
 mod git_server;
+pub mod github;
+pub mod gitlab;
 pub mod oci;
 mod process;
 mod registry;

@@ -22,6 +22,7 @@
 //! crash, with the state the step saved last time ([`StepContext::saved_state`]).
 
 mod context;
+pub mod forge;
 mod git;
 mod outcome;
 mod registry;
@@ -56,4 +57,10 @@ pub trait Step: Send + Sync {
 
     /// Runs the step with its fully evaluated configuration.
     async fn run(&self, ctx: &StepContext, config: serde_json::Value) -> StepOutcome;
+
+    /// How long the engine lets this step keep answering `Running` when the step's
+    /// `retry.timeout` says nothing. Steps that wait for people (a review) wait longer.
+    fn default_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(600)
+    }
 }

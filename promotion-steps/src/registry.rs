@@ -40,6 +40,10 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::git_clear::GitClear));
     steps.push(Arc::new(crate::steps::git_commit::GitCommit));
     steps.push(Arc::new(crate::steps::git_push::GitPush));
+    // pull requests
+    steps.push(Arc::new(crate::steps::git_open_pr::GitOpenPr));
+    steps.push(Arc::new(crate::steps::git_wait_for_pr::GitWaitForPr));
+    steps.push(Arc::new(crate::steps::git_merge_pr::GitMergePr));
     // render
     steps.push(Arc::new(
         crate::steps::kustomize_set_image::KustomizeSetImage,
@@ -49,5 +53,9 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::helm_template::HelmTemplate));
     steps.push(Arc::new(crate::steps::copy::CopyFiles));
     steps.push(Arc::new(crate::steps::delete::Delete));
+    // gates
+    steps.push(Arc::new(crate::steps::http::Http));
+    // deploy
+    steps.push(Arc::new(crate::steps::argocd_update::ArgocdUpdate));
     StepRegistry::new(steps)
 }

@@ -61,7 +61,12 @@ fn json_to_cel(value: &serde_json::Value) -> cel::Value {
             map: Arc::new(
                 fields
                     .iter()
-                    .map(|(k, v)| (cel::objects::Key::String(Arc::new(k.clone())), json_to_cel(v)))
+                    .map(|(k, v)| {
+                        (
+                            cel::objects::Key::String(Arc::new(k.clone())),
+                            json_to_cel(v),
+                        )
+                    })
                     .collect(),
             ),
         }),
@@ -118,7 +123,9 @@ impl crate::ExprEvaluator for TestExprs {
     ) -> Result<bool, String> {
         match Self::run(expression, variables)? {
             cel::Value::Bool(b) => Ok(b),
-            other => Err(format!("condition `{expression}` must evaluate to a bool, not {other:?}")),
+            other => Err(format!(
+                "condition `{expression}` must evaluate to a bool, not {other:?}"
+            )),
         }
     }
 

@@ -16,3 +16,5 @@ pub const ACTOR_ANNOTATION: &str = "dray.dev/actor";
 pub const REQUESTED_AT_ANNOTATION: &str = "dray.dev/requested-at";
 /// The annotation that records a promotion through a closed window: `<user>: <reason>`.
 pub const WINDOW_OVERRIDE_ANNOTATION: &str = "dray.dev/window-override";
+/// The annotation that wakes a waiting promotion at once (set by webhooks); any new value.
+pub const WAKE_ANNOTATION: &str = "dray.dev/wake";

@@ -488,3 +488,33 @@ pub async fn approve(
     }
     Err(StoreError::Internal(format!("{key} kept changing while it was approved")).into())
 }
+
+/// Wakes every running promotion of `project` whose waiting step should look again now
+/// (e.g. a pull request was merged or closed). Returns how many were woken.
+pub async fn wake_running(store: &dyn Store, project: &str) -> Result<usize, StoreError> {
+    let token = jiff::Timestamp::now().to_string();
+    let mut woken = 0;
+    for promotion in store.list(Kind::Promotion, Some(project)).await? {
+        if phase_of(&promotion.object) != PromotionPhase::Running {
+            continue;
+        }
+        let mut current = promotion;
+        for _ in 0..5 {
+            let mut object = crate::store::desired_state(&current.object);
+            object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+            object["metadata"]["annotations"][super::WAKE_ANNOTATION] = json!(token);
+            match store.update(object).await {
+                Ok(_) => {
+                    woken += 1;
+                    break;
+                }
+                Err(StoreError::Conflict { .. }) => match store.get(&current.key).await? {
+                    Some(fresh) => current = fresh,
+                    None => break,
+                },
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(woken)
+}

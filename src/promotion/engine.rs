@@ -28,8 +28,6 @@ use super::credentials::ProjectCredentials;
 use super::plan::task_of;
 use super::record;
 
-/// How long a waiting step may wait when its `retry.timeout` says nothing.
-pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(600);
 /// How many consecutive errors a step may have when `retry.errorThreshold` says nothing.
 pub const DEFAULT_ERROR_THRESHOLD: u32 = 1;
 
@@ -433,7 +431,7 @@ impl Engine {
             .as_ref()
             .and_then(|r| r.timeout.as_deref())
             .and_then(|t| parse_duration(t).ok())
-            .unwrap_or(DEFAULT_STEP_TIMEOUT);
+            .unwrap_or_else(|| runner.default_timeout());
         let threshold = step
             .retry
             .as_ref()
@@ -491,9 +489,41 @@ impl Engine {
             };
             self.save(run).await?;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let nap = wait.min(left).max(Duration::from_millis(10));
             tokio::select! {
-                _ = tokio::time::sleep(wait.min(left).max(Duration::from_millis(10))) => {}
+                _ = tokio::time::sleep(nap) => {}
+                _ = self.woken(&run.key, nap) => {}
                 _ = ctx.cancel.cancelled() => return Ok(StepOutcome::errored("aborted")),
+            }
+        }
+    }
+
+    /// Returns when someone asks this promotion to look again (a forge's or Argo CD's
+    /// webhook sets the `dray.dev/wake` annotation), so a waiting step does not sit out its
+    /// poll interval. Never returns within `at_most` otherwise.
+    async fn woken(&self, key: &ObjectKey, at_most: Duration) {
+        let wake_of = |object: &Value| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::pipeline::WAKE_ANNOTATION))
+                .cloned()
+        };
+        let mut feed = self.store.changes();
+        let Ok(Some(start)) = self.store.get(key).await else {
+            return std::future::pending().await;
+        };
+        let before = wake_of(&start.object);
+        let deadline = tokio::time::Instant::now() + at_most;
+        loop {
+            let seen = feed.latest();
+            if let Ok(Some(now)) = self.store.get(key).await
+                && wake_of(&now.object) != before
+            {
+                return;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() || feed.wait_past(seen, left).await.is_none() {
+                return std::future::pending().await;
             }
         }
     }

@@ -11,6 +11,10 @@
 //! | `registry` | `POST /webhooks/{project}/{receiver}` | `Authorization: Bearer <secret>` |
 //! | `generic` | `POST /webhooks/{project}/{receiver}/{secret}` | the secret in the path |
 //!
+//! Forge events that decide a review (GitHub `pull_request` closed, GitLab `Merge Request
+//! Hook` merge/close) wake the project's running promotions, so `git-wait-for-pr` moves on
+//! at once; polling is only the fallback.
+//!
 //! Every comparison is constant-time. A forged, unsigned or unknown request gets 401 and
 //! changes nothing; the answer never says which part was wrong beyond "not authenticated".
 
@@ -135,6 +139,27 @@ fn strings(value: &Value, pointers: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// A pull or merge request was merged or closed: promotions waiting on it look again now
+/// instead of at their next poll.
+fn is_review_decision(kind: ReceiverKind, headers: &HeaderMap, payload: &Value) -> bool {
+    match kind {
+        ReceiverKind::GitHub => {
+            header(headers, "x-github-event") == Some("pull_request")
+                && payload.get("action").and_then(Value::as_str) == Some("closed")
+        }
+        ReceiverKind::GitLab => {
+            header(headers, "x-gitlab-event") == Some("Merge Request Hook")
+                && matches!(
+                    payload
+                        .pointer("/object_attributes/action")
+                        .and_then(Value::as_str),
+                    Some("merge" | "close")
+                )
+        }
+        _ => false,
+    }
+}
+
 /// What the payload is about: `None` for events that refresh nothing (e.g. `ping`).
 fn repositories(kind: ReceiverKind, headers: &HeaderMap, payload: &Value) -> Option<Vec<String>> {
     match kind {
@@ -243,6 +268,14 @@ async fn receive(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request(format!("the webhook body is not JSON: {e}")))?
     };
+    if is_review_decision(kind, &headers, &payload) {
+        let woken = crate::pipeline::request::wake_running(state.store.as_ref(), &project).await?;
+        tracing::info!(%project, receiver = %receiver_name, promotions = woken, "review webhook woke waiting promotions");
+        return Ok((
+            StatusCode::OK,
+            Json(json!({"refreshed": 0, "warehouses": [], "wokenPromotions": woken})),
+        ));
+    }
     let Some(repos) = repositories(kind, &headers, &payload) else {
         return Ok((
             StatusCode::OK,

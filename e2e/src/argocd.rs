@@ -1,0 +1,828 @@
+//! An Argo CD API-server double: the endpoints `argocd-update` and stage health use, with
+//! Argo CD's paths, field names, status codes and error shapes, backed by real git.
+//!
+//! Served on 127.0.0.1 (own thread and runtime, like the git server), bearer-token auth:
+//!
+//! - `GET /api/v1/applications/{name}` (`?refresh=normal|hard`, `?appNamespace=`): the
+//!   Application (`metadata`, `spec.source(s)`, `status.sync`, `status.health`,
+//!   `status.operationState`, `status.conditions`); each GET is one reconciliation: it
+//!   advances a running operation by one poll and recomputes `status.sync` by resolving
+//!   `targetRevision` against the real repository (`git ls-remote`);
+//! - `POST /api/v1/applications/{name}/sync` (`ApplicationSyncRequest`: `revision`, …):
+//!   starts a sync operation; a sha is taken as is, a branch or tag is resolved against the
+//!   real repository. Refused as Argo CD refuses: 403 `cannot sync: blocked by sync
+//!   window` (gRPC PermissionDenied, code 7), 400 `another operation is already in
+//!   progress` (gRPC FailedPrecondition, code 9 — grpc-gateway maps it to 400, not 409),
+//!   404 `applications.argoproj.io "x" not found` (code 5); errors are `runtimeError`
+//!   (`{error, code, message, details}`);
+//! - `GET /api/v1/applications/{name}/syncwindows`: `{activeWindows, assignedWindows,
+//!   canSync}` with `kind`, `schedule`, `duration`, `manualSync`;
+//! - `PUT /api/v1/applications/{name}` (a whole Application) and `PATCH
+//!   /api/v1/applications/{name}` (`ApplicationPatchRequest`: `patch` as a string, `patchType`
+//!   `merge`), to change `spec.source(s)[].targetRevision`.
+//!
+//! Scriptable failure modes ([`ArgoCd::deny_sync_window`], [`ArgoCd::start_foreign_operation`],
+//! [`ArgoCd::degrade_after_sync`], [`ArgoCd::set_comparison_error`],
+//! [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`]). Not modelled: the Kubernetes
+//! API (`kubectl patch application`), ApplicationSets, resource trees, hooks, multi-source
+//! `revisions[]` in `syncResult` (single source only), Argo CD's own automated sync.
+//! Test tooling only, never shipped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use crate::git_repo::ls_remote;
+use crate::world::TestWorld;
+
+/// The annotation naming the Dray stage allowed to touch an Application.
+pub const AUTHORIZED_STAGE_ANNOTATION: &str = "dray.dev/authorized-stage";
+
+/// One Application to serve.
+#[derive(Clone, Debug)]
+pub struct AppSpec {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (default `argocd`).
+    pub namespace: String,
+    /// `spec.project`.
+    pub project: String,
+    /// `spec.source.repoURL`.
+    pub repo_url: String,
+    /// `spec.source.path`.
+    pub path: String,
+    /// `spec.source.targetRevision`.
+    pub target_revision: String,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl AppSpec {
+    /// An Application `name` in `argocd`, project `default`, following `target_revision` of
+    /// `repo_url` at path `.`, authorised for Dray's `project:stage` when `authorized` is set.
+    pub fn new(
+        name: &str,
+        repo_url: &str,
+        target_revision: &str,
+        authorized: Option<&str>,
+    ) -> Self {
+        let mut annotations = BTreeMap::new();
+        if let Some(stage) = authorized {
+            annotations.insert(AUTHORIZED_STAGE_ANNOTATION.to_owned(), stage.to_owned());
+        }
+        Self {
+            name: name.to_owned(),
+            namespace: "argocd".to_owned(),
+            project: "default".to_owned(),
+            repo_url: repo_url.to_owned(),
+            path: ".".to_owned(),
+            target_revision: target_revision.to_owned(),
+            annotations,
+            labels: BTreeMap::new(),
+        }
+    }
+}
+
+/// A sync window as `GET …/syncwindows` reports it.
+#[derive(Clone, Debug)]
+pub struct SyncWindow {
+    /// `deny` (or `allow`).
+    pub kind: String,
+    /// Cron schedule, e.g. `0 22 * * *`.
+    pub schedule: String,
+    /// e.g. `8h`.
+    pub duration: String,
+    /// Whether manual syncs are allowed in it.
+    pub manual_sync: bool,
+}
+
+/// What the double will do to one Application.
+#[derive(Clone, Debug, Default)]
+struct Script {
+    window: Option<SyncWindow>,
+    degraded: Option<String>,
+    comparison_error: Option<String>,
+    sync_polls: u32,
+    fail_next: Option<String>,
+}
+
+#[derive(Debug)]
+struct App {
+    app: Value,
+    script: Script,
+    /// Polls left before the running operation completes.
+    polls_left: u32,
+    /// The operation's outcome when it completes: `None` succeeds.
+    failure: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    world: TestWorld,
+    token: String,
+    user: String,
+    apps: Mutex<BTreeMap<String, App>>,
+    /// Real fetch URLs (with credentials) by Application repoURL.
+    fetch_urls: Mutex<BTreeMap<String, String>>,
+    requests: Mutex<Vec<String>>,
+}
+
+/// A running Argo CD API-server double on 127.0.0.1; stopped on drop.
+#[derive(Debug)]
+pub struct ArgoCd {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ArgoCd {
+    /// Starts the double; requests must carry `Authorization: Bearer <token>`, and the
+    /// operations they start are initiated by `user`.
+    pub fn start(world: &TestWorld, token: &str, user: &str) -> Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .context("Failed to bind the Argo CD double to 127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let inner = Arc::new(Inner {
+            world: world.clone(),
+            token: token.to_owned(),
+            user: user.to_owned(),
+            apps: Mutex::default(),
+            fetch_urls: Mutex::default(),
+            requests: Mutex::default(),
+        });
+        let app = Router::new()
+            .route("/api/v1/applications", get(list_apps))
+            .route(
+                "/api/v1/applications/{name}",
+                get(get_app).put(put_app).patch(patch_app),
+            )
+            .route("/api/v1/applications/{name}/sync", post(sync_app))
+            .route("/api/v1/applications/{name}/syncwindows", get(sync_windows))
+            .with_state(Arc::clone(&inner));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("Failed to build the Argo CD double's runtime")?;
+        let (shutdown, stop) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("argocd-{}", addr.port()))
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => listener,
+                        Err(err) => return eprintln!("Argo CD double on {addr}: {err}"),
+                    };
+                    tokio::select! {
+                        result = axum::serve(listener, app) => {
+                            if let Err(err) = result {
+                                eprintln!("Argo CD double on {addr} failed: {err}");
+                            }
+                        }
+                        _ = stop => {}
+                    }
+                });
+                runtime.shutdown_timeout(Duration::from_secs(2));
+            })
+            .context("Failed to spawn the Argo CD double's thread")?;
+        Ok(Self {
+            addr,
+            inner,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bearer token it accepts.
+    pub fn token(&self) -> &str {
+        &self.inner.token
+    }
+
+    /// Resolve `repo_url` by fetching `fetch_url` instead (e.g. with credentials embedded).
+    pub fn set_fetch_url(&self, repo_url: &str, fetch_url: &str) {
+        lock(&self.inner.fetch_urls).insert(repo_url.to_owned(), fetch_url.to_owned());
+    }
+
+    /// Adds an Application: OutOfSync, Missing, never synced.
+    pub fn add_app(&self, spec: &AppSpec) {
+        let app = json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Application",
+            "metadata": {
+                "name": spec.name,
+                "namespace": spec.namespace,
+                "annotations": spec.annotations,
+                "labels": spec.labels,
+                "creationTimestamp": now(),
+                "generation": 1,
+                "resourceVersion": "1",
+            },
+            "spec": {
+                "project": spec.project,
+                "destination": {"server": "https://kubernetes.default.svc", "namespace": spec.name},
+                "source": {
+                    "repoURL": spec.repo_url,
+                    "path": spec.path,
+                    "targetRevision": spec.target_revision,
+                },
+            },
+            "status": {
+                "sync": {"status": "OutOfSync", "revision": ""},
+                "health": {"status": "Missing"},
+                "history": [],
+            },
+        });
+        lock(&self.inner.apps).insert(
+            spec.name.clone(),
+            App {
+                app,
+                script: Script::default(),
+                polls_left: 0,
+                failure: None,
+            },
+        );
+    }
+
+    /// Removes an Application (GET answers 404).
+    pub fn remove_app(&self, name: &str) {
+        lock(&self.inner.apps).remove(name);
+    }
+
+    /// The Application as served (without a reconciliation).
+    pub fn app(&self, name: &str) -> Option<Value> {
+        lock(&self.inner.apps).get(name).map(|a| a.app.clone())
+    }
+
+    /// The requests served so far (`METHOD path`), oldest first.
+    pub fn requests(&self) -> Vec<String> {
+        lock(&self.inner.requests).clone()
+    }
+
+    /// How many `POST …/sync` requests were accepted for `name`.
+    pub fn syncs_started(&self, name: &str) -> usize {
+        let prefix = format!("POST /api/v1/applications/{name}/sync 200");
+        self.requests().iter().filter(|r| **r == prefix).count()
+    }
+
+    /// An active window that refuses syncs (manual ones too), or `None` to open it again.
+    pub fn deny_sync_window(&self, name: &str, window: Option<SyncWindow>) {
+        self.script(name, |s| s.window = window);
+    }
+
+    /// Starts an operation by `username` that runs for `polls` GETs, then succeeds on
+    /// the current target.
+    pub fn start_foreign_operation(&self, name: &str, username: &str, polls: u32) {
+        let mut apps = lock(&self.inner.apps);
+        let app = apps
+            .get_mut(name)
+            .expect("no such Application in the double");
+        let revision = app.app["status"]["sync"]["revision"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        app.app["operation"] = json!({
+            "sync": {"revision": revision},
+            "initiatedBy": {"username": username},
+        });
+        app.app["status"]["operationState"] = json!({
+            "phase": "Running",
+            "message": "waiting for healthy state of apps/Deployment/app",
+            "startedAt": now(),
+            "operation": app.app["operation"].clone(),
+        });
+        app.polls_left = polls;
+        app.failure = None;
+    }
+
+    /// After the next sync completes, health is `Degraded` with `message`.
+    pub fn degrade_after_sync(&self, name: &str, message: &str) {
+        self.script(name, |s| s.degraded = Some(message.to_owned()));
+    }
+
+    /// A `ComparisonError` condition (`None` clears it); syncs then end in `Error`.
+    pub fn set_comparison_error(&self, name: &str, message: Option<&str>) {
+        self.script(name, |s| s.comparison_error = message.map(str::to_owned));
+    }
+
+    /// How many GETs a sync stays `Running` before it completes (default 0: the first GET
+    /// after the sync sees it done).
+    pub fn set_sync_polls(&self, name: &str, polls: u32) {
+        self.script(name, |s| s.sync_polls = polls);
+    }
+
+    /// The next sync ends `Failed` with `message` (as Argo CD reports a failed apply).
+    pub fn fail_next_sync(&self, name: &str, message: &str) {
+        self.script(name, |s| s.fail_next = Some(message.to_owned()));
+    }
+
+    fn script(&self, name: &str, change: impl FnOnce(&mut Script)) {
+        let mut apps = lock(&self.inner.apps);
+        let app = apps
+            .get_mut(name)
+            .expect("no such Application in the double");
+        change(&mut app.script);
+    }
+}
+
+impl Drop for ArgoCd {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
+}
+
+/// A gRPC-gateway error: `runtimeError`.
+fn error(status: StatusCode, code: i32, message: &str) -> Response {
+    (
+        status,
+        Json(json!({"error": message, "code": code, "message": message, "details": []})),
+    )
+        .into_response()
+}
+
+fn not_found(name: &str) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        5,
+        &format!("applications.argoproj.io \"{name}\" not found"),
+    )
+}
+
+impl Inner {
+    /// The error answer for a request without the right bearer token.
+    fn denied(&self, headers: &HeaderMap) -> Option<Response> {
+        let expected = format!("Bearer {}", self.token);
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some(got) if got == expected => None,
+            Some(_) => Some(error(
+                StatusCode::UNAUTHORIZED,
+                16,
+                "invalid session: token signature is invalid",
+            )),
+            None => Some(error(
+                StatusCode::UNAUTHORIZED,
+                16,
+                "no session information",
+            )),
+        }
+    }
+
+    fn record(&self, line: String) {
+        lock(&self.requests).push(line);
+    }
+
+    /// Resolves `revision` of `repo_url`: a full sha as is, else a branch, a tag or `HEAD`.
+    async fn resolve(self: &Arc<Self>, repo_url: &str, revision: &str) -> Result<String, String> {
+        if revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(revision.to_owned());
+        }
+        let url = lock(&self.fetch_urls)
+            .get(repo_url)
+            .cloned()
+            .unwrap_or_else(|| repo_url.to_owned());
+        let world = self.world.clone();
+        let refs = tokio::task::spawn_blocking(move || ls_remote(&world, &url))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("rpc error: code = Unknown desc = failed to list refs: {e}"))?;
+        let wanted = if revision.is_empty() {
+            "HEAD"
+        } else {
+            revision
+        };
+        let candidates = [
+            wanted.to_owned(),
+            format!("refs/heads/{wanted}"),
+            format!("refs/tags/{wanted}^{{}}"),
+            format!("refs/tags/{wanted}"),
+        ];
+        candidates
+            .iter()
+            .find_map(|c| {
+                refs.iter()
+                    .find(|(_, name)| name == c)
+                    .map(|(sha, _)| sha.clone())
+            })
+            .ok_or_else(|| format!("unable to resolve '{revision}' to a commit SHA"))
+    }
+
+    /// One reconciliation: advance the operation, then compare with the target.
+    async fn reconcile(self: &Arc<Self>, name: &str) -> Option<Value> {
+        let (repo_url, target) = {
+            let apps = lock(&self.apps);
+            let app = &apps.get(name)?.app;
+            let source = &app["spec"]["source"];
+            (
+                source["repoURL"].as_str().unwrap_or("").to_owned(),
+                source["targetRevision"].as_str().unwrap_or("").to_owned(),
+            )
+        };
+        let resolved = self.resolve(&repo_url, &target).await;
+        let mut apps = lock(&self.apps);
+        let entry = apps.get_mut(name)?;
+        advance(entry);
+        let source = entry.app["spec"]["source"].clone();
+        let destination = entry.app["spec"]["destination"].clone();
+        let status = &mut entry.app["status"];
+        let conditions: Vec<Value> = match (&entry.script.comparison_error, &resolved) {
+            (Some(message), _) => vec![
+                json!({"type": "ComparisonError", "message": message, "lastTransitionTime": now()}),
+            ],
+            (None, Err(message)) => vec![
+                json!({"type": "ComparisonError", "message": message, "lastTransitionTime": now()}),
+            ],
+            (None, Ok(_)) => vec![],
+        };
+        match (&resolved, conditions.is_empty()) {
+            (Ok(sha), true) => {
+                let synced = status["operationState"]["syncResult"]["revision"].as_str()
+                    == Some(sha.as_str());
+                status["sync"] = json!({
+                    "status": if synced { "Synced" } else { "OutOfSync" },
+                    "revision": sha,
+                    "comparedTo": {"source": source, "destination": destination},
+                });
+            }
+            _ => {
+                status["sync"]["status"] = json!("Unknown");
+            }
+        }
+        if conditions.is_empty() {
+            if let Some(map) = status.as_object_mut() {
+                map.remove("conditions");
+            }
+        } else {
+            status["conditions"] = Value::Array(conditions);
+        }
+        status["reconciledAt"] = json!(now());
+        Some(entry.app.clone())
+    }
+}
+
+/// Moves a running operation on by one poll; completes it when no polls are left.
+fn advance(entry: &mut App) {
+    let state = &entry.app["status"]["operationState"];
+    if state["phase"] != "Running" {
+        return;
+    }
+    if entry.polls_left > 0 {
+        entry.polls_left -= 1;
+        return;
+    }
+    let revision = state["operation"]["sync"]["revision"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let failure = entry.failure.take();
+    let app = &mut entry.app;
+    let source = app["spec"]["source"].clone();
+    let op = &mut app["status"]["operationState"];
+    op["finishedAt"] = json!(now());
+    match failure {
+        Some(message) => {
+            op["phase"] = json!(if message.starts_with("ComparisonError:") {
+                "Error"
+            } else {
+                "Failed"
+            });
+            op["message"] = json!(message);
+        }
+        None => {
+            op["phase"] = json!("Succeeded");
+            op["message"] = json!("successfully synced (all tasks run)");
+            op["syncResult"] = json!({
+                "revision": revision,
+                "source": source.clone(),
+                "resources": [],
+            });
+            app["status"]["health"] = match entry.script.degraded.take() {
+                Some(message) => json!({"status": "Degraded", "message": message}),
+                None => json!({"status": "Healthy"}),
+            };
+            let history = app["status"]["history"].as_array().map_or(0, Vec::len);
+            if let Some(items) = app["status"]["history"].as_array_mut() {
+                items.push(json!({
+                    "id": history,
+                    "revision": revision,
+                    "deployedAt": now(),
+                    "source": source,
+                }));
+            }
+        }
+    }
+    if let Some(map) = app.as_object_mut() {
+        map.remove("operation");
+    }
+}
+
+async fn get_app(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let refresh = query
+        .get("refresh")
+        .map(|r| format!("?refresh={r}"))
+        .unwrap_or_default();
+    let response = match inner.reconcile(&name).await {
+        Some(app) => (StatusCode::OK, Json(app)).into_response(),
+        None => not_found(&name),
+    };
+    inner.record(format!(
+        "GET /api/v1/applications/{name}{refresh} {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+/// `GET /api/v1/applications?selector=…`: an `ApplicationList` (equality, `!=` and
+/// existence requirements).
+async fn list_apps(
+    State(inner): State<Arc<Inner>>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let selector = query.get("selector").cloned().unwrap_or_default();
+    let names: Vec<String> = lock(&inner.apps)
+        .iter()
+        .filter(|(_, entry)| matches_selector(&entry.app["metadata"]["labels"], &selector))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let mut items = Vec::new();
+    for name in names {
+        if let Some(app) = inner.reconcile(&name).await {
+            items.push(app);
+        }
+    }
+    inner.record(format!("GET /api/v1/applications?selector={selector} 200"));
+    Json(json!({"metadata": {"resourceVersion": "1"}, "items": items})).into_response()
+}
+
+fn matches_selector(labels: &Value, selector: &str) -> bool {
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .all(|requirement| {
+            if let Some((key, value)) = requirement.split_once("!=") {
+                labels[key.trim()].as_str() != Some(value.trim())
+            } else if let Some((key, value)) = requirement
+                .split_once("==")
+                .or_else(|| requirement.split_once('='))
+            {
+                labels[key.trim()].as_str() == Some(value.trim())
+            } else {
+                labels.get(requirement).is_some()
+            }
+        })
+}
+
+async fn sync_app(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<Value>,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let response = start_sync(&inner, &name, &request).await;
+    inner.record(format!(
+        "POST /api/v1/applications/{name}/sync {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+async fn start_sync(inner: &Arc<Inner>, name: &str, request: &Value) -> Response {
+    let (repo_url, target) = {
+        let apps = lock(&inner.apps);
+        let Some(entry) = apps.get(name) else {
+            return not_found(name);
+        };
+        if entry
+            .script
+            .window
+            .as_ref()
+            .is_some_and(|w| w.kind == "deny" || !w.manual_sync)
+        {
+            return error(
+                StatusCode::FORBIDDEN,
+                7,
+                "cannot sync: blocked by sync window",
+            );
+        }
+        if entry.app.get("operation").is_some() {
+            return error(
+                StatusCode::BAD_REQUEST,
+                9,
+                "another operation is already in progress",
+            );
+        }
+        let source = &entry.app["spec"]["source"];
+        (
+            source["repoURL"].as_str().unwrap_or("").to_owned(),
+            source["targetRevision"].as_str().unwrap_or("").to_owned(),
+        )
+    };
+    let wanted = request["revision"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .unwrap_or(&target)
+        .to_owned();
+    let resolved = inner.resolve(&repo_url, &wanted).await;
+    let mut apps = lock(&inner.apps);
+    let Some(entry) = apps.get_mut(name) else {
+        return not_found(name);
+    };
+    if entry.app.get("operation").is_some() {
+        return error(
+            StatusCode::BAD_REQUEST,
+            9,
+            "another operation is already in progress",
+        );
+    }
+    let revision = match resolved {
+        Ok(sha) => sha,
+        Err(message) => return error(StatusCode::BAD_REQUEST, 3, &message),
+    };
+    let operation = json!({
+        "sync": {"revision": revision},
+        "initiatedBy": {"username": inner.user},
+    });
+    entry.app["operation"] = operation.clone();
+    entry.app["status"]["operationState"] = json!({
+        "phase": "Running",
+        "message": "",
+        "startedAt": now(),
+        "operation": operation,
+    });
+    entry.polls_left = entry.script.sync_polls;
+    entry.failure = match (
+        &entry.script.comparison_error,
+        entry.script.fail_next.take(),
+    ) {
+        (Some(message), _) => Some(format!("ComparisonError: {message}")),
+        (None, failure) => failure,
+    };
+    (StatusCode::OK, Json(entry.app.clone())).into_response()
+}
+
+async fn sync_windows(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let apps = lock(&inner.apps);
+    let Some(entry) = apps.get(&name) else {
+        return not_found(&name);
+    };
+    let windows: Vec<Value> = entry
+        .script
+        .window
+        .iter()
+        .map(|w| json!({"kind": w.kind, "schedule": w.schedule, "duration": w.duration, "manualSync": w.manual_sync}))
+        .collect();
+    let can_sync = entry
+        .script
+        .window
+        .as_ref()
+        .is_none_or(|w| w.kind != "deny" && w.manual_sync);
+    Json(json!({"activeWindows": windows, "assignedWindows": windows, "canSync": can_sync}))
+        .into_response()
+}
+
+async fn put_app(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Json(app): Json<Value>,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let response = update(&inner, &name, |current| {
+        current["spec"] = app["spec"].clone();
+        if let Some(annotations) = app["metadata"].get("annotations") {
+            current["metadata"]["annotations"] = annotations.clone();
+        }
+        Ok(())
+    });
+    inner.record(format!(
+        "PUT /api/v1/applications/{name} {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+async fn patch_app(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<Value>,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let response = update(&inner, &name, |current| {
+        let kind = request["patchType"].as_str().unwrap_or("merge");
+        if kind != "merge" {
+            return Err(format!(
+                "this double only applies `merge` patches, not `{kind}`"
+            ));
+        }
+        let patch: Value = serde_json::from_str(request["patch"].as_str().unwrap_or(""))
+            .map_err(|e| format!("error unmarshaling patch: {e}"))?;
+        merge_patch(current, &patch);
+        Ok(())
+    });
+    inner.record(format!(
+        "PATCH /api/v1/applications/{name} {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+fn update(
+    inner: &Inner,
+    name: &str,
+    change: impl FnOnce(&mut Value) -> Result<(), String>,
+) -> Response {
+    let mut apps = lock(&inner.apps);
+    let Some(entry) = apps.get_mut(name) else {
+        return not_found(name);
+    };
+    if let Err(message) = change(&mut entry.app) {
+        return error(StatusCode::BAD_REQUEST, 3, &message);
+    }
+    let generation = entry.app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+    entry.app["metadata"]["generation"] = json!(generation);
+    entry.app["metadata"]["resourceVersion"] = json!(generation.to_string());
+    (StatusCode::OK, Json(entry.app.clone())).into_response()
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = target else {
+        return;
+    };
+    for (key, value) in patch {
+        if value.is_null() {
+            fields.remove(key);
+        } else {
+            merge_patch(fields.entry(key.clone()).or_insert(Value::Null), value);
+        }
+    }
+}

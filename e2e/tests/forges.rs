@@ -1,0 +1,801 @@
+//! Pull requests as gates (KARGO-LESSONS 16), against the GitHub and GitLab doubles backed
+//! by real git repositories: `git-open-pr`, `git-merge-pr` and `git-wait-for-pr` run
+//! directly with a `StepContext`, as the engine runs them.
+//!
+//! For each forge: open → merge (a merge commit) → wait returns the merge commit, which
+//! is the target branch's head; a squash merge → the squash commit; closed without merge
+//! → Failed naming who closed it; a resumed open-pr adopts the pull request it opened (no
+//! second one); a rate-limited answer → Running saying so, then success; a refused merge
+//! → Failed with the forge's message.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use dray::discovery::git::MirrorCache;
+use dray::promotion::SharedMirrors;
+use dray_e2e::github::{GitHubDouble, MergeRefusal, RateLimit};
+use dray_e2e::gitlab::{self, GitLabDouble};
+use dray_e2e::{GitRepo, GitServer, TestWorld};
+use dray_steps::{
+    CredentialProvider, GitCredentials, NoExprs, StepContext, StepOutcome, TargetFreight,
+    ToolPaths, builtin_steps,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "forge-token-123";
+
+struct Creds {
+    repo_url: String,
+}
+
+impl CredentialProvider for Creds {
+    fn git(&self, _: &str) -> Option<GitCredentials> {
+        None
+    }
+    fn token(&self, url: &str) -> Option<String> {
+        (url == self.repo_url).then(|| TOKEN.to_owned())
+    }
+}
+
+fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> StepContext {
+    StepContext {
+        work_dir: world.path().to_path_buf(),
+        project: "demo".into(),
+        stage: "prod".into(),
+        promotion: promotion.into(),
+        actor: "ada".into(),
+        alias: "pr".into(),
+        freight: TargetFreight {
+            id: "f00d".into(),
+            alias: "brave-otter".into(),
+            origin: "app".into(),
+            images: vec![dray_steps::FreightImage {
+                repo_url: "registry.example.com/app".into(),
+                tag: "1.2.0".into(),
+                digest: "sha256:abc".into(),
+            }],
+            commits: vec![],
+        },
+        approved_by: None,
+        window_override: None,
+        credentials: Arc::new(Creds {
+            repo_url: repo_url.to_owned(),
+        }),
+        repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
+            world.path().join("mirrors"),
+        )))),
+        http: reqwest::Client::new(),
+        exprs: Arc::new(NoExprs),
+        tools: ToolPaths::default(),
+        cancel: CancellationToken::new(),
+        log: Arc::new(|_| {}),
+        saved_state: None,
+    }
+}
+
+async fn run(ctx: &StepContext, kind: &str, config: Value) -> StepOutcome {
+    let step = builtin_steps().get(kind).expect("a built-in step");
+    step.run(ctx, config).await
+}
+
+#[track_caller]
+fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Value>) {
+    match outcome {
+        StepOutcome::Succeeded { outputs, state } => (outputs, state),
+        other => panic!("expected Succeeded, got {other:?}"),
+    }
+}
+
+/// A config repository `acme/config` on a real git server: `main` with one commit, and
+/// `dray/promotion/<promotion>` one commit ahead (what `git-push` would have pushed).
+struct Setup {
+    world: TestWorld,
+    git: GitServer,
+    url: String,
+    work: GitRepo,
+}
+
+fn setup() -> Result<Setup> {
+    let world = TestWorld::new()?;
+    let git = GitServer::start(&world, Default::default())?;
+    let url = git.create_repo("acme/config")?;
+    let work = GitRepo::clone_from_url(&world, &url)?;
+    work.write("app.yaml", "image: app:1.0.0\n")?;
+    work.commit("init")?;
+    work.push("main")?;
+    Ok(Setup {
+        world,
+        git,
+        url,
+        work,
+    })
+}
+
+impl Setup {
+    /// Pushes a promotion branch for `promotion` with one change; returns its head.
+    fn promotion_branch(&self, promotion: &str, content: &str) -> Result<String> {
+        self.work.switch("main")?;
+        let branch = format!("dray/promotion/{promotion}");
+        self.work.switch(&branch)?;
+        self.work.write("app.yaml", content)?;
+        let sha = self.work.commit(&format!("Promote {promotion}"))?;
+        self.work.push(&branch)?;
+        Ok(sha)
+    }
+
+    fn main_head(&self) -> Result<String> {
+        self.work.head("main")
+    }
+
+    fn parents(&self, sha: &str) -> Result<Vec<String>> {
+        Ok(self
+            .work
+            .git(["rev-list", "--parents", "-n", "1", sha])?
+            .split_whitespace()
+            .skip(1)
+            .map(str::to_owned)
+            .collect())
+    }
+}
+
+// ---------------------------------------------------------------- GitHub
+
+fn github(s: &Setup) -> Result<GitHubDouble> {
+    let gh = GitHubDouble::start(&s.world, Some(TOKEN))?;
+    gh.add_repo("acme/config", s.git.repo_path("acme/config"));
+    Ok(gh)
+}
+
+fn gh_config(s: &Setup, gh: &GitHubDouble, extra: Value) -> Value {
+    let mut config = json!({"repoURL": s.url, "provider": "github", "apiURL": gh.api_url()});
+    if let (Some(c), Value::Object(extra)) = (config.as_object_mut(), extra) {
+        c.extend(extra);
+    }
+    config
+}
+
+#[tokio::test]
+async fn github_open_merge_wait_lands_a_merge_commit() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let head = s.promotion_branch("prod-1", "image: app:1.2.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-1");
+
+    let open = run(
+        &ctx,
+        "git-open-pr",
+        gh_config(
+            &s,
+            &gh,
+            json!({"targetBranch": "main", "labels": ["promotion"]}),
+        ),
+    )
+    .await;
+    let (outputs, state) = succeeded(open);
+    let number = outputs["pr"]["id"].as_u64().unwrap();
+    assert!(
+        outputs["pr"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/acme/config/pull/{number}"))
+    );
+    assert_eq!(state.unwrap()["number"], json!(number));
+    let pulls = gh.pulls("acme/config");
+    assert_eq!(pulls.len(), 1);
+    assert_eq!(pulls[0]["head"]["ref"], json!("dray/promotion/prod-1"));
+    assert_eq!(pulls[0]["head"]["sha"], json!(head));
+    assert_eq!(pulls[0]["labels"][0]["name"], json!("promotion"));
+    let body = pulls[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains("registry.example.com/app:1.2.0@sha256:abc"),
+        "{body}"
+    );
+    assert!(body.contains("promoted by ada"), "{body}");
+
+    // Not merged yet: waiting, and saying for what.
+    let wait_config = gh_config(&s, &gh, json!({"prNumber": number, "pollInterval": "5s"}));
+    match run(&ctx, "git-wait-for-pr", wait_config.clone()).await {
+        StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        } => {
+            assert_eq!(retry_after.as_secs(), 5);
+            assert!(waiting_for.contains(&format!("#{number}")), "{waiting_for}");
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+
+    let (merged, _) = succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gh_config(&s, &gh, json!({"prNumber": number})),
+        )
+        .await,
+    );
+    let commit = merged["commit"].as_str().unwrap().to_owned();
+    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait_config).await);
+    assert_eq!(waited["commit"], json!(commit));
+    assert_eq!(
+        s.main_head()?,
+        commit,
+        "the merge commit is the head of main"
+    );
+    let parents = s.parents(&commit)?;
+    assert_eq!(parents.len(), 2, "a real merge commit");
+    assert_eq!(parents[1], head);
+    assert_eq!(s.work.show("main", "app.yaml")?, "image: app:1.2.0\n");
+
+    // Merging again is idempotent.
+    let (again, _) = succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gh_config(&s, &gh, json!({"prNumber": number})),
+        )
+        .await,
+    );
+    assert_eq!(again["commit"], json!(commit));
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_squash_merge_lands_the_squash_commit() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-2", "image: app:2.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-2");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gh_config(
+                &s,
+                &gh,
+                json!({"targetBranch": "main", "title": "Ship 2.0"}),
+            ),
+        )
+        .await,
+    );
+    let number = outputs["pr"]["id"].clone();
+    succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gh_config(
+                &s,
+                &gh,
+                json!({"prNumber": number, "mergeMethod": "squash"}),
+            ),
+        )
+        .await,
+    );
+    let (waited, _) = succeeded(
+        run(
+            &ctx,
+            "git-wait-for-pr",
+            gh_config(&s, &gh, json!({"prNumber": number})),
+        )
+        .await,
+    );
+    let commit = waited["commit"].as_str().unwrap();
+    assert_eq!(s.main_head()?, commit);
+    assert_eq!(
+        s.parents(commit)?.len(),
+        1,
+        "a squash commit has one parent"
+    );
+    let subject = s.work.git(["log", "-1", "--format=%s", commit])?;
+    assert_eq!(subject.trim(), format!("Ship 2.0 (#{number})"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_closed_without_merge_fails_naming_who_closed_it() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-3", "image: app:3.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-3");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gh_config(&s, &gh, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let number = outputs["pr"]["id"].as_u64().unwrap();
+    let before = s.main_head()?;
+    gh.close_without_merge("acme/config", number, "bob")?;
+    let outcome = run(
+        &ctx,
+        "git-wait-for-pr",
+        gh_config(&s, &gh, json!({"prNumber": number})),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        StepOutcome::failed(format!(
+            "pull request #{number} was closed without merging by bob"
+        ))
+    );
+    let outcome = run(
+        &ctx,
+        "git-merge-pr",
+        gh_config(&s, &gh, json!({"prNumber": number})),
+    )
+    .await;
+    assert_eq!(
+        outcome,
+        StepOutcome::failed(format!(
+            "pull request #{number} was closed without merging by bob"
+        ))
+    );
+    assert_eq!(s.main_head()?, before, "nothing landed");
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_resumed_open_pr_adopts_the_existing_pull_request() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-4");
+    let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
+    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    // A re-run with the saved state reuses it; a re-run that lost its state (a crash
+    // before the state was saved) adopts the open pull request for the same branches.
+    ctx.saved_state = state;
+    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    ctx.saved_state = None;
+    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
+    assert_eq!(first, second);
+    assert_eq!(first, third);
+    assert_eq!(gh.pulls("acme/config").len(), 1, "no second pull request");
+    let creates = gh
+        .requests()
+        .iter()
+        .filter(|r| r.as_str() == "POST /repos/acme/config/pulls")
+        .count();
+    assert_eq!(creates, 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_rate_limits_are_waited_out_and_reported() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-5", "image: app:5.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-5");
+    let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
+    for limit in [
+        RateLimit::Primary403 { reset_in: 42 },
+        RateLimit::Secondary429 { retry_after: 7 },
+    ] {
+        gh.rate_limit_next(1, limit);
+        match run(&ctx, "git-open-pr", config.clone()).await {
+            StepOutcome::Running {
+                retry_after,
+                waiting_for,
+                ..
+            } => {
+                assert!(
+                    waiting_for.starts_with("rate limited by GitHub, retrying at "),
+                    "{waiting_for}"
+                );
+                let want = match limit {
+                    RateLimit::Primary403 { .. } => 40..=42,
+                    RateLimit::Secondary429 { .. } => 7..=7,
+                };
+                assert!(want.contains(&retry_after.as_secs()), "{retry_after:?}");
+            }
+            other => panic!("expected Running, got {other:?}"),
+        }
+        assert!(gh.pulls("acme/config").is_empty());
+    }
+    let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);
+    assert_eq!(outputs["pr"]["id"], json!(1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_refused_merges_fail_with_githubs_message() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-6");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gh_config(&s, &gh, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let number = outputs["pr"]["id"].as_u64().unwrap();
+    let merge = gh_config(&s, &gh, json!({"prNumber": number}));
+
+    // Checks pending: waits, naming GitHub's status.
+    gh.set_mergeable_state("acme/config", number, Some("blocked"))?;
+    match run(&ctx, "git-merge-pr", merge.clone()).await {
+        StepOutcome::Running { waiting_for, .. } => {
+            assert!(waiting_for.contains("`blocked`"), "{waiting_for}")
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+    gh.set_mergeable_state("acme/config", number, None)?;
+
+    gh.refuse_next_merge("acme/config", number, MergeRefusal::NotMergeable)?;
+    assert_eq!(
+        run(&ctx, "git-merge-pr", merge.clone()).await,
+        StepOutcome::failed(format!(
+            "GitHub refused to merge pull request #{number}: Pull Request is not mergeable"
+        ))
+    );
+    gh.refuse_next_merge("acme/config", number, MergeRefusal::HeadModified)?;
+    assert_eq!(
+        run(&ctx, "git-merge-pr", merge.clone()).await,
+        StepOutcome::failed(format!(
+            "GitHub refused to merge pull request #{number}: Head branch was modified. Review and try the merge again."
+        ))
+    );
+    // A conflict with main fails before trying.
+    s.work.switch("main")?;
+    s.work.write("app.yaml", "image: app:hotfix\n")?;
+    s.work.commit("hotfix")?;
+    s.work.push("main")?;
+    let reason = match run(&ctx, "git-merge-pr", merge).await {
+        StepOutcome::Failed { reason } => reason,
+        other => panic!("expected Failed, got {other:?}"),
+    };
+    assert!(
+        reason.contains("cannot be merged") && reason.contains("`dirty`"),
+        "{reason}"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------- GitLab
+
+fn gitlab(s: &Setup, method: gitlab::MergeMethod) -> Result<GitLabDouble> {
+    let gl = GitLabDouble::start(&s.world, Some(TOKEN))?;
+    gl.add_project("acme/config", s.git.repo_path("acme/config"), method);
+    Ok(gl)
+}
+
+fn gl_config(s: &Setup, gl: &GitLabDouble, extra: Value) -> Value {
+    let mut config = json!({"repoURL": s.url, "provider": "gitlab", "apiURL": gl.api_url()});
+    if let (Some(c), Value::Object(extra)) = (config.as_object_mut(), extra) {
+        c.extend(extra);
+    }
+    config
+}
+
+#[tokio::test]
+async fn gitlab_open_merge_wait_lands_a_merge_commit() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    let head = s.promotion_branch("prod-1", "image: app:1.2.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-1");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gl_config(
+                &s,
+                &gl,
+                json!({"targetBranch": "main", "labels": ["promotion", "prod"]}),
+            ),
+        )
+        .await,
+    );
+    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    assert!(
+        outputs["pr"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/acme/config/-/merge_requests/{iid}"))
+    );
+    let mrs = gl.merge_requests("acme/config");
+    assert_eq!(mrs.len(), 1);
+    assert_eq!(mrs[0]["labels"], json!(["promotion", "prod"]));
+    assert_eq!(mrs[0]["sha"], json!(head));
+
+    let wait = gl_config(&s, &gl, json!({"prNumber": iid}));
+    assert!(matches!(
+        run(&ctx, "git-wait-for-pr", wait.clone()).await,
+        StepOutcome::Running { .. }
+    ));
+    let (merged, _) = succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid})),
+        )
+        .await,
+    );
+    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
+    let commit = waited["commit"].as_str().unwrap();
+    assert_eq!(merged["commit"], json!(commit));
+    assert_eq!(s.main_head()?, commit);
+    assert_eq!(
+        s.parents(commit)?,
+        vec![s.parents(commit)?[0].clone(), head]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_squash_merge_lands_the_squash_commit() -> Result<()> {
+    // A fast-forward project: the squash commit is what lands, and GitLab reports
+    // `merge_commit_sha: null` with `squash_commit_sha` set.
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::FastForward)?;
+    s.promotion_branch("prod-2", "image: app:2.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-2");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gl_config(&s, &gl, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
+        )
+        .await,
+    );
+    let mr = &gl.merge_requests("acme/config")[0];
+    assert_eq!(mr["state"], json!("merged"));
+    assert_eq!(mr["merge_commit_sha"], Value::Null);
+    let (waited, _) = succeeded(
+        run(
+            &ctx,
+            "git-wait-for-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid})),
+        )
+        .await,
+    );
+    let commit = waited["commit"].as_str().unwrap();
+    assert_eq!(mr["squash_commit_sha"], json!(commit));
+    assert_eq!(s.main_head()?, commit);
+    assert_eq!(s.parents(commit)?.len(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_squash_with_a_merge_commit_lands_the_merge_commit() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-2b", "image: app:2.1.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-2b");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gl_config(&s, &gl, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let (merged, _) = succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
+        )
+        .await,
+    );
+    let commit = merged["commit"].as_str().unwrap();
+    assert_eq!(s.main_head()?, commit);
+    let mr = &gl.merge_requests("acme/config")[0];
+    assert_eq!(mr["merge_commit_sha"], json!(commit));
+    assert_eq!(
+        s.parents(commit)?[1],
+        mr["squash_commit_sha"].as_str().unwrap()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_closed_without_merge_fails_naming_who_closed_it() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-3", "image: app:3.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-3");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gl_config(&s, &gl, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    gl.close_without_merge("acme/config", iid, "carol")?;
+    assert_eq!(
+        run(
+            &ctx,
+            "git-wait-for-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid}))
+        )
+        .await,
+        StepOutcome::failed(format!(
+            "pull request #{iid} was closed without merging by carol"
+        ))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_resumed_open_pr_adopts_the_existing_merge_request() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-4");
+    let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
+    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    ctx.saved_state = state;
+    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    ctx.saved_state = None;
+    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
+    assert_eq!(first, second);
+    assert_eq!(first, third);
+    assert_eq!(
+        gl.merge_requests("acme/config").len(),
+        1,
+        "no second merge request"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_rate_limits_are_waited_out_and_reported() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-5", "image: app:5.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-5");
+    let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
+    // On the connection check (`GET /api/v4/user`): the gitlab crate drops the 429's
+    // headers there, so the default wait applies; on a later call, GitLab's Retry-After.
+    gl.rate_limit_next(1, 9);
+    match run(&ctx, "git-open-pr", config.clone()).await {
+        StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        } => {
+            assert!(
+                waiting_for.starts_with("rate limited by GitLab, retrying at "),
+                "{waiting_for}"
+            );
+            assert_eq!(retry_after.as_secs(), 60);
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+    gl.rate_limit_after(1, 1, 9);
+    match run(&ctx, "git-open-pr", config.clone()).await {
+        StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        } => {
+            assert!(
+                waiting_for.starts_with("rate limited by GitLab, retrying at "),
+                "{waiting_for}"
+            );
+            assert_eq!(retry_after.as_secs(), 9);
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+    assert!(gl.merge_requests("acme/config").is_empty());
+    let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);
+    assert_eq!(outputs["pr"]["id"], json!(1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_refused_merges_fail_with_gitlabs_message() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-6");
+    let (outputs, _) = succeeded(
+        run(
+            &ctx,
+            "git-open-pr",
+            gl_config(&s, &gl, json!({"targetBranch": "main"})),
+        )
+        .await,
+    );
+    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let merge = gl_config(&s, &gl, json!({"prNumber": iid}));
+    gl.set_merge_status("acme/config", iid, Some("ci_still_running"))?;
+    match run(&ctx, "git-merge-pr", merge.clone()).await {
+        StepOutcome::Running { waiting_for, .. } => {
+            assert!(waiting_for.contains("`ci_still_running`"), "{waiting_for}")
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+    gl.set_merge_status("acme/config", iid, None)?;
+    gl.refuse_next_merge("acme/config", iid, gitlab::MergeRefusal::MethodNotAllowed)?;
+    assert_eq!(
+        run(&ctx, "git-merge-pr", merge.clone()).await,
+        StepOutcome::failed(format!(
+            "GitLab refused to merge pull request #{iid}: 405 Method Not Allowed"
+        ))
+    );
+    gl.refuse_next_merge("acme/config", iid, gitlab::MergeRefusal::ShaMismatch)?;
+    assert_eq!(
+        run(&ctx, "git-merge-pr", merge).await,
+        StepOutcome::failed(format!(
+            "GitLab refused to merge pull request #{iid}: SHA does not match HEAD of source branch"
+        ))
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_token_comes_from_the_projects_credentials() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-7", "image: app:7.0.0\n")?;
+    // Credentials for another repository only: no token reaches the forge.
+    let ctx = context(&s.world, "https://elsewhere.example.com/x/y.git", "prod-7");
+    let reason = match run(
+        &ctx,
+        "git-open-pr",
+        gh_config(&s, &gh, json!({"targetBranch": "main"})),
+    )
+    .await
+    {
+        StepOutcome::Errored { reason } => reason,
+        other => panic!("expected Errored, got {other:?}"),
+    };
+    assert!(
+        reason.contains("401") && reason.contains("Bad credentials"),
+        "{reason}"
+    );
+    let reason = match run(
+        &ctx,
+        "git-open-pr",
+        gl_config(&s, &gl, json!({"targetBranch": "main"})),
+    )
+    .await
+    {
+        StepOutcome::Errored { reason } => reason,
+        other => panic!("expected Errored, got {other:?}"),
+    };
+    assert!(reason.contains("401"), "{reason}");
+    assert!(gh.pulls("acme/config").is_empty());
+    assert!(gl.merge_requests("acme/config").is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_enterprise_api_paths_keep_their_prefix() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-8", "image: app:8.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-8");
+    let config = json!({"repoURL": s.url, "provider": "github",
+        "apiURL": format!("{}/api/v3", gh.api_url()), "targetBranch": "main"});
+    let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);
+    assert_eq!(outputs["pr"]["id"], json!(1));
+    assert!(
+        gh.requests()
+            .iter()
+            .any(|r| r == "POST /api/v3/repos/acme/config/pulls"),
+        "{:?}",
+        gh.requests()
+    );
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! Pull requests on a forge (GitHub, GitLab): the [`Forge`] trait the PR steps use, and
+//! one implementation per forge.
+//!
+//! ```text
+//!   git-open-pr / git-wait-for-pr / git-merge-pr
+//!     │  connect(provider, repoURL, apiURL, token)
+//!     ▼
+//!   dyn Forge ──▶ github::GitHub (octocrab)   /repos/{owner}/{repo}/pulls…
+//!             └─▶ gitlab::GitLab (gitlab crate) /api/v4/projects/{id}/merge_requests…
+//! ```
+//!
+//! The base URL is configurable (GitHub Enterprise `https://ghe.example.com/api/v3`,
+//! self-hosted GitLab, plain `http://` for the test doubles). A rate limit (GitHub: 403 or
+//! 429 with `x-ratelimit-remaining: 0` or `Retry-After`; GitLab: 429) is
+//! [`ForgeError::RateLimited`] with how long to wait; the steps answer
+//! [`crate::StepOutcome::Running`] saying so, and run again after that time.
+
+pub mod github;
+pub mod gitlab;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// Which forge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// GitHub or GitHub Enterprise.
+    Github,
+    /// GitLab (gitlab.com or self-hosted).
+    Gitlab,
+}
+
+impl Provider {
+    /// The forge's name in messages: `GitHub`, `GitLab`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Github => "GitHub",
+            Provider::Gitlab => "GitLab",
+        }
+    }
+}
+
+/// The state of a pull request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrState {
+    /// Open (GitHub `open`, GitLab `opened`/`locked`).
+    Open,
+    /// Merged.
+    Merged,
+    /// Closed without merging.
+    Closed,
+}
+
+/// A pull request (GitHub) or merge request (GitLab), as far as Dray cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequest {
+    /// The number (GitHub `number`, GitLab `iid`).
+    pub number: u64,
+    /// The web URL.
+    pub url: String,
+    /// Open, merged or closed.
+    pub state: PrState,
+    /// When merged: the commit that landed on the target branch (merge commit, squash
+    /// commit, or the fast-forwarded head).
+    pub merged_commit: Option<String>,
+    /// When closed without merging: who closed it, if the forge says.
+    pub closed_by: Option<String>,
+    /// Whether the forge says it can be merged now (`None`: not computed yet).
+    pub mergeable: Option<bool>,
+    /// The forge's finer merge status (GitHub `mergeable_state`, GitLab
+    /// `detailed_merge_status`), e.g. `blocked`, `ci_still_running`, `conflict`.
+    pub merge_status: Option<String>,
+    /// The source branch.
+    pub head: String,
+    /// The target branch.
+    pub base: String,
+}
+
+/// A pull request to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewPullRequest {
+    /// The title.
+    pub title: String,
+    /// The description (Markdown).
+    pub body: String,
+    /// The source branch.
+    pub head: String,
+    /// The target branch.
+    pub base: String,
+    /// Labels to set.
+    pub labels: Vec<String>,
+}
+
+/// How to merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeMethod {
+    /// A merge commit.
+    #[default]
+    Merge,
+    /// One squashed commit.
+    Squash,
+    /// The commits rebased onto the target (GitHub only).
+    Rebase,
+}
+
+/// What went wrong talking to a forge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ForgeError {
+    /// The forge rate-limited us: try again after `retry_after`.
+    #[error("rate limited by {forge}, retry after {}s", retry_after.as_secs())]
+    RateLimited {
+        /// The forge's name.
+        forge: &'static str,
+        /// How long to wait.
+        retry_after: Duration,
+    },
+    /// The forge refused the request (a merge that is not allowed, a conflict): the
+    /// forge's own message.
+    #[error("{0}")]
+    Refused(String),
+    /// The pull request, or the repository, does not exist (or the token cannot see it).
+    #[error("{0}")]
+    NotFound(String),
+    /// Anything else (unreachable, bad credentials, an unexpected answer).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A forge: create, read, find and merge pull requests of one repository.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// Which forge this is.
+    fn provider(&self) -> Provider;
+    /// Opens a pull request.
+    async fn create(&self, pr: &NewPullRequest) -> Result<PullRequest, ForgeError>;
+    /// Reads pull request `number`.
+    async fn get(&self, number: u64) -> Result<PullRequest, ForgeError>;
+    /// The open pull request from `head` into `base`, if there is one.
+    async fn find_open(&self, head: &str, base: &str) -> Result<Option<PullRequest>, ForgeError>;
+    /// Merges pull request `number`; returns the commit that landed on the target branch.
+    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError>;
+}
+
+/// Where a forge's repository is: the provider, the API base URL, and the repository's
+/// path on the forge (`owner/repo`, `group/subgroup/project`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgeTarget {
+    /// The provider.
+    pub provider: Provider,
+    /// The API base URL (`https://api.github.com`, `https://gitlab.com`).
+    pub api_url: String,
+    /// The repository's path on the forge, without `.git`.
+    pub repo_path: String,
+}
+
+/// Works out the provider, API URL and repository path from a step's config: `provider`
+/// given or inferred from the host (`github.com`, `gitlab.com`), `apiURL` given or the
+/// public default for the provider (`https://<host>/api/v3` for GitHub Enterprise,
+/// `https://<host>` for self-hosted GitLab).
+pub fn target(
+    repo_url: &str,
+    provider: Option<Provider>,
+    api_url: Option<&str>,
+) -> Result<ForgeTarget, String> {
+    let (scheme, host, path) = split_repo_url(repo_url)
+        .ok_or_else(|| format!("cannot read a host and a repository path from `{repo_url}`"))?;
+    let bare_host = host.rsplit('@').next().unwrap_or(host);
+    let bare_host_no_port = bare_host.split(':').next().unwrap_or(bare_host);
+    let provider = match provider {
+        Some(p) => p,
+        None if bare_host_no_port == "github.com" => Provider::Github,
+        None if bare_host_no_port == "gitlab.com" => Provider::Gitlab,
+        None => {
+            return Err(format!(
+                "cannot tell the forge of `{bare_host}`; hint: set `provider: github` or `provider: gitlab`"
+            ));
+        }
+    };
+    let api_url = match api_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => match (provider, bare_host_no_port) {
+            (Provider::Github, "github.com") => "https://api.github.com".to_string(),
+            (Provider::Github, _) => format!("{scheme}://{bare_host}/api/v3"),
+            (Provider::Gitlab, _) => format!("{scheme}://{bare_host}"),
+        },
+    };
+    let repo_path = path.trim_matches('/').trim_end_matches(".git").to_string();
+    if repo_path.is_empty() {
+        return Err(format!("`{repo_url}` names no repository"));
+    }
+    Ok(ForgeTarget {
+        provider,
+        api_url,
+        repo_path,
+    })
+}
+
+/// `(scheme, host, path)` of `https://host/path`, `ssh://git@host/path` or `git@host:path`.
+fn split_repo_url(url: &str) -> Option<(&str, &str, &str)> {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (host, path) = rest.split_once('/')?;
+        let scheme = if scheme == "http" { "http" } else { "https" };
+        Some((scheme, host, path))
+    } else {
+        let (host, path) = url.split_once(':')?;
+        Some(("https", host, path))
+    }
+}
+
+/// Connects to the forge of `target` with `token`.
+pub async fn connect(
+    target: &ForgeTarget,
+    token: Option<String>,
+) -> Result<Box<dyn Forge>, ForgeError> {
+    match target.provider {
+        Provider::Github => Ok(Box::new(github::GitHub::new(
+            &target.api_url,
+            &target.repo_path,
+            token,
+        )?)),
+        Provider::Gitlab => Ok(Box::new(
+            gitlab::GitLab::new(&target.api_url, &target.repo_path, token).await?,
+        )),
+    }
+}
+
+/// How long to wait on a rate limit whose answer says nothing usable: GitHub's advice for
+/// secondary rate limits ("wait at least one minute").
+pub(crate) const DEFAULT_RATE_LIMIT_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a rate-limited answer asks us to wait, from `Retry-After` (seconds) or
+/// `x-ratelimit-reset` / `ratelimit-reset` (epoch seconds); `None` when neither is there.
+pub(crate) fn retry_after_from_headers(headers: &http::HeaderMap) -> Option<Duration> {
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    if let Some(secs) = get("retry-after") {
+        return Some(Duration::from_secs(secs.max(0) as u64));
+    }
+    let reset = get("x-ratelimit-reset").or_else(|| get("ratelimit-reset"))?;
+    let now = jiff::Timestamp::now().as_second();
+    Some(Duration::from_secs((reset - now).max(0) as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_provider_is_inferred_from_the_host_or_required() {
+        let t = target("https://github.com/acme/config.git", None, None).unwrap();
+        assert_eq!(t.provider, Provider::Github);
+        assert_eq!(t.api_url, "https://api.github.com");
+        assert_eq!(t.repo_path, "acme/config");
+        let t = target("git@gitlab.com:group/sub/config.git", None, None).unwrap();
+        assert_eq!(t.provider, Provider::Gitlab);
+        assert_eq!(t.api_url, "https://gitlab.com");
+        assert_eq!(t.repo_path, "group/sub/config");
+        let err = target("https://git.example.com/a/b.git", None, None).unwrap_err();
+        assert!(err.contains("set `provider: github`"), "{err}");
+        let t = target(
+            "https://ghe.example.com/a/b.git",
+            Some(Provider::Github),
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.api_url, "https://ghe.example.com/api/v3");
+        let t = target(
+            "http://127.0.0.1:9/git/a/b.git",
+            Some(Provider::Gitlab),
+            Some("http://127.0.0.1:8/"),
+        )
+        .unwrap();
+        assert_eq!(t.api_url, "http://127.0.0.1:8");
+        assert_eq!(t.repo_path, "git/a/b");
+    }
+
+    #[test]
+    fn retry_after_is_read_from_either_header() {
+        let mut h = http::HeaderMap::new();
+        assert_eq!(retry_after_from_headers(&h), None);
+        let reset = jiff::Timestamp::now().as_second() + 30;
+        h.insert("x-ratelimit-reset", reset.to_string().parse().unwrap());
+        let wait = retry_after_from_headers(&h).unwrap();
+        assert!(wait <= Duration::from_secs(30) && wait >= Duration::from_secs(28));
+        h.insert("retry-after", "7".parse().unwrap());
+        assert_eq!(retry_after_from_headers(&h), Some(Duration::from_secs(7)));
+    }
+}

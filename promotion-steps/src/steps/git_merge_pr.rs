@@ -1,0 +1,198 @@
+//! `git-merge-pr`: merges a pull request when the forge says it can be merged, with the
+//! configured method (`merge`, `squash`, `rebase` on GitHub), and outputs what landed on
+//! the target branch (`commit`).
+//!
+//! While checks or reviews are pending it waits (`Running`, naming the forge's status);
+//! conflicts, or a refusal by the forge (GitHub 405/409, GitLab 405/406/409/422), are
+//! Failed with the forge's message. Idempotent: an already merged pull request succeeds
+//! with its commit. Gives up after `timeout` (default 72 h).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::git_wait_for_pr::{DEFAULT_POLL, DEFAULT_TIMEOUT, human};
+use super::pr::{
+    PrNumber, closed_without_merge, connect, forge_error, parse_duration, pr_outputs, timed_out,
+    waiting_since,
+};
+use crate::forge::{ForgeError, MergeMethod, PrState, Provider};
+use crate::{Step, StepContext, StepOutcome, parse_config};
+
+/// The name used in `uses:`.
+pub(crate) const KIND: &str = "git-merge-pr";
+
+/// The configuration of `git-merge-pr`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Config {
+    /// The repository, e.g. `https://github.com/acme/config.git`.
+    #[serde(rename = "repoURL")]
+    pub(crate) repo_url: String,
+    /// `github` or `gitlab`; inferred from the host for github.com and gitlab.com.
+    #[serde(default)]
+    pub(crate) provider: Option<Provider>,
+    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab).
+    #[serde(default, rename = "apiURL")]
+    pub(crate) api_url: Option<String>,
+    /// The pull request, e.g. `${{ outputs.open-pr.pr.id }}`.
+    pub(crate) pr_number: PrNumber,
+    /// `merge` (default), `squash` or `rebase` (GitHub only).
+    #[serde(default)]
+    pub(crate) merge_method: MergeMethod,
+    /// How often to look while checks are pending (default `30s`).
+    #[serde(default)]
+    pub(crate) poll_interval: Option<String>,
+    /// How long to wait for the pull request to become mergeable (default `72h`).
+    #[serde(default)]
+    pub(crate) timeout: Option<String>,
+}
+
+/// Statuses that may clear by themselves: wait.
+const PENDING: [&str; 16] = [
+    // GitHub `mergeable_state`
+    "blocked",
+    "unknown",
+    "draft",
+    // GitLab `detailed_merge_status`
+    "checking",
+    "unchecked",
+    "preparing",
+    "approvals_syncing",
+    "ci_still_running",
+    "ci_must_pass",
+    "status_checks_must_pass",
+    "not_approved",
+    "discussions_not_resolved",
+    "draft_status",
+    "merge_time",
+    "requested_changes",
+    "merge_request_blocked",
+];
+
+/// Statuses that mean a merge cannot work without a change to the branches: fail.
+const CONFLICT: [&str; 4] = ["dirty", "conflict", "need_rebase", "cannot_be_merged"];
+
+/// The `git-merge-pr` step.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GitMergePr;
+
+#[async_trait]
+impl Step for GitMergePr {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn config_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Config)
+    }
+
+    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
+        let config: Config = match parse_config(KIND, config) {
+            Ok(c) => c,
+            Err(outcome) => return outcome,
+        };
+        let invalid =
+            |reason: String| StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
+        let number = match config.pr_number.get() {
+            Ok(n) => n,
+            Err(reason) => return invalid(reason),
+        };
+        let poll: Duration = match config.poll_interval.as_deref().map(parse_duration) {
+            None => DEFAULT_POLL,
+            Some(Ok(d)) if !d.is_zero() => d,
+            Some(Ok(_)) => return invalid("`pollInterval` must be more than 0s".into()),
+            Some(Err(reason)) => return invalid(reason),
+        };
+        let timeout = match config.timeout.as_deref().map(parse_duration) {
+            None => DEFAULT_TIMEOUT,
+            Some(Ok(d)) => d,
+            Some(Err(reason)) => return invalid(reason),
+        };
+        let since = waiting_since(ctx);
+        let state = Some(json!({"since": since}));
+        let forge = match connect(
+            ctx,
+            KIND,
+            &config.repo_url,
+            config.provider,
+            config.api_url.as_deref(),
+        )
+        .await
+        {
+            Ok(forge) => forge,
+            Err(StepOutcome::Running {
+                retry_after,
+                waiting_for,
+                ..
+            }) => {
+                return StepOutcome::Running {
+                    retry_after,
+                    waiting_for,
+                    state,
+                };
+            }
+            Err(outcome) => return outcome,
+        };
+        let name = forge.provider().name();
+        let pr = match forge.get(number).await {
+            Ok(pr) => pr,
+            Err(e) => return forge_error(&e, state),
+        };
+        match pr.state {
+            PrState::Merged => {
+                if let Some(commit) = &pr.merged_commit {
+                    return StepOutcome::succeeded(pr_outputs(&pr, &[("commit", commit)]));
+                }
+            }
+            PrState::Closed => return closed_without_merge(&pr),
+            PrState::Open => {}
+        }
+        let status = pr.merge_status.clone().unwrap_or_default();
+        if CONFLICT.contains(&status.as_str()) {
+            return StepOutcome::failed(format!(
+                "pull request #{number} cannot be merged into `{}` ({name} says `{status}`); \
+                 hint: resolve the conflict on `{}`",
+                pr.base, pr.head
+            ));
+        }
+        let pending = pr.state == PrState::Merged
+            || pr.mergeable.is_none()
+            || PENDING.contains(&status.as_str());
+        if pending {
+            if timed_out(since, timeout) {
+                return StepOutcome::failed(format!(
+                    "pull request #{number} ({}) did not become mergeable within {} ({name} \
+                     says `{status}`)",
+                    pr.url,
+                    human(timeout)
+                ));
+            }
+            let why = if status.is_empty() {
+                format!("{name} to check whether it can be merged")
+            } else {
+                format!("{name} merge status `{status}`")
+            };
+            return StepOutcome::Running {
+                retry_after: poll,
+                waiting_for: format!("pull request #{number} to be mergeable: {why}"),
+                state,
+            };
+        }
+        match forge.merge(number, config.merge_method).await {
+            Ok(commit) => {
+                ctx.log(&format!(
+                    "merged pull request #{number} on {name}: {commit}"
+                ));
+                StepOutcome::succeeded(pr_outputs(&pr, &[("commit", &commit)]))
+            }
+            Err(ForgeError::Refused(message)) => StepOutcome::failed(format!(
+                "{name} refused to merge pull request #{number}: {message}"
+            )),
+            Err(e) => forge_error(&e, state),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! `git-wait-for-pr`: waits until a pull request is merged, and outputs what landed on
+//! the target branch (`commit`: the merge commit, the squash commit, or the fast-forward
+//! head) for `argocd-update`.
+//!
+//! Closed without merging → Failed, naming who closed it. Polls every `pollInterval`
+//! (default 30 s; the forge's merge webhook is meant to wake it sooner); fails after
+//! `timeout` (default 72 h), counted from the first run (kept in the step's state).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::pr::{
+    PrNumber, closed_without_merge, connect, forge_error, parse_duration, pr_outputs, timed_out,
+    waiting_since,
+};
+use crate::forge::{PrState, Provider};
+use crate::{Step, StepContext, StepOutcome, parse_config};
+
+/// The name used in `uses:`.
+pub(crate) const KIND: &str = "git-wait-for-pr";
+
+/// The configuration of `git-wait-for-pr`.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct Config {
+    /// The repository, e.g. `https://github.com/acme/config.git`.
+    #[serde(rename = "repoURL")]
+    pub(crate) repo_url: String,
+    /// `github` or `gitlab`; inferred from the host for github.com and gitlab.com.
+    #[serde(default)]
+    pub(crate) provider: Option<Provider>,
+    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab).
+    #[serde(default, rename = "apiURL")]
+    pub(crate) api_url: Option<String>,
+    /// The pull request, e.g. `${{ outputs.open-pr.pr.id }}`.
+    pub(crate) pr_number: PrNumber,
+    /// How often to look (default `30s`).
+    #[serde(default)]
+    pub(crate) poll_interval: Option<String>,
+    /// How long to wait at most (default `72h`).
+    #[serde(default)]
+    pub(crate) timeout: Option<String>,
+}
+
+/// The default poll interval.
+pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(30);
+/// The default timeout.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(72 * 3600);
+
+/// The `git-wait-for-pr` step.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct GitWaitForPr;
+
+#[async_trait]
+impl Step for GitWaitForPr {
+    fn default_timeout(&self) -> Duration {
+        DEFAULT_TIMEOUT
+    }
+
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn config_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Config)
+    }
+
+    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
+        let config: Config = match parse_config(KIND, config) {
+            Ok(c) => c,
+            Err(outcome) => return outcome,
+        };
+        let invalid =
+            |reason: String| StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
+        let number = match config.pr_number.get() {
+            Ok(n) => n,
+            Err(reason) => return invalid(reason),
+        };
+        let poll = match config.poll_interval.as_deref().map(parse_duration) {
+            None => DEFAULT_POLL,
+            Some(Ok(d)) if !d.is_zero() => d,
+            Some(Ok(_)) => return invalid("`pollInterval` must be more than 0s".into()),
+            Some(Err(reason)) => return invalid(reason),
+        };
+        let timeout = match config.timeout.as_deref().map(parse_duration) {
+            None => DEFAULT_TIMEOUT,
+            Some(Ok(d)) => d,
+            Some(Err(reason)) => return invalid(reason),
+        };
+        let since = waiting_since(ctx);
+        let state = Some(json!({"since": since}));
+        let forge = match connect(
+            ctx,
+            KIND,
+            &config.repo_url,
+            config.provider,
+            config.api_url.as_deref(),
+        )
+        .await
+        {
+            Ok(forge) => forge,
+            Err(StepOutcome::Running {
+                retry_after,
+                waiting_for,
+                ..
+            }) => {
+                return StepOutcome::Running {
+                    retry_after,
+                    waiting_for,
+                    state,
+                };
+            }
+            Err(outcome) => return outcome,
+        };
+        let pr = match forge.get(number).await {
+            Ok(pr) => pr,
+            Err(e) => return forge_error(&e, state),
+        };
+        wait_outcome(&pr, since, poll, timeout, forge.provider().name())
+    }
+}
+
+/// What a pull request in this state means for a step waiting for its merge.
+pub(crate) fn wait_outcome(
+    pr: &crate::forge::PullRequest,
+    since: i64,
+    poll: Duration,
+    timeout: Duration,
+    forge: &str,
+) -> StepOutcome {
+    match pr.state {
+        PrState::Merged => match &pr.merged_commit {
+            Some(commit) => StepOutcome::Succeeded {
+                outputs: pr_outputs(pr, &[("commit", commit)]),
+                state: None,
+            },
+            None => StepOutcome::Running {
+                retry_after: poll,
+                waiting_for: format!(
+                    "{forge} to report the merge commit of pull request #{}",
+                    pr.number
+                ),
+                state: Some(json!({"since": since})),
+            },
+        },
+        PrState::Closed => closed_without_merge(pr),
+        PrState::Open if timed_out(since, timeout) => StepOutcome::failed(format!(
+            "pull request #{} ({}) was not merged within {}",
+            pr.number,
+            pr.url,
+            human(timeout)
+        )),
+        PrState::Open => StepOutcome::Running {
+            retry_after: poll,
+            waiting_for: format!(
+                "pull request #{} ({}) to be merged into `{}`",
+                pr.number, pr.url, pr.base
+            ),
+            state: Some(json!({"since": since})),
+        },
+    }
+}
+
+/// `72h`, `30m`, `45s`.
+pub(crate) fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s % 3600 == 0 && s > 0 {
+        format!("{}h", s / 3600)
+    } else if s % 60 == 0 && s > 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forge::PullRequest;
+
+    fn pr(state: PrState) -> PullRequest {
+        PullRequest {
+            number: 7,
+            url: "https://github.com/a/b/pull/7".into(),
+            state,
+            merged_commit: None,
+            closed_by: Some("bob".into()),
+            mergeable: None,
+            merge_status: None,
+            head: "dray/promotion/p".into(),
+            base: "stage/prod".into(),
+        }
+    }
+
+    #[test]
+    fn open_waits_closed_fails_and_time_runs_out() {
+        let now = jiff::Timestamp::now().as_second();
+        let open = wait_outcome(
+            &pr(PrState::Open),
+            now,
+            DEFAULT_POLL,
+            DEFAULT_TIMEOUT,
+            "GitHub",
+        );
+        let StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        } = open
+        else {
+            panic!("{open:?}")
+        };
+        assert_eq!(retry_after, DEFAULT_POLL);
+        assert!(waiting_for.contains("#7"), "{waiting_for}");
+        let closed = wait_outcome(
+            &pr(PrState::Closed),
+            now,
+            DEFAULT_POLL,
+            DEFAULT_TIMEOUT,
+            "GitHub",
+        );
+        assert_eq!(
+            closed,
+            StepOutcome::failed("pull request #7 was closed without merging by bob")
+        );
+        let late = wait_outcome(
+            &pr(PrState::Open),
+            now - 73 * 3600,
+            DEFAULT_POLL,
+            DEFAULT_TIMEOUT,
+            "GitHub",
+        );
+        assert!(matches!(late, StepOutcome::Failed { reason } if reason.contains("within 72h")));
+    }
+}

@@ -1,0 +1,156 @@
+//! What the pull-request steps (`git-open-pr`, `git-wait-for-pr`, `git-merge-pr`) share:
+//! connecting to the forge, the rate-limit answer, durations, and the messages.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::forge::{self, Forge, ForgeError, Provider, PullRequest};
+use crate::{StepContext, StepOutcome};
+
+/// A pull request number, as a number or a string (`${{ outputs.open.pr.id }}`).
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(untagged)]
+pub(crate) enum PrNumber {
+    /// `42`.
+    Number(u64),
+    /// `"42"`.
+    Text(String),
+}
+
+impl PrNumber {
+    pub(crate) fn get(&self) -> Result<u64, String> {
+        match self {
+            PrNumber::Number(n) => Ok(*n),
+            PrNumber::Text(s) => s
+                .trim()
+                .trim_start_matches(['#', '!'])
+                .parse()
+                .map_err(|_| format!("`prNumber` `{s}` is not a pull request number")),
+        }
+    }
+}
+
+/// Connects to the forge of `repo_url`, with the project's token for it.
+pub(crate) async fn connect(
+    ctx: &StepContext,
+    kind: &str,
+    repo_url: &str,
+    provider: Option<Provider>,
+    api_url: Option<&str>,
+) -> Result<Box<dyn Forge>, StepOutcome> {
+    let target = forge::target(repo_url, provider, api_url)
+        .map_err(|reason| StepOutcome::failed(format!("invalid `{kind}` config: {reason}")))?;
+    let token = ctx.credentials.token(repo_url);
+    forge::connect(&target, token)
+        .await
+        .map_err(|e| forge_error(&e, ctx.saved_state.clone()))
+}
+
+/// The outcome of a forge error: a rate limit is `Running` (saying until when), a refusal
+/// `Failed` with the forge's message, anything else `Errored` (retried by the engine).
+pub(crate) fn forge_error(e: &ForgeError, state: Option<Value>) -> StepOutcome {
+    match e {
+        ForgeError::RateLimited { forge, retry_after } => {
+            let wait = (*retry_after).max(Duration::from_secs(1));
+            StepOutcome::Running {
+                retry_after: wait,
+                waiting_for: format!("rate limited by {forge}, retrying at {}", at(wait)),
+                state,
+            }
+        }
+        ForgeError::Refused(message) => StepOutcome::failed(message.clone()),
+        ForgeError::NotFound(message) | ForgeError::Other(message) => {
+            StepOutcome::errored(message.clone())
+        }
+    }
+}
+
+/// The time `wait` from now, to the second: `2026-11-29T11:20:05Z`.
+pub(crate) fn at(wait: Duration) -> String {
+    let now = jiff::Timestamp::now();
+    let then = now
+        .checked_add(jiff::SignedDuration::try_from(wait).unwrap_or_default())
+        .unwrap_or(now);
+    then.round(jiff::Unit::Second).unwrap_or(then).to_string()
+}
+
+/// The failure of a pull request closed without merging.
+pub(crate) fn closed_without_merge(pr: &PullRequest) -> StepOutcome {
+    StepOutcome::failed(format!(
+        "pull request #{} was closed without merging by {}",
+        pr.number,
+        pr.closed_by.as_deref().unwrap_or("an unknown user")
+    ))
+}
+
+/// `{"pr": {"id": N, "url": U}}` plus `extra`.
+pub(crate) fn pr_outputs(pr: &PullRequest, extra: &[(&str, &str)]) -> Map<String, Value> {
+    let mut outputs = Map::new();
+    outputs.insert("pr".into(), json!({"id": pr.number, "url": pr.url}));
+    for (key, value) in extra {
+        outputs.insert((*key).into(), Value::String((*value).to_string()));
+    }
+    outputs
+}
+
+/// Reads `30s`, `5m`, `72h`, `1h30m`, `2d`.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("`{text}` is not a duration (e.g. `30s`, `5m`, `72h`)");
+    let mut total = 0u64;
+    let mut number = String::new();
+    let mut any = false;
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        number.clear();
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86400,
+            _ => return Err(bad()),
+        };
+        total = total.saturating_add(n.saturating_mul(unit));
+        any = true;
+    }
+    if !number.is_empty() || !any {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// When this step first started waiting (epoch seconds), kept in its state.
+pub(crate) fn waiting_since(ctx: &StepContext) -> i64 {
+    ctx.saved_state
+        .as_ref()
+        .and_then(|s| s["since"].as_i64())
+        .unwrap_or_else(|| jiff::Timestamp::now().as_second())
+}
+
+/// Whether a step that started waiting at `since` has waited longer than `timeout`.
+pub(crate) fn timed_out(since: i64, timeout: Duration) -> bool {
+    jiff::Timestamp::now().as_second() - since > timeout.as_secs() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_numbers_are_read() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("72h"), Ok(Duration::from_secs(72 * 3600)));
+        assert!(parse_duration("30").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(PrNumber::Text("#12".into()).get(), Ok(12));
+        assert_eq!(PrNumber::Number(3).get(), Ok(3));
+        assert!(PrNumber::Text("x".into()).get().is_err());
+    }
+}

@@ -1,0 +1,95 @@
+//! CEL for steps: [`StepExprs`] implements `dray-steps`' [`ExprEvaluator`] over the
+//! engine's [`ExprCache`], so a step (the `http` gate) can evaluate the expressions in its
+//! config against values it produced (`response`).
+//!
+//! Owns only the bridge: compiling, caching and explaining errors are `crate::expr`'s. The
+//! step's own variables go into [`ExprContext::extra`]; `ctx`, `vars`, `outputs` and
+//! `task` of the step stay visible and take precedence.
+
+use dray_steps::ExprEvaluator;
+use serde_json::{Map, Value};
+
+use crate::expr::{ExprCache, ExprContext};
+
+/// The evaluator one step gets: the shared cache and the step's expression context.
+#[derive(Debug, Clone)]
+pub struct StepExprs {
+    cache: ExprCache,
+    base: ExprContext,
+}
+
+impl StepExprs {
+    /// An evaluator over `cache` that sees what `base` holds (the step's `ctx`, `vars`, …).
+    pub fn new(cache: ExprCache, base: ExprContext) -> Self {
+        Self { cache, base }
+    }
+
+    fn context(&self, variables: &Map<String, Value>) -> ExprContext {
+        let mut ctx = self.base.clone();
+        ctx.extra.extend(variables.clone());
+        ctx
+    }
+}
+
+impl ExprEvaluator for StepExprs {
+    fn condition(&self, expression: &str, variables: &Map<String, Value>) -> Result<bool, String> {
+        self.cache
+            .evaluate_condition(expression, &self.context(variables))
+            .map_err(|e| e.to_string())
+    }
+
+    fn evaluate(&self, expression: &str, variables: &Map<String, Value>) -> Result<Value, String> {
+        let ctx = self.context(variables);
+        if crate::expr::has_expressions(expression) {
+            self.cache.evaluate_string(expression, &ctx)
+        } else {
+            self.cache.evaluate_expression(expression.trim(), &ctx)
+        }
+        .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn response(status: i64, body: Value) -> Map<String, Value> {
+        let mut vars = Map::new();
+        vars.insert("response".into(), json!({"status": status, "body": body}));
+        vars
+    }
+
+    #[test]
+    fn response_integers_are_cel_ints() {
+        let exprs = StepExprs::new(ExprCache::new(), ExprContext::default());
+        let vars = response(200, json!({"ready": 3}));
+        assert!(exprs.condition("response.status == 200", &vars).unwrap());
+        assert!(
+            exprs
+                .condition("response.body.ready + 1 == 4", &vars)
+                .unwrap()
+        );
+        assert!(!exprs.condition("response.status >= 500", &vars).unwrap());
+        assert_eq!(
+            exprs.evaluate("response.body.ready * 2", &vars).unwrap(),
+            json!(6)
+        );
+    }
+
+    #[test]
+    fn the_step_context_stays_visible_and_errors_name_the_expression() {
+        let base = ExprContext {
+            stage: "prod".into(),
+            ..ExprContext::default()
+        };
+        let exprs = StepExprs::new(ExprCache::new(), base);
+        let vars = response(200, json!({}));
+        assert!(exprs.condition("ctx.stage == 'prod'", &vars).unwrap());
+        let err = exprs.condition("response.status", &vars).unwrap_err();
+        assert!(err.contains("must evaluate to a bool"), "{err}");
+        let err = exprs.condition("response.body.missing", &vars).unwrap_err();
+        assert!(err.contains("response.body.missing"), "{err}");
+    }
+}
