@@ -181,6 +181,14 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
         "the promotion says it waits for the review: {message}"
     );
 
+    // The Stage says it waits for the review, with the pull request's link.
+    let stages = tokio::task::block_in_place(|| dray.cli(["get", "stages", "-p", "demo"]))?;
+    let table = String::from_utf8_lossy(&stages.stdout).into_owned();
+    assert!(
+        table.contains("WAITING FOR") && table.contains("/acme/config/pull/"),
+        "{table}"
+    );
+
     let number = github.pulls("acme/config")[0]["number"]
         .as_u64()
         .context("a pull request")?;

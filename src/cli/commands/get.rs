@@ -91,6 +91,38 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
         }
         OutputFormat::Table => {
             let (mut header, mut rows) = columns(kind, &items);
+            if kind == Kind::Stage
+                && items
+                    .iter()
+                    .any(|i| i.pointer("/status/currentPromotion").is_some())
+            {
+                // What each running promotion waits for (e.g. a review, with its link), from
+                // one list call rather than one call per Stage.
+                let project = ctx.project().await?;
+                let promotions: Vec<Value> = ctx
+                    .client
+                    .get(&format!("/api/v1/projects/{project}/promotions"))
+                    .await?;
+                header.push("WAITING FOR");
+                for (row, item) in rows.iter_mut().zip(&items) {
+                    let current = item
+                        .pointer("/status/currentPromotion")
+                        .and_then(Value::as_str);
+                    let message = promotions
+                        .iter()
+                        .find(|p| {
+                            current.is_some()
+                                && p.pointer("/metadata/name").and_then(Value::as_str) == current
+                        })
+                        .and_then(|p| p.pointer("/status/message").and_then(Value::as_str))
+                        .and_then(|m| {
+                            m.split_once(" is waiting for ")
+                                .map(|(_, what)| what.to_owned())
+                        })
+                        .unwrap_or_else(|| "-".into());
+                    row.push(message);
+                }
+            }
             if items.iter().any(|i| i.get("availability").is_some()) {
                 header.push("AVAILABILITY");
                 for (row, item) in rows.iter_mut().zip(&items) {
