@@ -447,7 +447,7 @@ async fn a_promotion_blocked_by_a_sync_window_times_out_naming_the_window() -> R
                 r#"apiVersion: dray.dev/v1alpha1
 kind: Credential
 metadata: {{name: argocd, namespace: demo}}
-spec: {{type: git, repoURL: "{api}", username: dray, token: {TOKEN}}}
+spec: {{type: argocd, repoURL: "{api}", token: {TOKEN}}}
 ---
 apiVersion: dray.dev/v1alpha1
 kind: Stage

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialSpec {
-    /// What the credential is for: `git`, `image` or `webhook`.
+    /// What the credential is for: `git`, `image`, `webhook` or `argocd`.
     #[serde(rename = "type")]
     pub type_: CredentialType,
     /// The repository it applies to, exactly (e.g. `https://git.example.com/team/config.git`
@@ -79,6 +79,8 @@ pub enum CredentialType {
     Image,
     /// A webhook receiver's shared secret.
     Webhook,
+    /// An Argo CD API server (`repoURL` is the server's URL; `token` its API token).
+    Argocd,
 }
 
 /// What the API shows of a credential's secrets: which fields are set, never their values.

@@ -47,7 +47,7 @@ fn credential(credential: &Credential) -> Vec<Issue> {
         (_, (false, false)) => issues.push(
             Issue::new(
                 at.key("repoURL"),
-                "a git or image credential must name its repository",
+                "a git, image or argocd credential must name its repository or server",
             )
             .hint("set `repoURL`, or `repoURLPattern` (a regular expression)"),
         ),

@@ -80,7 +80,7 @@ impl CredentialProvider for ProjectCredentials {
     }
 
     fn token(&self, url: &str) -> Option<String> {
-        let entry = self.find(&["git", "image", "webhook"], url)?;
+        let entry = self.find(&["argocd", "git", "image", "webhook"], url)?;
         entry
             .secrets
             .token
