@@ -14,8 +14,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::pr::{
-    PrNumber, closed_without_merge, connect, forge_error, parse_duration, pr_outputs, timed_out,
-    waiting_since,
+    PrNumber, Waiting, closed_without_merge, forge_error, pr_outputs, start_waiting, timed_out,
 };
 use crate::forge::{PrState, Provider};
 use crate::{Step, StepContext, StepOutcome, parse_config};
@@ -74,48 +73,29 @@ impl Step for GitWaitForPr {
             Ok(c) => c,
             Err(outcome) => return outcome,
         };
-        let invalid =
-            |reason: String| StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
-        let number = match config.pr_number.get() {
-            Ok(n) => n,
-            Err(reason) => return invalid(reason),
-        };
-        let poll = match config.poll_interval.as_deref().map(parse_duration) {
-            None => DEFAULT_POLL,
-            Some(Ok(d)) if !d.is_zero() => d,
-            Some(Ok(_)) => return invalid("`pollInterval` must be more than 0s".into()),
-            Some(Err(reason)) => return invalid(reason),
-        };
-        let timeout = match config.timeout.as_deref().map(parse_duration) {
-            None => DEFAULT_TIMEOUT,
-            Some(Ok(d)) => d,
-            Some(Err(reason)) => return invalid(reason),
-        };
-        let since = waiting_since(ctx);
-        let state = Some(json!({"since": since}));
-        let forge = match connect(
+        let waiting = match start_waiting(
             ctx,
             KIND,
             &config.repo_url,
             config.provider,
             config.api_url.as_deref(),
+            &config.pr_number,
+            config.poll_interval.as_deref(),
+            config.timeout.as_deref(),
         )
         .await
         {
-            Ok(forge) => forge,
-            Err(StepOutcome::Running {
-                retry_after,
-                waiting_for,
-                ..
-            }) => {
-                return StepOutcome::Running {
-                    retry_after,
-                    waiting_for,
-                    state,
-                };
-            }
+            Ok(waiting) => waiting,
             Err(outcome) => return outcome,
         };
+        let Waiting {
+            number,
+            poll,
+            timeout,
+            since,
+            forge,
+        } = waiting;
+        let state = Some(json!({"since": since}));
         let pr = match forge.get(number).await {
             Ok(pr) => pr,
             Err(e) => return forge_error(&e, state),

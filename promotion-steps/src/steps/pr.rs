@@ -10,6 +10,8 @@ use serde_json::{Map, Value, json};
 use crate::forge::{self, Forge, ForgeError, Provider, PullRequest};
 use crate::{StepContext, StepOutcome};
 
+use super::git_wait_for_pr::{DEFAULT_POLL, DEFAULT_TIMEOUT};
+
 /// A pull request number, as a number or a string (`${{ outputs.open.pr.id }}`).
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(untagged)]
@@ -136,6 +138,74 @@ pub(crate) fn waiting_since(ctx: &StepContext) -> i64 {
 /// Whether a step that started waiting at `since` has waited longer than `timeout`.
 pub(crate) fn timed_out(since: i64, timeout: Duration) -> bool {
     jiff::Timestamp::now().as_second() - since > timeout.as_secs() as i64
+}
+
+/// What a step that waits on a pull request settles before it asks the forge anything.
+pub(crate) struct Waiting {
+    /// The pull request.
+    pub(crate) number: u64,
+    /// How often to look.
+    pub(crate) poll: Duration,
+    /// How long to wait in all.
+    pub(crate) timeout: Duration,
+    /// When the wait began (kept in the step's state across runs).
+    pub(crate) since: i64,
+    /// The forge.
+    pub(crate) forge: Box<dyn Forge>,
+}
+
+/// The shared start of `git-wait-for-pr` and `git-merge-pr`: parse the number and the
+/// durations (a bad value fails the step), note when the wait began, and connect; a rate
+/// limit while connecting keeps the wait's start in the state it returns.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn start_waiting(
+    ctx: &StepContext,
+    kind: &str,
+    repo_url: &str,
+    provider: Option<Provider>,
+    api_url: Option<&str>,
+    pr_number: &PrNumber,
+    poll_interval: Option<&str>,
+    timeout: Option<&str>,
+) -> Result<Waiting, StepOutcome> {
+    let invalid =
+        |reason: String| StepOutcome::failed(format!("invalid `{kind}` config: {reason}"));
+    let number = pr_number.get().map_err(invalid)?;
+    let poll = match poll_interval.map(parse_duration) {
+        None => DEFAULT_POLL,
+        Some(Ok(d)) if !d.is_zero() => d,
+        Some(Ok(_)) => return Err(invalid("`pollInterval` must be more than 0s".into())),
+        Some(Err(reason)) => return Err(invalid(reason)),
+    };
+    let timeout = match timeout.map(parse_duration) {
+        None => DEFAULT_TIMEOUT,
+        Some(Ok(d)) => d,
+        Some(Err(reason)) => return Err(invalid(reason)),
+    };
+    let since = waiting_since(ctx);
+    let forge = match connect(ctx, kind, repo_url, provider, api_url).await {
+        Ok(forge) => forge,
+        Err(StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        }) => {
+            let state = Some(json!({"since": since}));
+            return Err(StepOutcome::Running {
+                retry_after,
+                waiting_for,
+                state,
+            });
+        }
+        Err(outcome) => return Err(outcome),
+    };
+    Ok(Waiting {
+        number,
+        poll,
+        timeout,
+        since,
+        forge,
+    })
 }
 
 #[cfg(test)]
