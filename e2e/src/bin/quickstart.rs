@@ -169,6 +169,16 @@ async fn main() -> Result<()> {
         "Press Ctrl-C to stop (everything runs in {}).",
         world.path().display()
     );
-    tokio::signal::ctrl_c().await?;
+    // Return (and so stop the registry, git server and Dray on drop) on Ctrl-C, SIGTERM
+    // or SIGHUP alike.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+        _ = hangup.recv() => {}
+    }
+    println!("stopping");
     Ok(())
 }
