@@ -346,6 +346,23 @@ async fn a_deny_window_refuses_before_git_and_an_override_is_recorded() -> Resul
             "a refused promotion is not even created"
         );
 
+        // The Stage shows its window: closed, which one, and until when.
+        let stage = p.stage("dev")?;
+        assert_eq!(stage["status"]["window"]["open"], false, "{stage:#}");
+        assert_eq!(
+            stage["status"]["window"]["blockedBy"]["window"],
+            "holiday-freeze"
+        );
+        assert!(
+            stage["status"]["window"]["nextChange"].is_string(),
+            "{stage:#}"
+        );
+        let table = text(&p.cli(&["get", "stages"])?);
+        assert!(
+            table.contains("frozen by window `holiday-freeze` until"),
+            "{table}"
+        );
+
         let overridden = p.cli(&[
             "promote",
             "--stage",

@@ -167,3 +167,44 @@ pub(crate) async fn load_stage(state: &AppState, key: &ObjectKey) -> Result<Stag
     })?;
     Ok(stored.to_typed()?)
 }
+
+/// Adds `status.window` (open, which window blocks, when that changes) to Stages as the
+/// API shows them. It is computed on read from the project's windows — one ProjectConfig
+/// read per call, whatever the number of Stages — so it is never stale in the store.
+pub(crate) async fn add_window_state(
+    state: &AppState,
+    project: &str,
+    stages: &mut [Value],
+) -> Result<(), ApiError> {
+    let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let config: Option<crate::api::ProjectConfig> =
+        state.store.get(&key).await?.and_then(|c| c.to_typed().ok());
+    let windows = config.map(|c| c.spec.promotion_windows).unwrap_or_default();
+    if windows.is_empty() {
+        return Ok(());
+    }
+    let now = jiff::Timestamp::now();
+    for stage in stages.iter_mut() {
+        let name = stage
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let labels: std::collections::BTreeMap<String, String> = stage
+            .pointer("/metadata/labels")
+            .cloned()
+            .and_then(|l| serde_json::from_value(l).ok())
+            .unwrap_or_default();
+        let window = match crate::pipeline::windows::evaluate(&windows, &name, &labels, now) {
+            Ok(window) => json!(window),
+            Err(error) => json!({"open": false, "error": error.to_string()}),
+        };
+        if let Some(status) = stage
+            .as_object_mut()
+            .map(|o| o.entry("status").or_insert_with(|| json!({})))
+        {
+            status["window"] = window;
+        }
+    }
+    Ok(())
+}

@@ -287,7 +287,10 @@ pub(crate) async fn list(
         )
         .await?;
     require_project(&state, &project).await?;
-    let stored = bodies(state.store.list(kind, Some(&project)).await?);
+    let mut stored = bodies(state.store.list(kind, Some(&project)).await?);
+    if kind == Kind::Stage {
+        super::gates::add_window_state(&state, &project, &mut stored.0).await?;
+    }
     if kind != Kind::Role {
         return Ok(stored);
     }
@@ -365,7 +368,11 @@ pub(crate) async fn get(
             kind.plural()
         ))
     })?;
-    Ok(body(stored))
+    let mut shown = vec![body(stored).0];
+    if kind == Kind::Stage {
+        super::gates::add_window_state(&state, &project, &mut shown).await?;
+    }
+    Ok(Json(shown.remove(0)))
 }
 
 pub(crate) async fn put(

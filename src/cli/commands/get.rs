@@ -395,6 +395,18 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                             &drift[..drift.len().min(10)]
                         ));
                     }
+                    if i.pointer("/status/window/open").and_then(Value::as_bool) == Some(false) {
+                        let window = text(i, "/status/window/blockedBy/window");
+                        notes.push(
+                            match i
+                                .pointer("/status/window/nextChange")
+                                .and_then(Value::as_str)
+                            {
+                                Some(until) => format!("frozen by window `{window}` until {until}"),
+                                None => format!("frozen by window `{window}`"),
+                            },
+                        );
+                    }
                     if i.pointer("/status/hold").is_some() {
                         notes.push("auto-promotion held".to_owned());
                     }
