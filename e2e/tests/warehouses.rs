@@ -465,6 +465,9 @@ impl Pipeline {
 async fn hotfix_freight_is_checked_against_the_registry_and_the_repository() -> Result<()> {
     let p = tokio::task::block_in_place(|| Pipeline::start(Default::default()))?;
     let digest = oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    // Discovery takes the newest build (1.0.1); the hotfix pins the older 1.0.0 by hand,
+    // so the two never describe the same artifacts.
+    oci::push_image(&p.registry, "demo/app", "1.0.1").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         p.apply(
             &warehouse_yaml(&p.registry.host(), &p.config_url, "")

@@ -86,6 +86,7 @@ pub fn parse_commit(text: &str) -> Result<FreightCommit, CliError> {
 /// Runs `dray freight`.
 pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
     let FreightCommand::Create(args) = args.command;
+    let request_alias = args.alias.clone();
     let request = AssembleRequest {
         warehouse: args.warehouse,
         images: args
@@ -108,7 +109,14 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    println!("freight {alias} ({id}) created");
+    match &request_alias {
+        Some(wanted) if wanted != alias => {
+            println!(
+                "freight {alias} ({id}) already holds exactly these artifacts; not created again"
+            )
+        }
+        _ => println!("freight {alias} ({id}) created"),
+    }
     Ok(())
 }
 
