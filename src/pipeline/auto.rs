@@ -28,14 +28,6 @@ pub struct AutoPromoter {
     store: std::sync::Arc<dyn Store>,
 }
 
-fn phase(object: &Value) -> PromotionPhase {
-    object
-        .pointer("/status/phase")
-        .cloned()
-        .and_then(|p| serde_json::from_value(p).ok())
-        .unwrap_or_default()
-}
-
 fn created(object: &Value) -> String {
     object
         .pointer("/metadata/creationTimestamp")
@@ -148,7 +140,7 @@ impl AutoPromoter {
                 .collect();
             if in_this_stage
                 .iter()
-                .any(|p| !phase(&p.object).is_terminal())
+                .any(|p| !super::promotion_phase(&p.object).is_terminal())
             {
                 continue;
             }
@@ -156,7 +148,7 @@ impl AutoPromoter {
                 in_this_stage.iter().any(|p| {
                     p.object.pointer("/spec/freight").and_then(Value::as_str) == Some(id)
                         && matches!(
-                            phase(&p.object),
+                            super::promotion_phase(&p.object),
                             PromotionPhase::Failed | PromotionPhase::Errored
                         )
                 })

@@ -18,3 +18,12 @@ pub const REQUESTED_AT_ANNOTATION: &str = "dray.dev/requested-at";
 pub const WINDOW_OVERRIDE_ANNOTATION: &str = "dray.dev/window-override";
 /// The annotation that wakes a waiting promotion at once (set by webhooks); any new value.
 pub const WAKE_ANNOTATION: &str = "dray.dev/wake";
+
+/// The phase of a stored Promotion (`Pending` when it has no status yet).
+pub fn promotion_phase(object: &serde_json::Value) -> crate::api::PromotionPhase {
+    object
+        .pointer("/status/phase")
+        .cloned()
+        .and_then(|p| serde_json::from_value(p).ok())
+        .unwrap_or_default()
+}

@@ -27,14 +27,6 @@ pub struct PromotionController {
     engine: Engine,
 }
 
-fn phase(object: &Value) -> PromotionPhase {
-    object
-        .pointer("/status/phase")
-        .cloned()
-        .and_then(|p| serde_json::from_value(p).ok())
-        .unwrap_or_default()
-}
-
 fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
     object
         .pointer(pointer)
@@ -115,7 +107,7 @@ impl PromotionController {
                 }
                 continue;
             }
-            match phase(&promotion.object) {
+            match super::promotion_phase(&promotion.object) {
                 PromotionPhase::Running => {
                     busy.insert(stage, ());
                     self.spawn(promotion, running, tasks, shutdown);

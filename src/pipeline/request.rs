@@ -339,14 +339,6 @@ pub async fn set_hold(
     )))
 }
 
-fn phase_of(object: &Value) -> PromotionPhase {
-    object
-        .pointer("/status/phase")
-        .cloned()
-        .and_then(|p| serde_json::from_value(p).ok())
-        .unwrap_or_default()
-}
-
 async fn pending_in_stage(
     store: &dyn Store,
     project: &str,
@@ -357,7 +349,7 @@ async fn pending_in_stage(
         .await?
         .into_iter()
         .filter(|p| p.object.pointer("/spec/stage").and_then(Value::as_str) == Some(stage))
-        .filter(|p| phase_of(&p.object) == PromotionPhase::Pending)
+        .filter(|p| super::promotion_phase(&p.object) == PromotionPhase::Pending)
         .collect())
 }
 
@@ -383,7 +375,7 @@ pub async fn abort_promotion(
             .get(key)
             .await?
             .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        match phase_of(&current.object) {
+        match super::promotion_phase(&current.object) {
             PromotionPhase::Pending => {
                 let mut status = current
                     .object
@@ -495,7 +487,7 @@ pub async fn wake_running(store: &dyn Store, project: &str) -> Result<usize, Sto
     let token = jiff::Timestamp::now().to_string();
     let mut woken = 0;
     for promotion in store.list(Kind::Promotion, Some(project)).await? {
-        if phase_of(&promotion.object) != PromotionPhase::Running {
+        if super::promotion_phase(&promotion.object) != PromotionPhase::Running {
             continue;
         }
         let mut current = promotion;
