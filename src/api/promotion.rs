@@ -78,6 +78,10 @@ pub struct PromotionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "optional_free_form_object")]
     pub state: Option<serde_json::Value>,
+    /// Set once a step pushed to the Stage's branch: the change is in git, whatever the
+    /// steps after it (waiting for a sync, a gate) still do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_to_git: Option<super::StageBranch>,
     /// When it started running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,

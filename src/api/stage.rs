@@ -30,6 +30,62 @@ pub struct StageSpec {
     /// What happens to pending promotions when a newer one is requested.
     #[serde(default)]
     pub queue_policy: QueuePolicy,
+    /// How the health of the Applications a promotion registered is judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthPolicy>,
+    /// How the Stage's current Freight is proven fit before it counts as verified here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// How health is judged after a promotion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthPolicy {
+    /// How long health must hold before verification starts (default `30s`): an HPA
+    /// reports Degraded for a few seconds after a healthy rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_string")]
+    pub stabilization_window: Option<String>,
+    /// How long to wait for health before the verification ends in `Error` (default `10m`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_string")]
+    pub timeout: Option<String>,
+}
+
+/// How a Stage's Freight is verified, shaped like Kargo's.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Verification {
+    /// The AnalysisTemplates to run; all must succeed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analysis_templates: Vec<AnalysisTemplateReference>,
+    /// Arguments for the templates; values may use `${{ }}` over `freight`, `stage`, `project`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<AnalysisArg>,
+    /// A deadline for one verification run (default `30m`); a metric without `count` runs
+    /// until it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_duration_string")]
+    pub timeout: Option<String>,
+}
+
+/// A reference to an AnalysisTemplate in the Stage's project.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisTemplateReference {
+    /// The AnalysisTemplate's name.
+    pub name: String,
+}
+
+/// A named argument for an analysis.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisArg {
+    /// The argument's name, as the template's `args[].name`.
+    pub name: String,
+    /// Its value.
+    pub value: String,
 }
 
 /// What happens to pending promotions when a newer one is requested.
@@ -126,6 +182,206 @@ pub struct StageStatus {
     /// newest Freight is promoted or the hold is lifted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<StageHold>,
+    /// The Argo CD Applications the last promotion registered (from `argocd-update`), whose
+    /// health is the Stage's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applications: Vec<RegisteredApplication>,
+    /// The Stage's health, from its registered Applications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<StageHealth>,
+    /// The verification of the current Freight: running, or the last one that ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationInfo>,
+    /// Verifications that ended, newest first (at most [`VERIFICATION_HISTORY_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_history: Vec<VerificationInfo>,
+}
+
+/// How many ended verifications a Stage keeps.
+pub const VERIFICATION_HISTORY_LIMIT: usize = 20;
+
+/// An Argo CD Application a promotion registered for health, with how to reach it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredApplication {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace`, when not Argo CD's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The Argo CD API server it was reached through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server: Option<String>,
+    /// The Kubernetes API server it was reached through (the Kubernetes transport).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
+    /// The revisions (one per matched source) it must report synced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub desired_revisions: Vec<String>,
+}
+
+/// A Stage's health.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StageHealth {
+    /// The verdict over every registered Application.
+    pub status: HealthState,
+    /// Why, in words (Argo CD's message when Unhealthy).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Since when the status has held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<Time>,
+    /// When Dray last looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_at: Option<Time>,
+    /// Per Application.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applications: Vec<ApplicationHealth>,
+}
+
+/// One Application's health as Dray judged it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationHealth {
+    /// `metadata.name` (`namespace/name` when not Argo CD's own namespace).
+    pub name: String,
+    /// The verdict for this Application.
+    pub status: HealthState,
+    /// Argo CD's `status.health.status`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub argocd_health: String,
+    /// The revision Argo CD reports synced.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub synced_revision: String,
+    /// Why, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// A health verdict.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum HealthState {
+    /// Not known yet (nothing registered, or Argo CD not reached).
+    #[default]
+    Unknown,
+    /// Synced to the desired revision and Healthy.
+    Healthy,
+    /// Not synced to the desired revision yet, or Progressing / Suspended.
+    Progressing,
+    /// Degraded or Missing.
+    Unhealthy,
+}
+
+/// One verification of a Stage's Freight.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationInfo {
+    /// A unique id.
+    pub id: String,
+    /// The Freight verified.
+    pub freight: String,
+    /// Where it is.
+    pub phase: VerificationPhase,
+    /// Why, in words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Who started it (`dray` after a promotion, or the person who re-ran it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub actor: String,
+    /// When it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_time: Option<Time>,
+    /// When health (held for the stabilisation window) let the analysis start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis_start_time: Option<Time>,
+    /// The metrics, with their measurements.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<MetricResult>,
+}
+
+/// Where a verification is; the ended phases are Argo Rollouts' (plus `Aborted`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum VerificationPhase {
+    /// Waiting for health to hold.
+    #[default]
+    Pending,
+    /// Measuring.
+    Running,
+    /// Every metric succeeded.
+    Successful,
+    /// A metric failed more than its `failureLimit`.
+    Failed,
+    /// A metric was inconclusive more than its `inconclusiveLimit`.
+    Inconclusive,
+    /// A metric errored more than its `consecutiveErrorLimit`, or health never held.
+    Error,
+    /// Stopped by a person (`dray verify stage S --abort`) or by a newer promotion.
+    Aborted,
+}
+
+impl VerificationPhase {
+    /// Whether the verification has ended.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Pending | Self::Running)
+    }
+}
+
+/// One metric's results, named as Argo Rollouts names them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricResult {
+    /// The metric's name.
+    pub name: String,
+    /// The metric's phase (`Running`, then as the run's).
+    pub phase: VerificationPhase,
+    /// Measurements taken.
+    #[serde(default)]
+    pub count: u32,
+    /// How many were Successful.
+    #[serde(default)]
+    pub successful: u32,
+    /// How many were Failed.
+    #[serde(default)]
+    pub failed: u32,
+    /// How many were Inconclusive.
+    #[serde(default)]
+    pub inconclusive: u32,
+    /// How many were Error.
+    #[serde(default)]
+    pub error: u32,
+    /// Errors in a row now.
+    #[serde(default)]
+    pub consecutive_error: u32,
+    /// Why the metric ended as it did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The measurements, oldest first (the newest few are kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub measurements: Vec<Measurement>,
+}
+
+/// One measurement of a metric.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Measurement {
+    /// `Successful`, `Failed`, `Inconclusive` or `Error`.
+    pub phase: VerificationPhase,
+    /// The value measured, as text.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Why (the error, or which condition held).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// When it was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
 }
 
 /// A hold on auto-promotion.

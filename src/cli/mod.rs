@@ -62,6 +62,8 @@ pub enum Command {
     Approve(commands::approve::ApproveArgs),
     /// Lift a Stage's hold on auto-promotion.
     Hold(commands::hold::HoldArgs),
+    /// Re-run (or `--abort`) the verification of a Stage's current Freight.
+    Verify(commands::verify::VerifyArgs),
     /// Abort a promotion.
     Abort(commands::abort::AbortArgs),
     /// Show a Stage's history, read from its branch in git.
@@ -123,6 +125,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Abort(args) => commands::abort::run(&ctx()?, args).await,
         Command::Approve(args) => commands::approve::run(&ctx()?, args).await,
         Command::Hold(args) => commands::hold::run(&ctx()?, args).await,
+        Command::Verify(args) => commands::verify::run(&ctx()?, args).await,
         Command::Audit(args) => commands::audit::run(&ctx()?, args).await,
         Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
         Command::Token(args) => commands::token::run(&ctx()?, args).await,

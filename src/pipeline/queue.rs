@@ -2,7 +2,8 @@
 //! next (ordered by the `dray.dev/requested-at` annotation). A promotion found Running
 //! with nobody running it (after a crash or restart) is resumed at its step. An abort
 //! request (the `dray.dev/abort` annotation) cancels a running promotion, which stops at
-//! its next safe point.
+//! its next safe point. A pending promotion waits while the Stage's current Freight is
+//! being verified, and says so in its message.
 //!
 //! The loop waits on the store's change feed (and on its own promotions finishing), with
 //! a 30s ceiling, never on a fixed poll.
@@ -63,8 +64,21 @@ impl PromotionController {
         let mut tasks: JoinSet<ObjectKey> = JoinSet::new();
         loop {
             let seen = feed.latest();
+            let verifying = match store.list(Kind::Stage, None).await {
+                Ok(stages) => verifying_stages(&stages),
+                Err(error) => {
+                    tracing::error!(%error, "cannot list stages");
+                    BTreeMap::new()
+                }
+            };
             match store.list(Kind::Promotion, None).await {
-                Ok(promotions) => self.dispatch(promotions, &mut running, &mut tasks, &shutdown),
+                Ok(promotions) => {
+                    let held =
+                        self.dispatch(promotions, &verifying, &mut running, &mut tasks, &shutdown);
+                    for (promotion, reason) in held {
+                        say_why_held(store.as_ref(), &promotion, &reason).await;
+                    }
+                }
                 Err(error) => tracing::error!(%error, "cannot list promotions"),
             }
             tokio::select! {
@@ -88,13 +102,17 @@ impl PromotionController {
         while tasks.join_next().await.is_some() {}
     }
 
+    /// Starts what may start; returns the pending promotions held back by a verification,
+    /// with the reason.
     fn dispatch(
         &self,
         promotions: Vec<StoredObject>,
+        verifying: &BTreeMap<(String, String), String>,
         running: &mut HashMap<ObjectKey, CancellationToken>,
         tasks: &mut JoinSet<ObjectKey>,
         shutdown: &CancellationToken,
-    ) {
+    ) -> Vec<(StoredObject, String)> {
+        let mut held = Vec::new();
         let mut busy: BTreeMap<(String, String), ()> = BTreeMap::new();
         let mut pending: BTreeMap<(String, String), Vec<&StoredObject>> = BTreeMap::new();
         for promotion in &promotions {
@@ -133,10 +151,14 @@ impl PromotionController {
                 };
                 (at(a), a.key.name.clone()).cmp(&(at(b), b.key.name.clone()))
             });
-            if let Some(next) = queue.first() {
-                self.spawn(next, running, tasks, shutdown);
+            let Some(next) = queue.first() else { continue };
+            if let Some(reason) = verifying.get(&stage) {
+                held.push(((*next).clone(), reason.clone()));
+                continue;
             }
+            self.spawn(next, running, tasks, shutdown);
         }
+        held
     }
 
     fn spawn(
@@ -160,5 +182,55 @@ impl PromotionController {
             }
             key
         });
+    }
+}
+
+/// The Stages whose current Freight is being verified, with what a promotion queued behind
+/// says while it waits: the next promotion never skips the verification of the Freight
+/// before it (the run always ends: its health wait and its analysis have deadlines).
+fn verifying_stages(stages: &[StoredObject]) -> BTreeMap<(String, String), String> {
+    stages
+        .iter()
+        .filter_map(|stage| {
+            let run = stage.object.pointer("/status/verification")?;
+            let phase = text(run, "/phase");
+            if phase != "Pending" && phase != "Running" {
+                return None;
+            }
+            let project = stage.key.namespace.clone().unwrap_or_default();
+            let name = stage.key.name.clone();
+            let alias = stage
+                .object
+                .pointer("/status/currentFreight/alias")
+                .and_then(Value::as_str)
+                .filter(|a| !a.is_empty())
+                .unwrap_or_else(|| text(run, "/freight"));
+            let reason = format!(
+                "waiting for the verification of Freight `{alias}` in Stage `{name}` to end \
+                 ({phase}); hint: `dray verify stage {name} --abort` stops it"
+            );
+            Some(((project, name), reason))
+        })
+        .collect()
+}
+
+/// Writes why a pending promotion waits into its `status.message`, once.
+async fn say_why_held(store: &dyn crate::store::Store, promotion: &StoredObject, reason: &str) {
+    if text(&promotion.object, "/status/message") == reason {
+        return;
+    }
+    let mut status = promotion
+        .object
+        .get("status")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"phase": "Pending"}));
+    if let Some(map) = status.as_object_mut() {
+        map.insert("message".into(), Value::String(reason.to_owned()));
+    }
+    if let Err(error) = store
+        .update_status(&promotion.key, status, Some(promotion.resource_version))
+        .await
+    {
+        tracing::debug!(promotion = %promotion.key, %error, "cannot say why the promotion waits");
     }
 }

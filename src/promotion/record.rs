@@ -1,15 +1,18 @@
 //! What a succeeded promotion changes besides git: the Stage's current Freight and branch,
-//! and the Freight's `currentlyIn` / `verifiedIn` (a Stage without verification counts its
-//! Freight verified when the promotion succeeds). The Freight that leaves the Stage keeps
+//! and the Freight's `currentlyIn` / `verifiedIn`. A Stage that verifies (AnalysisTemplates,
+//! or Applications registered by `argocd-update`) starts a verification run instead, and
+//! the Freight is verified there when the run succeeds; a Stage without verification counts
+//! its Freight verified when the promotion succeeds. The Freight that leaves the Stage keeps
 //! its longest continuous stay as `longestSoakSeconds`.
 
 use serde_json::{Map, Value};
 
 use crate::api::{
-    CurrentStage, Freight, FreightStatus, Kind, ObjectKey, Promotion, Stage, StageBranch,
-    StageFreightRef, StageStatus, Time,
+    CurrentStage, Freight, FreightStatus, HealthState, Kind, ObjectKey, Promotion, Stage,
+    StageBranch, StageFreightRef, StageHealth, StageStatus, Time, VerificationPhase,
 };
 use crate::store::{Store, StoreError};
+use crate::verification::state as verification;
 
 fn now() -> Time {
     Time(jiff::Timestamp::now())
@@ -54,7 +57,7 @@ pub async fn promotion_succeeded(
         return Ok(());
     };
     let stage: Stage = stored.to_typed()?;
-    let mut status: StageStatus = stage.status.unwrap_or_default();
+    let mut status: StageStatus = stage.status.clone().unwrap_or_default();
     let previous = status.current_freight.clone();
     let freight_id = freight.metadata.name.clone().unwrap_or_default();
     let arrived = match &previous {
@@ -72,6 +75,7 @@ pub async fn promotion_succeeded(
         status.branch = Some(branch);
         status.drift = None;
     }
+    let verifies = start_verification(&stage, &mut status, &freight_id, &key.name, outputs);
     write_status(store, &stage_key, &status).await?;
 
     if let Some(previous) = previous.filter(|p| p.name != freight_id) {
@@ -109,14 +113,44 @@ pub async fn promotion_succeeded(
     freight_status
         .currently_in
         .insert(stage_name.clone(), CurrentStage { since: arrived });
-    let verified = freight_status
-        .verified_in
-        .entry(stage_name.clone())
-        .or_default();
-    if verified.verified_at.is_none() {
-        verified.verified_at = Some(now());
+    if !verifies {
+        let verified = freight_status
+            .verified_in
+            .entry(stage_name.clone())
+            .or_default();
+        if verified.verified_at.is_none() {
+            verified.verified_at = Some(now());
+        }
     }
     write_status(store, &freight_key, &freight_status).await
+}
+
+/// Registers the Applications the promotion synced and, when the Stage verifies its
+/// Freight, starts verifying the new one (a run still going for the old one is aborted).
+/// Returns whether it did; otherwise the Freight counts as verified at once.
+fn start_verification(
+    stage: &Stage,
+    status: &mut StageStatus,
+    freight: &str,
+    promotion: &str,
+    outputs: &Map<String, Value>,
+) -> bool {
+    let now = jiff::Timestamp::now();
+    status.applications = verification::registered_applications(outputs);
+    status.health = (!status.applications.is_empty()).then(|| StageHealth {
+        status: HealthState::Progressing,
+        message: "waiting for Argo CD to report the Applications synced and healthy".into(),
+        since: Some(Time(now)),
+        ..Default::default()
+    });
+    let superseded = format!("superseded by promotion `{promotion}`");
+    if verification::verifies(stage, &status.applications) {
+        verification::begin(status, freight, verification::DRAY_ACTOR, &superseded, now);
+        true
+    } else {
+        verification::end(status, VerificationPhase::Aborted, &superseded, now);
+        false
+    }
 }
 
 /// Records on the Stage which promotion is running now (`None` when `finished` was it).

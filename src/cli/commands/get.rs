@@ -371,7 +371,16 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                 .collect(),
         ),
         Kind::Stage => (
-            vec!["NAME", "REQUESTS", "FREIGHT", "PROMOTING", "NOTES", "AGE"],
+            vec![
+                "NAME",
+                "REQUESTS",
+                "FREIGHT",
+                "HEALTH",
+                "VERIFICATION",
+                "PROMOTING",
+                "NOTES",
+                "AGE",
+            ],
             items
                 .iter()
                 .map(|i| {
@@ -414,6 +423,8 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         name(i),
                         requests.join(", "),
                         text(i, "/status/currentFreight/alias"),
+                        text(i, "/status/health/status"),
+                        text(i, "/status/verification/phase"),
                         text(i, "/status/currentPromotion"),
                         if notes.is_empty() {
                             "-".into()
@@ -434,6 +445,24 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         name(i),
                         array(i, "/spec/steps").len().to_string(),
                         array(i, "/spec/vars").len().to_string(),
+                        age(i),
+                    ]
+                })
+                .collect(),
+        ),
+        Kind::AnalysisTemplate => (
+            vec!["NAME", "METRICS", "ARGS", "AGE"],
+            items
+                .iter()
+                .map(|i| {
+                    let metrics: Vec<String> = array(i, "/spec/metrics")
+                        .iter()
+                        .filter_map(|m| m["name"].as_str().map(str::to_owned))
+                        .collect();
+                    vec![
+                        name(i),
+                        metrics.join(", "),
+                        array(i, "/spec/args").len().to_string(),
                         age(i),
                     ]
                 })

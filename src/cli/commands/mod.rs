@@ -13,4 +13,5 @@ pub mod promote;
 pub mod refresh;
 pub mod serve;
 pub mod token;
+pub mod verify;
 pub mod version;
