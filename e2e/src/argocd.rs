@@ -1,13 +1,14 @@
-//! An Argo CD API-server double: the endpoints `argocd-update` and stage health use, with
-//! Argo CD's paths, field names, status codes and error shapes, backed by real git.
+//! An Argo CD double: the API-server endpoints and the Kubernetes API paths that
+//! `argocd-update` and stage health use, with Argo CD's paths, field names, status codes
+//! and error shapes, over one set of Applications, backed by real git.
 //!
-//! Served on 127.0.0.1 (own thread and runtime, like the git server), bearer-token auth:
+//! Served on 127.0.0.1 (own thread and runtime, like the git server), bearer-token auth on
+//! both doors. Argo CD's API server:
 //!
 //! - `GET /api/v1/applications/{name}` (`?refresh=normal|hard`, `?appNamespace=`): the
 //!   Application (`metadata`, `spec.source(s)`, `status.sync`, `status.health`,
-//!   `status.operationState`, `status.conditions`); each GET is one reconciliation: it
-//!   advances a running operation by one poll and recomputes `status.sync` by resolving
-//!   `targetRevision` against the real repository (`git ls-remote`);
+//!   `status.operationState`, `status.conditions`); each GET is one reconciliation (see
+//!   below);
 //! - `POST /api/v1/applications/{name}/sync` (`ApplicationSyncRequest`: `revision`, …):
 //!   starts a sync operation; a sha is taken as is, a branch or tag is resolved against the
 //!   real repository. Refused as Argo CD refuses: 403 `cannot sync: blocked by sync
@@ -19,13 +20,36 @@
 //!   canSync}` with `kind`, `schedule`, `duration`, `manualSync`;
 //! - `PUT /api/v1/applications/{name}` (a whole Application) and `PATCH
 //!   /api/v1/applications/{name}` (`ApplicationPatchRequest`: `patch` as a string, `patchType`
-//!   `merge`), to change `spec.source(s)[].targetRevision`.
+//!   `merge`), to change `spec.source(s)`.
 //!
-//! Scriptable failure modes ([`ArgoCd::deny_sync_window`], [`ArgoCd::start_foreign_operation`],
-//! [`ArgoCd::degrade_after_sync`], [`ArgoCd::set_comparison_error`],
-//! [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`]). Not modelled: the Kubernetes
-//! API (`kubectl patch application`), ApplicationSets, resource trees, hooks, multi-source
-//! `revisions[]` in `syncResult` (single source only), Argo CD's own automated sync.
+//! The Kubernetes API (`argoproj.io/v1alpha1`):
+//!
+//! - `GET /apis/argoproj.io/v1alpha1/namespaces/{ns}/applications/{name}` (one
+//!   reconciliation too) and `GET …/namespaces/{ns}/applications?labelSelector=` (an
+//!   `ApplicationList`);
+//! - `PATCH …/applications/{name}` with `Content-Type: application/merge-patch+json` only
+//!   (else 415): `metadata.annotations`, `spec`, `operation`; `status` is a subresource and
+//!   ignored; a `metadata.resourceVersion` other than the current one answers 409 Conflict;
+//! - `GET …/namespaces/{ns}/appprojects/{name}`: an AppProject whose `spec.syncWindows`
+//!   hold the scripted windows (each with `applications: [<app>]`);
+//! - errors are `Status` objects (`{kind: Status, status: Failure, message, reason, code}`):
+//!   401 `Unauthorized`, 404 `NotFound`, 409 `Conflict`, 415 `UnsupportedMediaType`.
+//!
+//! The simulated application controller runs on every GET of either door: it removes the
+//! `argocd.argoproj.io/refresh` annotation, starts an `operation` that was set (through
+//! Kubernetes) when none is running — `operationState` `Running`, initiated by the
+//! operation's `initiatedBy` —, advances a running operation by one poll (held `Running`
+//! with "Sync operation blocked by sync window" while a deny window without manual sync is
+//! active, as Argo CD's controller does), completes it (`Succeeded`, or `Failed`/`Error`),
+//! clearing `operation`, and recomputes `status.sync` by resolving `targetRevision` against
+//! the real repository (`git ls-remote`).
+//!
+//! Scriptable failure modes, for both doors ([`ArgoCd::deny_sync_window`],
+//! [`ArgoCd::start_foreign_operation`], [`ArgoCd::degrade_after_sync`],
+//! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`]).
+//! Not modelled: ApplicationSets, resource trees, hooks, multi-source `revisions[]` in
+//! `syncResult` (single source only), Argo CD's own automated sync, Kubernetes RBAC (any
+//! valid token may do anything), watches.
 //! Test tooling only, never shipped.
 
 use std::collections::BTreeMap;
@@ -36,6 +60,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use axum::Json;
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,6 +73,16 @@ use crate::world::TestWorld;
 
 /// The annotation naming the Dray stage allowed to touch an Application.
 pub const AUTHORIZED_STAGE_ANNOTATION: &str = "dray.dev/authorized-stage";
+
+/// The annotation that asks Argo CD's controller for a refresh; it removes it when done.
+pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
+
+/// What Argo CD's controller writes into `operationState.message` while a sync window holds
+/// an operation (the phase stays `Running`).
+pub const BLOCKED_BY_WINDOW: &str = "Sync operation blocked by sync window";
+
+/// The Kubernetes API prefix of Argo CD's resources.
+const K8S: &str = "/apis/argoproj.io/v1alpha1";
 
 /// One Application to serve.
 #[derive(Clone, Debug)]
@@ -109,6 +144,14 @@ pub struct SyncWindow {
     pub manual_sync: bool,
 }
 
+impl SyncWindow {
+    /// Whether the window, while active, blocks an operation (`manual`: started by a
+    /// person, not by Argo CD's automated sync), as `SyncWindows.CanSync` decides.
+    fn blocks(&self, manual: bool) -> bool {
+        self.kind == "deny" && !(manual && self.manual_sync)
+    }
+}
+
 /// What the double will do to one Application.
 #[derive(Clone, Debug, Default)]
 struct Script {
@@ -138,6 +181,8 @@ struct Inner {
     /// Real fetch URLs (with credentials) by Application repoURL.
     fetch_urls: Mutex<BTreeMap<String, String>>,
     requests: Mutex<Vec<String>>,
+    /// The merge patches received through the Kubernetes API, with the Application's name.
+    patches: Mutex<Vec<(String, Value)>>,
 }
 
 /// A running Argo CD API-server double on 127.0.0.1; stopped on drop.
@@ -164,6 +209,7 @@ impl ArgoCd {
             apps: Mutex::default(),
             fetch_urls: Mutex::default(),
             requests: Mutex::default(),
+            patches: Mutex::default(),
         });
         let app = Router::new()
             .route("/api/v1/applications", get(list_apps))
@@ -173,6 +219,18 @@ impl ArgoCd {
             )
             .route("/api/v1/applications/{name}/sync", post(sync_app))
             .route("/api/v1/applications/{name}/syncwindows", get(sync_windows))
+            .route(
+                "/apis/argoproj.io/v1alpha1/namespaces/{ns}/applications",
+                get(k8s_list),
+            )
+            .route(
+                "/apis/argoproj.io/v1alpha1/namespaces/{ns}/applications/{name}",
+                get(k8s_get).patch(k8s_patch),
+            )
+            .route(
+                "/apis/argoproj.io/v1alpha1/namespaces/{ns}/appprojects/{name}",
+                get(k8s_project),
+            )
             .with_state(Arc::clone(&inner));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -211,6 +269,11 @@ impl ArgoCd {
     /// `http://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The Kubernetes API server's URL (the same listener: `/apis/argoproj.io/…`).
+    pub fn kubernetes_url(&self) -> String {
+        self.base_url()
     }
 
     /// The bearer token it accepts.
@@ -278,10 +341,24 @@ impl ArgoCd {
         lock(&self.inner.requests).clone()
     }
 
-    /// How many `POST …/sync` requests were accepted for `name`.
+    /// How many syncs were requested for `name` and accepted: `POST …/sync` answered 200,
+    /// or a Kubernetes merge patch that set an `operation`.
     pub fn syncs_started(&self, name: &str) -> usize {
-        let prefix = format!("POST /api/v1/applications/{name}/sync 200");
-        self.requests().iter().filter(|r| **r == prefix).count()
+        let api = format!("POST /api/v1/applications/{name}/sync 200");
+        let k8s = format!("/applications/{name} (operation) 200");
+        self.requests()
+            .iter()
+            .filter(|r| **r == api || (r.starts_with("PATCH /apis/") && r.ends_with(&k8s)))
+            .count()
+    }
+
+    /// The merge patches `name` received through the Kubernetes API, oldest first.
+    pub fn patches(&self, name: &str) -> Vec<Value> {
+        lock(&self.inner.patches)
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, p)| p.clone())
+            .collect()
     }
 
     /// An active window that refuses syncs (manual ones too), or `None` to open it again.
@@ -441,20 +518,57 @@ impl Inner {
             .ok_or_else(|| format!("unable to resolve '{revision}' to a commit SHA"))
     }
 
-    /// One reconciliation: advance the operation, then compare with the target.
+    /// One reconciliation, as Argo CD's controller does it: drop the refresh annotation,
+    /// start a requested operation, advance a running one, then compare with the target.
     async fn reconcile(self: &Arc<Self>, name: &str) -> Option<Value> {
-        let (repo_url, target) = {
+        let (repo_url, target, pending) = {
             let apps = lock(&self.apps);
             let app = &apps.get(name)?.app;
             let source = &app["spec"]["source"];
             (
                 source["repoURL"].as_str().unwrap_or("").to_owned(),
                 source["targetRevision"].as_str().unwrap_or("").to_owned(),
+                pending_operation(app)
+                    .map(|op| op["sync"]["revision"].as_str().unwrap_or("").to_owned()),
             )
         };
         let resolved = self.resolve(&repo_url, &target).await;
+        let pending = match pending {
+            Some(revision) if revision.is_empty() => Some(resolved.clone()),
+            Some(revision) => Some(self.resolve(&repo_url, &revision).await),
+            None => None,
+        };
         let mut apps = lock(&self.apps);
         let entry = apps.get_mut(name)?;
+        if let Some(annotations) = entry
+            .app
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.remove(REFRESH_ANNOTATION);
+        }
+        if let (Some(revision), Some(operation)) = (pending, pending_operation(&entry.app).cloned())
+        {
+            match revision {
+                Ok(sha) => {
+                    let mut operation = operation;
+                    operation["sync"]["revision"] = json!(sha);
+                    begin(entry, operation);
+                }
+                Err(message) => {
+                    entry.app["status"]["operationState"] = json!({
+                        "phase": "Error",
+                        "message": message,
+                        "startedAt": now(),
+                        "finishedAt": now(),
+                        "operation": operation,
+                    });
+                    if let Some(map) = entry.app.as_object_mut() {
+                        map.remove("operation");
+                    }
+                }
+            }
+        }
         advance(entry);
         let source = entry.app["spec"]["source"].clone();
         let destination = entry.app["spec"]["destination"].clone();
@@ -490,8 +604,45 @@ impl Inner {
             status["conditions"] = Value::Array(conditions);
         }
         status["reconciledAt"] = json!(now());
+        bump_resource_version(&mut entry.app);
         Some(entry.app.clone())
     }
+}
+
+/// An `operation` set on the Application that the controller has not started yet (none is
+/// `Running`).
+fn pending_operation(app: &Value) -> Option<&Value> {
+    app.get("operation")
+        .filter(|op| op.is_object())
+        .filter(|_| app["status"]["operationState"]["phase"] != "Running")
+}
+
+/// Starts `operation` (its `sync.revision` resolved): `Running`, for the scripted number of
+/// polls, ending as scripted.
+fn begin(entry: &mut App, operation: Value) {
+    entry.app["operation"] = operation.clone();
+    entry.app["status"]["operationState"] = json!({
+        "phase": "Running",
+        "message": "",
+        "startedAt": now(),
+        "operation": operation,
+    });
+    entry.polls_left = entry.script.sync_polls;
+    entry.failure = match (
+        &entry.script.comparison_error,
+        entry.script.fail_next.take(),
+    ) {
+        (Some(message), _) => Some(format!("ComparisonError: {message}")),
+        (None, failure) => failure,
+    };
+}
+
+fn bump_resource_version(app: &mut Value) {
+    let version = app["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1);
+    app["metadata"]["resourceVersion"] = json!((version + 1).to_string());
 }
 
 /// Moves a running operation on by one poll; completes it when no polls are left.
@@ -500,11 +651,24 @@ fn advance(entry: &mut App) {
     if state["phase"] != "Running" {
         return;
     }
+    let manual = state["operation"]["initiatedBy"]["automated"] != true;
+    if entry
+        .script
+        .window
+        .as_ref()
+        .is_some_and(|w| w.blocks(manual))
+    {
+        entry.app["status"]["operationState"]["message"] = json!(BLOCKED_BY_WINDOW);
+        return;
+    }
+    if state["message"] == BLOCKED_BY_WINDOW {
+        entry.app["status"]["operationState"]["message"] = json!("");
+    }
     if entry.polls_left > 0 {
         entry.polls_left -= 1;
         return;
     }
-    let revision = state["operation"]["sync"]["revision"]
+    let revision = entry.app["status"]["operationState"]["operation"]["sync"]["revision"]
         .as_str()
         .unwrap_or("")
         .to_owned();
@@ -642,12 +806,7 @@ async fn start_sync(inner: &Arc<Inner>, name: &str, request: &Value) -> Response
         let Some(entry) = apps.get(name) else {
             return not_found(name);
         };
-        if entry
-            .script
-            .window
-            .as_ref()
-            .is_some_and(|w| w.kind == "deny" || !w.manual_sync)
-        {
+        if entry.script.window.as_ref().is_some_and(|w| w.blocks(true)) {
             return error(
                 StatusCode::FORBIDDEN,
                 7,
@@ -692,21 +851,7 @@ async fn start_sync(inner: &Arc<Inner>, name: &str, request: &Value) -> Response
         "sync": {"revision": revision},
         "initiatedBy": {"username": inner.user},
     });
-    entry.app["operation"] = operation.clone();
-    entry.app["status"]["operationState"] = json!({
-        "phase": "Running",
-        "message": "",
-        "startedAt": now(),
-        "operation": operation,
-    });
-    entry.polls_left = entry.script.sync_polls;
-    entry.failure = match (
-        &entry.script.comparison_error,
-        entry.script.fail_next.take(),
-    ) {
-        (Some(message), _) => Some(format!("ComparisonError: {message}")),
-        (None, failure) => failure,
-    };
+    begin(entry, operation);
     (StatusCode::OK, Json(entry.app.clone())).into_response()
 }
 
@@ -728,11 +873,7 @@ async fn sync_windows(
         .iter()
         .map(|w| json!({"kind": w.kind, "schedule": w.schedule, "duration": w.duration, "manualSync": w.manual_sync}))
         .collect();
-    let can_sync = entry
-        .script
-        .window
-        .as_ref()
-        .is_none_or(|w| w.kind != "deny" && w.manual_sync);
+    let can_sync = entry.script.window.as_ref().is_none_or(|w| !w.blocks(true));
     Json(json!({"activeWindows": windows, "assignedWindows": windows, "canSync": can_sync}))
         .into_response()
 }
@@ -802,7 +943,7 @@ fn update(
     }
     let generation = entry.app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
     entry.app["metadata"]["generation"] = json!(generation);
-    entry.app["metadata"]["resourceVersion"] = json!(generation.to_string());
+    bump_resource_version(&mut entry.app);
     (StatusCode::OK, Json(entry.app.clone())).into_response()
 }
 
@@ -825,4 +966,247 @@ fn merge_patch(target: &mut Value, patch: &Value) {
             merge_patch(fields.entry(key.clone()).or_insert(Value::Null), value);
         }
     }
+}
+
+/// A Kubernetes `Status` error.
+fn k8s_status(status: StatusCode, reason: &str, message: &str) -> Response {
+    (
+        status,
+        Json(json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": message,
+            "reason": reason,
+            "code": status.as_u16(),
+        })),
+    )
+        .into_response()
+}
+
+fn k8s_not_found(kind: &str, name: &str) -> Response {
+    k8s_status(
+        StatusCode::NOT_FOUND,
+        "NotFound",
+        &format!("{kind}.argoproj.io \"{name}\" not found"),
+    )
+}
+
+impl Inner {
+    /// The Kubernetes API's answer to a request without the right bearer token.
+    fn k8s_denied(&self, headers: &HeaderMap) -> Option<Response> {
+        let expected = format!("Bearer {}", self.token);
+        match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+            Some(got) if got == expected => None,
+            _ => Some(k8s_status(
+                StatusCode::UNAUTHORIZED,
+                "Unauthorized",
+                "Unauthorized",
+            )),
+        }
+    }
+
+    /// Whether Application `name` exists in namespace `ns`.
+    fn lives_in(&self, name: &str, ns: &str) -> bool {
+        lock(&self.apps)
+            .get(name)
+            .is_some_and(|e| e.app["metadata"]["namespace"] == ns)
+    }
+}
+
+async fn k8s_get(
+    State(inner): State<Arc<Inner>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let response = match inner.k8s_denied(&headers) {
+        Some(denied) => denied,
+        None if !inner.lives_in(&name, &ns) => k8s_not_found("applications", &name),
+        None => match inner.reconcile(&name).await {
+            Some(app) => (StatusCode::OK, Json(app)).into_response(),
+            None => k8s_not_found("applications", &name),
+        },
+    };
+    inner.record(format!(
+        "GET {K8S}/namespaces/{ns}/applications/{name} {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+/// `GET …/namespaces/{ns}/applications?labelSelector=…`: an `ApplicationList`.
+async fn k8s_list(
+    State(inner): State<Arc<Inner>>,
+    Path(ns): Path<String>,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.k8s_denied(&headers) {
+        return denied;
+    }
+    let selector = query.get("labelSelector").cloned().unwrap_or_default();
+    let names: Vec<String> = lock(&inner.apps)
+        .iter()
+        .filter(|(_, entry)| entry.app["metadata"]["namespace"] == ns.as_str())
+        .filter(|(_, entry)| matches_selector(&entry.app["metadata"]["labels"], &selector))
+        .map(|(name, _)| name.clone())
+        .collect();
+    let mut items = Vec::new();
+    for name in names {
+        if let Some(app) = inner.reconcile(&name).await {
+            items.push(app);
+        }
+    }
+    inner.record(format!(
+        "GET {K8S}/namespaces/{ns}/applications?labelSelector={selector} 200"
+    ));
+    Json(json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "ApplicationList",
+        "metadata": {"resourceVersion": "1"},
+        "items": items,
+    }))
+    .into_response()
+}
+
+/// `PATCH …/applications/{name}`: a JSON merge patch of metadata, spec and `operation`.
+async fn k8s_patch(
+    State(inner): State<Arc<Inner>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut line = format!("PATCH {K8S}/namespaces/{ns}/applications/{name}");
+    let response = k8s_apply_patch(&inner, &ns, &name, &headers, &body, &mut line);
+    inner.record(format!("{line} {}", response.status().as_u16()));
+    response
+}
+
+fn k8s_apply_patch(
+    inner: &Inner,
+    ns: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    line: &mut String,
+) -> Response {
+    if let Some(denied) = inner.k8s_denied(headers) {
+        return denied;
+    }
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if content_type.split(';').next().map(str::trim) != Some("application/merge-patch+json") {
+        return k8s_status(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            &format!(
+                "the body of the request was in an unknown format - accepted media types \
+                 include: application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml (this double: merge-patch only; got `{content_type}`)"
+            ),
+        );
+    }
+    let mut patch: Value = match serde_json::from_slice(body) {
+        Ok(patch) => patch,
+        Err(e) => {
+            return k8s_status(
+                StatusCode::BAD_REQUEST,
+                "BadRequest",
+                &format!("error decoding patch: {e}"),
+            );
+        }
+    };
+    let mut apps = lock(&inner.apps);
+    let Some(entry) = apps
+        .get_mut(name)
+        .filter(|e| e.app["metadata"]["namespace"] == ns)
+    else {
+        return k8s_not_found("applications", name);
+    };
+    let current = entry.app["metadata"]["resourceVersion"].clone();
+    if let Some(wanted) = patch["metadata"].get("resourceVersion")
+        && *wanted != current
+    {
+        return k8s_status(
+            StatusCode::CONFLICT,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on applications.argoproj.io \"{name}\": the \
+                 object has been modified; please apply your changes to the latest version and \
+                 try again"
+            ),
+        );
+    }
+    lock(&inner.patches).push((name.to_owned(), patch.clone()));
+    if let Some(map) = patch.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(metadata) = patch.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+    }
+    if patch["operation"].is_object() {
+        line.push_str(" (operation)");
+    }
+    let spec_changed = patch.get("spec").is_some();
+    merge_patch(&mut entry.app, &patch);
+    if spec_changed {
+        let generation = entry.app["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+        entry.app["metadata"]["generation"] = json!(generation);
+    }
+    bump_resource_version(&mut entry.app);
+    (StatusCode::OK, Json(entry.app.clone())).into_response()
+}
+
+/// `GET …/namespaces/argocd/appprojects/{name}`: `default`, or a project some Application
+/// names, with the scripted windows of its Applications in `spec.syncWindows`.
+async fn k8s_project(
+    State(inner): State<Arc<Inner>>,
+    Path((ns, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.k8s_denied(&headers) {
+        return denied;
+    }
+    let apps = lock(&inner.apps);
+    let members: Vec<&App> = apps
+        .values()
+        .filter(|e| e.app["spec"]["project"] == name.as_str())
+        .collect();
+    let response = if ns != "argocd" || (name != "default" && members.is_empty()) {
+        k8s_not_found("appprojects", &name)
+    } else {
+        let windows: Vec<Value> = members
+            .iter()
+            .filter_map(|e| e.script.window.as_ref().map(|w| (e, w)))
+            .map(|(e, w)| {
+                json!({
+                    "kind": w.kind,
+                    "schedule": w.schedule,
+                    "duration": w.duration,
+                    "manualSync": w.manual_sync,
+                    "applications": [e.app["metadata"]["name"]],
+                })
+            })
+            .collect();
+        Json(json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AppProject",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "sourceRepos": ["*"],
+                "destinations": [{"server": "*", "namespace": "*"}],
+                "syncWindows": windows,
+            },
+        }))
+        .into_response()
+    };
+    drop(apps);
+    inner.record(format!(
+        "GET {K8S}/namespaces/{ns}/appprojects/{name} {}",
+        response.status().as_u16()
+    ));
+    response
 }

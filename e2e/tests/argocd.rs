@@ -1,5 +1,7 @@
-//! `argocd-update` against the Argo CD double, backed by a real git server: the happy path,
-//! and each cause it must name while it waits (KARGO-LESSONS 8 and 9).
+//! `argocd-update` against the Argo CD double, backed by a real git server, through both
+//! doors (Argo CD's API server, and the Kubernetes API with the double's simulated
+//! controller): the happy path, image overrides, and each cause it must name while it waits
+//! (KARGO-LESSONS 8 and 9).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +12,7 @@ use dray::expr::{ExprCache, ExprContext};
 use dray::promotion::{SharedMirrors, StepExprs};
 use dray_e2e::argocd::{AppSpec, ArgoCd, SyncWindow};
 use dray_e2e::{GitRepo, GitServer, TestWorld};
+use dray_steps::argocd::{AppHealth, ArgocdTarget, judge};
 use dray_steps::{
     CredentialProvider, GitCredentials, StepContext, StepOutcome, ToolPaths, builtin_steps,
 };
@@ -29,8 +32,20 @@ impl CredentialProvider for Token {
     }
 }
 
+/// How the step reaches the double.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Door {
+    /// The step's own `apiServer`.
+    ApiServer,
+    /// The project's `spec.argocd.kubernetes` (no `apiServer` in the step).
+    Kubernetes,
+}
+
+const DOORS: [Door; 2] = [Door::ApiServer, Door::Kubernetes];
+
 /// A git server with `stage/prod` at a commit, and Argo CD with `shop-prod` following it.
 struct Setup {
+    door: Door,
     _git: GitServer,
     repo: GitRepo,
     url: String,
@@ -41,6 +56,10 @@ struct Setup {
 }
 
 fn setup(annotation: Option<&str>) -> Result<Setup> {
+    setup_through(annotation, Door::ApiServer)
+}
+
+fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
     let world = TestWorld::new()?;
     let git = GitServer::start(&world, Default::default())?;
     let url = git.create_repo("cd")?;
@@ -71,8 +90,13 @@ fn setup(annotation: Option<&str>) -> Result<Setup> {
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),
         saved_state: None,
+        argocd: (door == Door::Kubernetes).then(|| ArgocdTarget::Kubernetes {
+            server: argocd.kubernetes_url(),
+            namespace: "argocd".into(),
+        }),
     };
     Ok(Setup {
+        door,
         _git: git,
         repo,
         url,
@@ -85,11 +109,51 @@ fn setup(annotation: Option<&str>) -> Result<Setup> {
 
 impl Setup {
     fn config(&self, revision: &str) -> Value {
-        json!({
-            "apiServer": self.argocd.base_url(),
+        self.with_door(json!({
             "apps": [{"name": "shop-prod", "sources": [{"repoURL": self.url, "desiredRevision": revision}]}],
             "pollInterval": "1s",
-        })
+        }))
+    }
+
+    /// `config` with `apiServer` when the door is the API server (the Kubernetes door comes
+    /// from the context, as the engine fills it from the ProjectConfig).
+    fn with_door(&self, mut config: Value) -> Value {
+        if self.door == Door::ApiServer {
+            config["apiServer"] = json!(self.argocd.base_url());
+        }
+        config
+    }
+
+    /// Runs until the step succeeds (at most `runs` times), returning its outputs.
+    async fn run_to_success(
+        &mut self,
+        config: &Value,
+        runs: usize,
+    ) -> serde_json::Map<String, Value> {
+        let mut last = None;
+        for _ in 0..runs {
+            match self.run(config).await {
+                StepOutcome::Succeeded { outputs, .. } => return outputs,
+                other => last = Some(other),
+            }
+        }
+        panic!(
+            "{:?}: expected Succeeded within {runs} runs, last {last:?}",
+            self.door
+        )
+    }
+
+    /// Request lines that went through the door not chosen.
+    fn requests_through_the_other_door(&self) -> Vec<String> {
+        let other = match self.door {
+            Door::ApiServer => " /apis/",
+            Door::Kubernetes => " /api/v1/",
+        };
+        self.argocd
+            .requests()
+            .into_iter()
+            .filter(|r| r.contains(other))
+            .collect()
     }
 
     /// Runs the step once, carrying its saved state forward as the engine does.
@@ -121,91 +185,129 @@ fn waiting_for(outcome: &StepOutcome) -> String {
     }
 }
 
+fn deny_window() -> SyncWindow {
+    SyncWindow {
+        kind: "deny".into(),
+        schedule: "0 22 * * *".into(),
+        duration: "8h".into(),
+        manual_sync: false,
+    }
+}
+
 #[tokio::test]
 async fn syncs_to_the_pushed_commit_and_succeeds_only_when_argocd_reports_it() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.argocd.set_sync_polls("shop-prod", 2);
-    let config = s.config(&s.commit);
-    let short = s.commit[..12].to_owned();
-    // First look: sync requested; written to git, waiting for Argo CD.
-    let first = waiting_for(&s.run(&config).await);
-    assert_eq!(
-        first,
-        format!("Argo CD to sync `shop-prod` to `{short}` (the change is written to git)")
-    );
-    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
-    // The slow sync runs; a re-run never requests a second sync.
-    let second = waiting_for(&s.run(&config).await);
-    assert!(
-        second.contains("Argo CD to finish syncing `shop-prod`"),
-        "{second}"
-    );
-    let mut outcome = s.run(&config).await;
-    for _ in 0..3 {
-        if matches!(outcome, StepOutcome::Succeeded { .. }) {
-            break;
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.argocd.set_sync_polls("shop-prod", 2);
+        let config = s.config(&s.commit);
+        let short = s.commit[..12].to_owned();
+        // First look: sync requested; written to git, waiting for Argo CD.
+        let first = waiting_for(&s.run(&config).await);
+        assert_eq!(
+            first,
+            format!("Argo CD to sync `shop-prod` to `{short}` (the change is written to git)")
+        );
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 1, "{door:?}");
+        // The slow sync runs; a re-run never requests a second sync.
+        let second = waiting_for(&s.run(&config).await);
+        assert!(
+            second.contains("Argo CD to finish syncing `shop-prod`"),
+            "{door:?}: {second}"
+        );
+        let outputs = s.run_to_success(&config, 4).await;
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 1, "{door:?}");
+        // Registered for the Stage's health, with how to reach it.
+        let registered = &outputs["apps"][0];
+        assert_eq!(registered["name"], "shop-prod");
+        assert_eq!(registered["revision"], json!(s.commit));
+        assert_eq!(registered["desiredRevisions"], json!([s.commit]));
+        let app = s.argocd.app("shop-prod").unwrap();
+        assert_eq!(app["status"]["sync"]["revision"], json!(s.commit));
+        assert_eq!(
+            app["status"]["operationState"]["syncResult"]["revision"],
+            json!(s.commit)
+        );
+        assert_eq!(app["status"]["operationState"]["phase"], "Succeeded");
+        let user = &app["status"]["operationState"]["operation"]["initiatedBy"]["username"];
+        match door {
+            Door::ApiServer => {
+                assert_eq!(*user, "dray");
+                assert_eq!(registered["apiServer"], json!(s.argocd.base_url()));
+                assert!(registered.get("kubernetes").is_none());
+            }
+            Door::Kubernetes => {
+                // The operation Dray wrote, as Argo CD's controller ran it.
+                assert_eq!(*user, "dray:shop/prod");
+                assert_eq!(registered["kubernetes"], json!(s.argocd.kubernetes_url()));
+                assert_eq!(registered["namespace"], "argocd");
+                assert!(registered.get("apiServer").is_none());
+                let patches = s.argocd.patches("shop-prod");
+                assert_eq!(patches.len(), 1, "{patches:?}");
+                let patch = &patches[0];
+                assert_eq!(patch["operation"]["sync"]["revision"], json!(s.commit));
+                assert_eq!(
+                    patch["operation"]["initiatedBy"]["username"],
+                    "dray:shop/prod"
+                );
+                assert_eq!(
+                    patch["metadata"]["annotations"]["argocd.argoproj.io/refresh"],
+                    "hard"
+                );
+                assert!(patch["metadata"]["resourceVersion"].is_string(), "{patch}");
+                assert_eq!(patch["operation"]["info"][0]["name"], "Reason");
+                // The controller took the refresh annotation away, and cleared `operation`.
+                assert!(app.get("operation").is_none(), "{app}");
+                assert!(
+                    app["metadata"]["annotations"]
+                        .get("argocd.argoproj.io/refresh")
+                        .is_none()
+                );
+            }
         }
-        outcome = s.run(&config).await;
+        assert_eq!(
+            s.requests_through_the_other_door(),
+            Vec::<String>::new(),
+            "{door:?}"
+        );
     }
-    let StepOutcome::Succeeded { outputs, .. } = outcome else {
-        panic!("expected Succeeded, got {outcome:?}")
-    };
-    assert_eq!(outputs["apps"][0]["revision"], json!(s.commit));
-    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
-    let app = s.argocd.app("shop-prod").unwrap();
-    assert_eq!(app["status"]["sync"]["revision"], json!(s.commit));
-    assert_eq!(
-        app["status"]["operationState"]["syncResult"]["revision"],
-        json!(s.commit)
-    );
-    assert_eq!(app["status"]["operationState"]["phase"], "Succeeded");
-    assert_eq!(
-        app["status"]["operationState"]["operation"]["initiatedBy"]["username"],
-        "dray"
-    );
     Ok(())
 }
 
 #[tokio::test]
 async fn a_sync_to_a_commit_the_branch_does_not_hold_is_not_success() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    // A newer commit somewhere else: Argo CD applies it, but compares with `stage/prod`.
-    s.repo.write("app.yaml", "image: app:2.0\n")?;
-    let other = s.repo.commit("elsewhere")?;
-    s.repo.push("elsewhere")?;
-    let config = s.config(&other);
-    waiting_for(&s.run(&config).await);
-    let waiting = waiting_for(&s.run(&config).await);
-    assert!(
-        waiting.contains("the sync succeeded, but it compares against"),
-        "{waiting}"
-    );
-    assert!(waiting.contains(&s.commit), "{waiting}");
-    // With updateTargetRevision the source follows the commit, and then it is done.
-    let mut config = config;
-    config["apps"][0]["sources"][0]["updateTargetRevision"] = json!(true);
-    let outcome = s.run(&config).await;
-    assert!(
-        matches!(outcome, StepOutcome::Succeeded { .. }),
-        "{outcome:?}"
-    );
-    let app = s.argocd.app("shop-prod").unwrap();
-    assert_eq!(app["spec"]["source"]["targetRevision"], json!(other));
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        // A newer commit somewhere else: Argo CD applies it, but compares with `stage/prod`.
+        s.repo.write("app.yaml", "image: app:2.0\n")?;
+        let other = s.repo.commit("elsewhere")?;
+        s.repo.push("elsewhere")?;
+        let config = s.config(&other);
+        waiting_for(&s.run(&config).await);
+        let waiting = waiting_for(&s.run(&config).await);
+        assert!(
+            waiting.contains("the sync succeeded, but it compares against"),
+            "{door:?}: {waiting}"
+        );
+        assert!(waiting.contains(&s.commit), "{waiting}");
+        // With updateTargetRevision the source follows the commit, and then it is done.
+        let mut config = config;
+        config["apps"][0]["sources"][0]["updateTargetRevision"] = json!(true);
+        let outcome = s.run(&config).await;
+        assert!(
+            matches!(outcome, StepOutcome::Succeeded { .. }),
+            "{door:?}: {outcome:?}"
+        );
+        let app = s.argocd.app("shop-prod").unwrap();
+        assert_eq!(app["spec"]["source"]["targetRevision"], json!(other));
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_closed_sync_window_is_named() -> Result<()> {
+    // The API server refuses the sync request itself.
     let mut s = setup(Some("shop:prod"))?;
-    s.argocd.deny_sync_window(
-        "shop-prod",
-        Some(SyncWindow {
-            kind: "deny".into(),
-            schedule: "0 22 * * *".into(),
-            duration: "8h".into(),
-            manual_sync: false,
-        }),
-    );
+    s.argocd.deny_sync_window("shop-prod", Some(deny_window()));
     let config = s.config(&s.commit);
     let waiting = waiting_for(&s.run(&config).await);
     assert!(
@@ -229,17 +331,65 @@ async fn a_closed_sync_window_is_named() -> Result<()> {
 }
 
 #[tokio::test]
-async fn another_users_operation_is_named_with_the_user() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.argocd
-        .start_foreign_operation("shop-prod", "bob@example.com", 10);
+async fn a_sync_window_holding_the_operation_is_named_from_the_appproject() -> Result<()> {
+    // Through Kubernetes the operation is written; Argo CD's controller holds it `Running`
+    // with "Sync operation blocked by sync window", and the AppProject names the window.
+    let mut s = setup_through(Some("shop:prod"), Door::Kubernetes)?;
+    s.argocd.deny_sync_window("shop-prod", Some(deny_window()));
     let config = s.config(&s.commit);
+    let first = waiting_for(&s.run(&config).await);
+    assert!(first.ends_with("(the change is written to git)"), "{first}");
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
     let waiting = waiting_for(&s.run(&config).await);
-    assert!(
-        waiting.contains("an operation on `shop-prod` started by `bob@example.com`"),
-        "{waiting}"
+    assert_eq!(
+        waiting,
+        format!(
+            "a sync window to open: Argo CD blocks syncing `shop-prod` to `{}` (AppProject \
+             `default`: `deny` window `0 22 * * *` for 8h)",
+            &s.commit[..12]
+        )
     );
-    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    let app = s.argocd.app("shop-prod").unwrap();
+    assert_eq!(
+        app["status"]["operationState"]["message"],
+        "Sync operation blocked by sync window"
+    );
+    assert!(s.argocd.requests().contains(
+        &"GET /apis/argoproj.io/v1alpha1/namespaces/argocd/appprojects/default 200".to_owned()
+    ));
+    // Still held on the next look, and never requested twice.
+    waiting_for(&s.run(&config).await);
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    // The window opens: the held operation completes.
+    s.argocd.deny_sync_window("shop-prod", None);
+    s.run_to_success(&config, 2).await;
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn another_users_operation_is_named_with_the_user() -> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.argocd
+            .start_foreign_operation("shop-prod", "bob@example.com", 10);
+        let config = s.config(&s.commit);
+        let waiting = waiting_for(&s.run(&config).await);
+        assert!(
+            waiting.contains("an operation on `shop-prod` started by `bob@example.com`"),
+            "{door:?}: {waiting}"
+        );
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 0, "{door:?}");
+        if door == Door::Kubernetes {
+            // Bob's operation was never replaced.
+            assert!(s.argocd.patches("shop-prod").is_empty());
+            let app = s.argocd.app("shop-prod").unwrap();
+            assert_eq!(
+                app["operation"]["initiatedBy"]["username"],
+                "bob@example.com"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -266,158 +416,355 @@ async fn the_sync_refused_while_busy_names_argocds_reason() -> Result<()> {
 }
 
 #[tokio::test]
-async fn degraded_after_sync_fails_with_argocds_message() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.argocd.degrade_after_sync(
-        "shop-prod",
-        "Deployment \"app\" exceeded its progress deadline",
+async fn the_kubernetes_door_answers_with_status_objects() -> Result<()> {
+    let s = setup_through(Some("shop:prod"), Door::Kubernetes)?;
+    let client = reqwest::Client::new();
+    let app_url = format!(
+        "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-prod",
+        s.argocd.kubernetes_url()
     );
-    let config = s.config(&s.commit);
-    waiting_for(&s.run(&config).await);
-    let outcome = s.run(&config).await;
-    let StepOutcome::Failed { reason } = outcome else {
-        panic!("expected Failed, got {outcome:?}")
-    };
-    assert!(reason.contains("it is Degraded"), "{reason}");
+    let unauthorised = client.get(&app_url).send().await?;
+    assert_eq!(unauthorised.status().as_u16(), 401);
+    let body: Value = unauthorised.json().await?;
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["reason"], "Unauthorized");
+    let elsewhere = client
+        .get(app_url.replace("/argocd/", "/team-a/"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await?;
+    assert_eq!(elsewhere.status().as_u16(), 404);
+    let body: Value = elsewhere.json().await?;
+    assert_eq!(body["reason"], "NotFound");
+    assert_eq!(
+        body["message"],
+        "applications.argoproj.io \"shop-prod\" not found"
+    );
+    // A JSON patch body sent as plain JSON is refused; a stale resourceVersion conflicts.
+    let wrong_type = client
+        .patch(&app_url)
+        .bearer_auth(TOKEN)
+        .json(&json!({"spec": {}}))
+        .send()
+        .await?;
+    assert_eq!(wrong_type.status().as_u16(), 415);
+    let stale = client
+        .patch(&app_url)
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/merge-patch+json")
+        .body(json!({"metadata": {"resourceVersion": "0"}, "operation": {"sync": {}}}).to_string())
+        .send()
+        .await?;
+    assert_eq!(stale.status().as_u16(), 409);
+    let body: Value = stale.json().await?;
+    assert_eq!(body["reason"], "Conflict");
     assert!(
-        reason.contains("Deployment \"app\" exceeded its progress deadline"),
-        "{reason}"
+        s.argocd
+            .app("shop-prod")
+            .unwrap()
+            .get("operation")
+            .is_none()
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn degraded_after_sync_succeeds_and_judge_says_unhealthy() -> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        let why = "Deployment \"app\" exceeded its progress deadline";
+        s.argocd.degrade_after_sync("shop-prod", why);
+        let config = s.config(&s.commit);
+        waiting_for(&s.run(&config).await);
+        // Synced to the desired revision: the step is done; health is the Stage's business.
+        let outputs = s.run_to_success(&config, 1).await;
+        let app = s.argocd.app("shop-prod").unwrap();
+        assert_eq!(app["status"]["health"]["status"], "Degraded");
+        let desired: Vec<String> =
+            serde_json::from_value(outputs["apps"][0]["desiredRevisions"].clone())?;
+        let (verdict, health, revision, message) = judge(&app, &desired);
+        assert_eq!(verdict, AppHealth::Unhealthy, "{door:?}");
+        assert_eq!(health, "Degraded");
+        assert_eq!(revision, s.commit);
+        assert_eq!(message, format!("`shop-prod` is Degraded: {why}"));
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn read_application_reads_through_either_door() -> Result<()> {
+    for door in DOORS {
+        let s = setup_through(Some("shop:prod"), door)?;
+        let target = match door {
+            Door::ApiServer => ArgocdTarget::ApiServer {
+                url: s.argocd.base_url(),
+            },
+            Door::Kubernetes => s.ctx.argocd.clone().unwrap(),
+        };
+        let app = dray_steps::argocd::ApplicationRef {
+            name: "shop-prod".into(),
+            namespace: None,
+        };
+        let http = reqwest::Client::new();
+        let read =
+            dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &target, &app).await;
+        let read = read.map_err(anyhow::Error::msg)?.expect("it exists");
+        assert_eq!(read["metadata"]["name"], "shop-prod");
+        let (verdict, ..) = judge(&read, std::slice::from_ref(&s.commit));
+        assert_eq!(verdict, AppHealth::Progressing, "never synced yet");
+        let missing = dray_steps::argocd::ApplicationRef {
+            name: "nope".into(),
+            namespace: None,
+        };
+        let none =
+            dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &target, &missing)
+                .await;
+        assert_eq!(none, Ok(None));
+        let refused = dray_steps::argocd::read_application(&http, None, &target, &app)
+            .await
+            .unwrap_err();
+        assert!(refused.contains("401"), "{refused}");
+        assert!(refused.contains(&s.argocd.base_url()), "{refused}");
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_comparison_error_and_a_failed_sync_are_named() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.argocd.set_comparison_error(
-        "shop-prod",
-        Some("rpc error: code = Unknown desc = kustomize build failed"),
-    );
-    let config = s.config(&s.commit);
-    let waiting = waiting_for(&s.run(&config).await);
-    assert!(
-        waiting.contains("Argo CD cannot compare `shop-prod`: ComparisonError: rpc error"),
-        "{waiting}"
-    );
-    s.argocd.set_comparison_error("shop-prod", None);
-    let waiting = waiting_for(&s.run(&config).await);
-    assert!(
-        waiting.contains("after Argo CD's sync error: ComparisonError: rpc error"),
-        "{waiting}"
-    );
-    // The sync was requested again, and now it goes through.
-    assert_eq!(s.argocd.syncs_started("shop-prod"), 2);
-    let outcome = s.run(&config).await;
-    assert!(
-        matches!(outcome, StepOutcome::Succeeded { .. }),
-        "{outcome:?}"
-    );
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.argocd.set_comparison_error(
+            "shop-prod",
+            Some("rpc error: code = Unknown desc = kustomize build failed"),
+        );
+        let config = s.config(&s.commit);
+        let waiting = waiting_for(&s.run(&config).await);
+        assert!(
+            waiting.contains("Argo CD cannot compare `shop-prod`: ComparisonError: rpc error"),
+            "{door:?}: {waiting}"
+        );
+        if door == Door::Kubernetes {
+            // The controller starts the written operation on its next reconciliation.
+            let waiting = waiting_for(&s.run(&config).await);
+            assert!(
+                waiting.contains("after Argo CD's sync error: ComparisonError: rpc error"),
+                "{waiting}"
+            );
+        }
+        s.argocd.set_comparison_error("shop-prod", None);
+        if door == Door::ApiServer {
+            let waiting = waiting_for(&s.run(&config).await);
+            assert!(
+                waiting.contains("after Argo CD's sync error: ComparisonError: rpc error"),
+                "{waiting}"
+            );
+        }
+        // The sync was requested again, and now it goes through.
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 2, "{door:?}");
+        s.run_to_success(&config, 1).await;
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_missing_application_is_named() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.argocd.remove_app("shop-prod");
-    let waiting = waiting_for(&s.run(&s.config(&s.commit)).await);
-    assert!(
-        waiting.contains("Application `shop-prod` is missing in Argo CD"),
-        "{waiting}"
-    );
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.argocd.remove_app("shop-prod");
+        let waiting = waiting_for(&s.run(&s.config(&s.commit)).await);
+        assert!(
+            waiting.contains(&format!(
+                "Application `shop-prod` is missing in {} at `{}`",
+                if door == Door::ApiServer {
+                    "Argo CD"
+                } else {
+                    "the Kubernetes API"
+                },
+                s.argocd.base_url()
+            )),
+            "{waiting}"
+        );
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn an_unauthorised_application_is_refused_by_name() -> Result<()> {
-    let mut s = setup(Some("shop:staging"))?;
-    let config = s.config(&s.commit);
-    let StepOutcome::Failed { reason } = s.run(&config).await else {
-        panic!("expected Failed")
-    };
-    assert!(
-        reason.contains("refusing to touch Argo CD Application `shop-prod`: it is authorised for `shop:staging`, not `shop:prod`"),
-        "{reason}"
-    );
-    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:staging"), door)?;
+        let config = s.config(&s.commit);
+        let StepOutcome::Failed { reason } = s.run(&config).await else {
+            panic!("expected Failed")
+        };
+        assert!(
+            reason.contains("refusing to touch Argo CD Application `shop-prod`: it is authorised for `shop:staging`, not `shop:prod`"),
+            "{reason}"
+        );
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+        assert!(s.argocd.patches("shop-prod").is_empty());
 
-    let mut s = setup(None)?;
-    let StepOutcome::Failed { reason } = s.run(&s.config(&s.commit)).await else {
-        panic!("expected Failed")
-    };
-    assert!(
-        reason.contains("it has no `dray.dev/authorized-stage` annotation"),
-        "{reason}"
-    );
+        let mut s = setup_through(None, door)?;
+        let StepOutcome::Failed { reason } = s.run(&s.config(&s.commit)).await else {
+            panic!("expected Failed")
+        };
+        assert!(
+            reason.contains("it has no `dray.dev/authorized-stage` annotation"),
+            "{reason}"
+        );
+        assert!(
+            !s.argocd
+                .requests()
+                .iter()
+                .any(|r| r.starts_with("PATCH") || r.starts_with("POST")),
+            "{:?}",
+            s.argocd.requests()
+        );
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_missing_token_is_an_error_with_a_hint() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    s.ctx.credentials = Arc::new(Token("http://elsewhere".into()));
-    let outcome = s.run(&s.config(&s.commit)).await;
-    let StepOutcome::Errored { reason } = outcome else {
-        panic!("expected Errored, got {outcome:?}")
-    };
-    assert!(reason.contains("401"), "{reason}");
-    assert!(reason.contains("has no token"), "{reason}");
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.ctx.credentials = Arc::new(Token("http://elsewhere".into()));
+        let outcome = s.run(&s.config(&s.commit)).await;
+        let StepOutcome::Errored { reason } = outcome else {
+            panic!("expected Errored, got {outcome:?}")
+        };
+        assert!(reason.contains("401"), "{reason}");
+        assert!(reason.contains("has no token"), "{reason}");
+        assert!(reason.contains("Credential of type `argocd`"), "{reason}");
+    }
     Ok(())
 }
 
 #[tokio::test]
 async fn a_label_selector_moves_every_application_it_matches() -> Result<()> {
-    let mut s = setup(Some("shop:prod"))?;
-    let mut spec = AppSpec::new("shop-prod-eu", &s.url, "stage/prod", Some("shop:prod"));
-    spec.labels.insert("team".into(), "shop".into());
-    s.argocd.add_app(&spec);
-    let mut other = AppSpec::new("other", &s.url, "stage/prod", None);
-    other.labels.insert("team".into(), "other".into());
-    s.argocd.add_app(&other);
-    let config = json!({
-        "apiServer": s.argocd.base_url(),
-        "apps": [{"selector": "team=shop", "sources": [{"repoURL": s.url, "desiredRevision": s.commit}]}],
-        "pollInterval": "1s",
-    });
-    let waiting = waiting_for(&s.run(&config).await);
-    assert!(waiting.contains("`shop-prod-eu`"), "{waiting}");
-    let outcome = s.run(&config).await;
-    let StepOutcome::Succeeded { outputs, .. } = outcome else {
-        panic!("expected Succeeded, got {outcome:?}")
-    };
-    assert_eq!(outputs["apps"][0]["name"], "shop-prod-eu");
-    assert_eq!(s.argocd.syncs_started("shop-prod-eu"), 1);
-    assert_eq!(s.argocd.syncs_started("other"), 0);
-    // Nothing matches: it says so while it waits.
-    let none = json!({
-        "apiServer": s.argocd.base_url(),
-        "apps": [{"selector": "team=nobody", "sources": [{"repoURL": s.url, "desiredRevision": s.commit}]}],
-        "pollInterval": "1s",
-    });
-    let waiting = waiting_for(&s.run(&none).await);
-    assert!(
-        waiting.contains("an Application matching `team=nobody`"),
-        "{waiting}"
-    );
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        let mut spec = AppSpec::new("shop-prod-eu", &s.url, "stage/prod", Some("shop:prod"));
+        spec.labels.insert("team".into(), "shop".into());
+        s.argocd.add_app(&spec);
+        let mut other = AppSpec::new("other", &s.url, "stage/prod", None);
+        other.labels.insert("team".into(), "other".into());
+        s.argocd.add_app(&other);
+        let config = s.with_door(json!({
+            "apps": [{"selector": "team=shop", "sources": [{"repoURL": s.url, "desiredRevision": s.commit}]}],
+            "pollInterval": "1s",
+        }));
+        let waiting = waiting_for(&s.run(&config).await);
+        assert!(waiting.contains("`shop-prod-eu`"), "{waiting}");
+        let outcome = s.run(&config).await;
+        let StepOutcome::Succeeded { outputs, .. } = outcome else {
+            panic!("expected Succeeded, got {outcome:?}")
+        };
+        assert_eq!(outputs["apps"][0]["name"], "shop-prod-eu");
+        assert_eq!(outputs["apps"].as_array().map(Vec::len), Some(1));
+        assert_eq!(s.argocd.syncs_started("shop-prod-eu"), 1);
+        assert_eq!(s.argocd.syncs_started("other"), 0);
+        let listed = match door {
+            Door::ApiServer => "GET /api/v1/applications?selector=team=shop 200",
+            Door::Kubernetes => {
+                "GET /apis/argoproj.io/v1alpha1/namespaces/argocd/applications?labelSelector=team=shop 200"
+            }
+        };
+        assert!(
+            s.argocd.requests().iter().any(|r| r == listed),
+            "{:?}",
+            s.argocd.requests()
+        );
+        // Nothing matches: it says so while it waits.
+        let none = s.with_door(json!({
+            "apps": [{"selector": "team=nobody", "sources": [{"repoURL": s.url, "desiredRevision": s.commit}]}],
+            "pollInterval": "1s",
+        }));
+        let waiting = waiting_for(&s.run(&none).await);
+        assert!(
+            waiting.contains("an Application matching `team=nobody`"),
+            "{waiting}"
+        );
+    }
     Ok(())
 }
 
-/// KARGO-LESSONS 8 through `dray serve`: a promotion whose `argocd-update` meets a closed
-/// sync window fails at its `retry.timeout` naming the window, not a bare "timed out".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_promotion_blocked_by_a_sync_window_times_out_naming_the_window() -> Result<()> {
+#[tokio::test]
+async fn kustomize_and_helm_images_are_patched_once() -> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        // The Application already overrides two images and one Helm parameter.
+        let response = reqwest::Client::new()
+            .patch(format!(
+                "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-prod",
+                s.argocd.kubernetes_url()
+            ))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/merge-patch+json")
+            .body(
+                json!({"spec": {"source": {
+                    "kustomize": {"images": ["registry.example.com/shop/app:1.0", "redis:7"]},
+                    "helm": {"parameters": [{"name": "image.tag", "value": "1.0"}, {"name": "replicas", "value": "2"}]},
+                }}})
+                .to_string(),
+            )
+            .send()
+            .await?;
+        assert_eq!(response.status().as_u16(), 200);
+        let mut config = s.config(&s.commit);
+        config["apps"][0]["sources"][0]["kustomize"] = json!({"images": ["registry.example.com/shop/app:1.1", "registry.example.com/shop/worker@sha256:abcd"]});
+        config["apps"][0]["sources"][0]["helm"] =
+            json!({"images": [{"key": "image.tag", "value": "1.1"}]});
+        s.run_to_success(&config, 3).await;
+        let app = s.argocd.app("shop-prod").unwrap();
+        let source = &app["spec"]["source"];
+        assert_eq!(
+            source["kustomize"]["images"],
+            json!([
+                "registry.example.com/shop/app:1.1",
+                "redis:7",
+                "registry.example.com/shop/worker@sha256:abcd"
+            ])
+        );
+        assert_eq!(
+            source["helm"]["parameters"],
+            json!([{"name": "image.tag", "value": "1.1"}, {"name": "replicas", "value": "2"}])
+        );
+        assert_eq!(source["targetRevision"], "stage/prod");
+        let spec_patches = |s: &Setup| -> usize {
+            s.argocd
+                .requests()
+                .iter()
+                .filter(|r| {
+                    r.starts_with("PATCH /api/v1/applications/shop-prod 200")
+                        || (r.starts_with("PATCH /apis/") && !r.contains("(operation)"))
+                })
+                .count()
+        };
+        // One patch by the test, one by the step.
+        assert_eq!(spec_patches(&s), 2, "{door:?}: {:?}", s.argocd.requests());
+        if door == Door::Kubernetes {
+            let patch = &s.argocd.patches("shop-prod")[1];
+            assert_eq!(
+                patch["metadata"]["annotations"]["argocd.argoproj.io/refresh"],
+                "hard"
+            );
+            assert!(patch["spec"]["source"].get("repoURL").is_none(), "{patch}");
+        }
+        // A second promotion of the same images changes nothing.
+        s.ctx.saved_state = None;
+        s.run_to_success(&config, 1).await;
+        assert_eq!(spec_patches(&s), 2, "{door:?}");
+    }
+    Ok(())
+}
+
+/// A promotion through `dray serve`: the quickstart project plus `extra` (YAML with the
+/// Stage `prod` and what it needs), Freight discovered, `prod` promoted with `--wait`.
+/// Answers whether `dray promote` succeeded, and what it said.
+async fn promote_through_dray(extra: &str) -> Result<(bool, String)> {
     use anyhow::{Context, bail};
     use dray_e2e::{Dray, DrayOptions, Registry, oci, workspace_root};
 
-    let s = setup(Some("demo:prod"))?;
-    s.argocd.deny_sync_window(
-        "shop-prod",
-        Some(SyncWindow {
-            kind: "deny".into(),
-            schedule: "0 22 * * *".into(),
-            duration: "8h".into(),
-            manual_sync: false,
-        }),
-    );
     let world = TestWorld::new()?;
     let registry = Registry::start(&world, Default::default())?;
     let git = GitServer::start(&world, Default::default())?;
@@ -428,7 +775,7 @@ async fn a_promotion_blocked_by_a_sync_window_times_out_naming_the_window() -> R
         &workspace_root().join("examples/quickstart/config-repo"),
     )?;
     oci::push_image(&registry, "demo/app", "1.0.0").await?;
-    let said = tokio::task::block_in_place(|| -> Result<String> {
+    tokio::task::block_in_place(|| -> Result<(bool, String)> {
         let dray = Dray::start(&world, DrayOptions::default())?;
         let dir = world.unique_dir("project")?;
         std::fs::create_dir_all(&dir)?;
@@ -440,44 +787,7 @@ async fn a_promotion_blocked_by_a_sync_window_times_out_naming_the_window() -> R
                 .replace("interval: 5m", "interval: 1h");
             std::fs::write(dir.join(file), yaml)?;
         }
-        // The Argo CD token: a Credential whose `repoURL` is the API server.
-        std::fs::write(
-            dir.join("prod.yaml"),
-            format!(
-                r#"apiVersion: dray.dev/v1alpha1
-kind: Credential
-metadata: {{name: argocd, namespace: demo}}
-spec: {{type: argocd, repoURL: "{api}", token: {TOKEN}}}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata:
-  name: prod
-  namespace: demo
-spec:
-  requestedFreight:
-    - origin: {{kind: Warehouse, name: app}}
-      sources: {{direct: true}}
-  promotionTemplate:
-    spec:
-      steps:
-        - uses: argocd-update
-          as: deploy
-          retry: {{timeout: 3s}}
-          config:
-            apiServer: "{api}"
-            pollInterval: 500ms
-            apps:
-              - name: shop-prod
-                sources:
-                  - repoURL: "{url}"
-                    desiredRevision: "{commit}"
-"#,
-                api = s.argocd.base_url(),
-                url = s.url,
-                commit = s.commit,
-            ),
-        )?;
+        std::fs::write(dir.join("prod.yaml"), extra)?;
         let applied = dray.cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
         if !applied.status.success() {
             bail!("apply failed: {}", String::from_utf8_lossy(&applied.stderr));
@@ -507,18 +817,114 @@ spec:
             "--timeout",
             "2m",
         ])?;
-        assert!(!promoted.status.success());
-        Ok(format!(
-            "{}{}",
-            String::from_utf8_lossy(&promoted.stdout),
-            String::from_utf8_lossy(&promoted.stderr)
+        Ok((
+            promoted.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&promoted.stdout),
+                String::from_utf8_lossy(&promoted.stderr)
+            ),
         ))
-    })?;
+    })
+}
+
+/// The Stage `prod` deploying `shop-prod` with `argocd-update` (`step_extra`: more of the
+/// step's config, indented as its keys), and the Credential for `server`.
+fn prod_stage(s: &Setup, server: &str, step_extra: &str) -> String {
+    format!(
+        r#"apiVersion: dray.dev/v1alpha1
+kind: Credential
+metadata: {{name: argocd, namespace: demo}}
+spec: {{type: argocd, repoURL: "{server}", token: {TOKEN}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: prod
+  namespace: demo
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{direct: true}}
+  promotionTemplate:
+    spec:
+      steps:
+        - uses: argocd-update
+          as: deploy
+          retry: {{timeout: 3s}}
+          config:
+            pollInterval: 500ms
+{step_extra}            apps:
+              - name: shop-prod
+                sources:
+                  - repoURL: "{url}"
+                    desiredRevision: "{commit}"
+"#,
+        url = s.url,
+        commit = s.commit,
+    )
+}
+
+/// KARGO-LESSONS 8 through `dray serve`: a promotion whose `argocd-update` meets a closed
+/// sync window fails at its `retry.timeout` naming the window, not a bare "timed out".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_blocked_by_a_sync_window_times_out_naming_the_window() -> Result<()> {
+    let s = setup(Some("demo:prod"))?;
+    s.argocd.deny_sync_window("shop-prod", Some(deny_window()));
+    let api = s.argocd.base_url();
+    let stage = prod_stage(&s, &api, &format!("            apiServer: \"{api}\"\n"));
+    let (succeeded, said) = promote_through_dray(&stage).await?;
+    assert!(!succeeded, "{said}");
     assert!(
         said.contains("timed out after 3s waiting for a sync window to open"),
         "{said}"
     );
     assert!(said.contains("`deny` window `0 22 * * *` for 8h"), "{said}");
     assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    Ok(())
+}
+
+/// The engine hands the step the project's ProjectConfig `spec.argocd`: a step without
+/// `apiServer` reaches Argo CD through the Kubernetes API, and its operation is Dray's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_reaches_argocd_through_the_projectconfigs_kubernetes() -> Result<()> {
+    let s = setup(Some("demo:prod"))?;
+    let k8s = s.argocd.kubernetes_url();
+    let stage = prod_stage(&s, &k8s, "");
+    let config = format!(
+        "---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  argocd:\n    kubernetes: {{server: \"{k8s}\"}}\n"
+    );
+    let (succeeded, said) = promote_through_dray(&format!("{stage}{config}")).await?;
+    assert!(succeeded, "{said}");
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    assert!(
+        !s.argocd.requests().iter().any(|r| r.contains(" /api/v1/")),
+        "{:?}",
+        s.argocd.requests()
+    );
+    let app = s.argocd.app("shop-prod").unwrap();
+    assert_eq!(
+        app["status"]["operationState"]["operation"]["initiatedBy"]["username"],
+        "dray:demo/prod"
+    );
+    assert_eq!(
+        app["status"]["operationState"]["syncResult"]["revision"],
+        json!(s.commit)
+    );
+    Ok(())
+}
+
+/// Without a transport anywhere, the promotion fails naming ProjectConfig `spec.argocd`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promotion_without_a_transport_names_the_projectconfig_field() -> Result<()> {
+    let s = setup(Some("demo:prod"))?;
+    let stage = prod_stage(&s, &s.argocd.base_url(), "");
+    let (succeeded, said) = promote_through_dray(&stage).await?;
+    assert!(!succeeded, "{said}");
+    assert!(
+        said.contains("set `spec.argocd` in the project's ProjectConfig"),
+        "{said}"
+    );
+    assert!(s.argocd.requests().is_empty());
     Ok(())
 }

@@ -71,6 +71,7 @@ fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> StepContext {
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),
         saved_state: None,
+        argocd: None,
     }
 }
 

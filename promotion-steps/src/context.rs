@@ -205,6 +205,8 @@ pub struct StepContext {
     pub log: LogSink,
     /// What this step saved on its previous run, if it ran before.
     pub saved_state: Option<Value>,
+    /// How the project reaches Argo CD (ProjectConfig `spec.argocd`), if it says.
+    pub argocd: Option<crate::argocd::ArgocdTarget>,
 }
 
 impl StepContext {

@@ -21,6 +21,7 @@
 //! Every step is idempotent: the engine may run the step that was in flight again after a
 //! crash, with the state the step saved last time ([`StepContext::saved_state`]).
 
+pub mod argocd;
 mod context;
 pub mod forge;
 mod git;

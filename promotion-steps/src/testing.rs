@@ -180,6 +180,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),
         saved_state: None,
+        argocd: None,
     }
 }
 

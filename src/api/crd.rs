@@ -5,8 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::core::CustomResourceExt;
 
 use super::{
-    Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask, Role, RoleBinding,
-    Stage, Warehouse,
+    AnalysisTemplate, Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask,
+    Role, RoleBinding, Stage, Warehouse,
 };
 
 /// The CRD for one kind.
@@ -22,6 +22,7 @@ pub fn crd(kind: Kind) -> CustomResourceDefinition {
         Kind::Stage => Stage::crd(),
         Kind::PromotionTask => PromotionTask::crd(),
         Kind::Promotion => Promotion::crd(),
+        Kind::AnalysisTemplate => AnalysisTemplate::crd(),
     }
 }
 

@@ -26,11 +26,13 @@ pub enum Kind {
     PromotionTask,
     /// [`crate::api::Promotion`].
     Promotion,
+    /// [`crate::api::AnalysisTemplate`].
+    AnalysisTemplate,
 }
 
 impl Kind {
     /// Every kind, in the order in which `dray apply` writes them (dependencies first).
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Project,
         Kind::ProjectConfig,
         Kind::Credential,
@@ -38,6 +40,7 @@ impl Kind {
         Kind::RoleBinding,
         Kind::Warehouse,
         Kind::PromotionTask,
+        Kind::AnalysisTemplate,
         Kind::Stage,
         Kind::Freight,
         Kind::Promotion,
@@ -56,6 +59,7 @@ impl Kind {
             Kind::Stage => "Stage",
             Kind::PromotionTask => "PromotionTask",
             Kind::Promotion => "Promotion",
+            Kind::AnalysisTemplate => "AnalysisTemplate",
         }
     }
 
@@ -72,6 +76,16 @@ impl Kind {
             Kind::Stage => "stages",
             Kind::PromotionTask => "promotiontasks",
             Kind::Promotion => "promotions",
+            Kind::AnalysisTemplate => "analysistemplates",
+        }
+    }
+
+    /// The short name the CLI (and `kubectl`, from the CRD) accepts, e.g. `wh`.
+    pub fn short_name(self) -> Option<&'static str> {
+        match self {
+            Kind::Warehouse => Some("wh"),
+            Kind::AnalysisTemplate => Some("at"),
+            _ => None,
         }
     }
 
@@ -91,12 +105,13 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.as_str() == kind)
     }
 
-    /// Parses what a user types: plural, singular or kind name, any case
-    /// (`stages`, `stage`, `Stage`, `promotiontask`).
+    /// Parses what a user types: plural, singular, kind name or short name, any case
+    /// (`stages`, `stage`, `Stage`, `promotiontask`, `at`).
     pub fn from_user_input(text: &str) -> Option<Kind> {
         let lower = text.to_ascii_lowercase();
         Kind::ALL.into_iter().find(|k| {
             lower == k.plural()
+                || k.short_name() == Some(lower.as_str())
                 || lower == k.as_str().to_ascii_lowercase()
                 || lower.strip_suffix('s') == Some(&k.as_str().to_ascii_lowercase())
         })
@@ -127,6 +142,16 @@ mod tests {
             Some(Kind::ProjectConfig)
         );
         assert_eq!(Kind::from_user_input("stagez"), None);
+        assert_eq!(
+            Kind::from_user_input("analysistemplates"),
+            Some(Kind::AnalysisTemplate)
+        );
+        assert_eq!(
+            Kind::from_user_input("AnalysisTemplate"),
+            Some(Kind::AnalysisTemplate)
+        );
+        assert_eq!(Kind::from_user_input("at"), Some(Kind::AnalysisTemplate));
+        assert_eq!(Kind::from_user_input("wh"), Some(Kind::Warehouse));
         assert_eq!(Kind::from_user_input("roles"), Some(Kind::Role));
         assert_eq!(
             Kind::from_user_input("rolebindings"),

@@ -9,6 +9,7 @@
 //! Project resources live in the namespace named after their project
 //! (`metadata.namespace: <project>`); [`Project`] itself is cluster-scoped.
 
+mod analysis_template;
 mod common;
 pub mod crd;
 mod credential;
@@ -23,6 +24,7 @@ mod role;
 mod stage;
 mod warehouse;
 
+pub use analysis_template::*;
 pub use common::*;
 pub use credential::*;
 pub use freight::*;

@@ -29,6 +29,47 @@ pub struct ProjectConfigSpec {
     /// A deny window wins over an allow window.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub promotion_windows: Vec<PromotionWindow>,
+    /// How Dray reaches Argo CD for this project (`argocd-update` steps, whose own
+    /// `apiServer` overrides it, and the Stages' health): exactly one of `apiServer` and
+    /// `kubernetes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argocd: Option<ArgocdConfig>,
+}
+
+/// How Dray reaches Argo CD. The bearer token is the project's Credential of type `argocd`
+/// whose `repoURL` is the URL given here.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArgocdConfig {
+    /// Argo CD's API server, e.g. `https://argocd.example.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server: Option<String>,
+    /// The Kubernetes API server of the cluster Argo CD runs in: Applications are read and
+    /// patched as `argoproj.io/v1alpha1` objects, and Argo CD's controller syncs them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<ArgocdKubernetes>,
+}
+
+/// Argo CD reached through the Kubernetes API.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArgocdKubernetes {
+    /// The Kubernetes API server's URL, e.g. `https://k8s.example.com:6443`.
+    pub server: String,
+    /// Argo CD's namespace, where its Applications and AppProjects live (default
+    /// `argocd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl ArgocdKubernetes {
+    /// Argo CD's namespace when `namespace` says nothing.
+    pub const DEFAULT_NAMESPACE: &'static str = "argocd";
+
+    /// `namespace`, or `argocd`.
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(Self::DEFAULT_NAMESPACE)
+    }
 }
 
 /// Whether a promotion window permits or forbids promotion while it is active.

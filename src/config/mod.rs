@@ -12,12 +12,14 @@
 //!
 //! The checks, in order, one file each: YAML syntax and positions (`yaml`), the envelope
 //! and each document alone (`document`: unknown fields in `schema_check`, types in `typed`,
-//! names in `names`, durations in `durations`, kind-specific rules in `semantics` and
-//! `steps`), then the batch as a whole
+//! names in `names`, durations in `durations`, kind-specific rules in `semantics`,
+//! `steps` and `analysis`), then the batch as a whole
 //! (`references`, `cycles`). Errors and hints are built with `error`, `path` and `suggest`;
 //! files are found by `files`. This module does not store anything, and knows nothing of
 //! the server or the CLI.
 
+mod analysis;
+mod argocd;
 mod cycles;
 mod document;
 mod durations;

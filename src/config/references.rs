@@ -1,13 +1,14 @@
 //! Cross-document checks: duplicates in a batch, projects that exist, and every name one
 //! resource uses to refer to another (Warehouses, upstream Stages, PromotionTasks and the
-//! variables they need, a Promotion's Stage), plus cycles in the stage graph. References
+//! variables they need, AnalysisTemplates and the args they need, a Promotion's Stage),
+//! plus cycles in the stage graph. References
 //! resolve against the batch first, then against resources already stored.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, PromotionStep, Stage, Var};
+use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, PromotionStep, Stage, Var, Verification};
 
 use super::cycles::{find_cycles, show};
 use super::document::Checked;
@@ -276,6 +277,9 @@ impl Refs<'_, '_> {
                 }
             }
         }
+        if let Some(verification) = &stage.spec.verification {
+            self.analysis_templates(verification, found);
+        }
         if let Some(template) = &stage.spec.promotion_template {
             let at = FieldPath::of(&["spec", "promotionTemplate", "spec", "steps"]);
             let outer: [&[Var]; 2] = [&template.spec.vars, &stage.spec.vars];
@@ -286,6 +290,70 @@ impl Refs<'_, '_> {
                 "the promotion template or the Stage",
                 found,
             );
+        }
+    }
+
+    /// A Stage's AnalysisTemplates: each exists, gets every arg it needs (from the Stage or
+    /// its own default), and no two define a metric of the same name.
+    fn analysis_templates(&self, verification: &Verification, found: &mut Vec<Issue>) {
+        let at = FieldPath::of(&["spec", "verification", "analysisTemplates"]);
+        let mut metrics: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut seen = BTreeSet::new();
+        for (i, reference) in verification.analysis_templates.iter().enumerate() {
+            let path = at.index(i).key("name");
+            let name = reference.name.as_str();
+            if !seen.insert(name) {
+                continue; // listed twice: reported by the Stage's own checks
+            }
+            if !self.exists(
+                Kind::AnalysisTemplate,
+                name,
+                path.clone(),
+                "AnalysisTemplate",
+                found,
+            ) {
+                continue;
+            }
+            let Some(Resource::AnalysisTemplate(template)) =
+                self.world.get(Kind::AnalysisTemplate, self.project, name)
+            else {
+                continue;
+            };
+            for arg in template.spec.args.iter().filter(|a| a.value.is_none()) {
+                if verification.args.iter().any(|a| a.name == arg.name) {
+                    continue;
+                }
+                found.push(
+                    Issue::new(
+                        path.clone(),
+                        format!(
+                            "AnalysisTemplate `{name}` needs arg `{}`, which has no default and is not in `verification.args`",
+                            arg.name
+                        ),
+                    )
+                    .hint(format!(
+                        "add `- {{name: {}, value: …}}` to `spec.verification.args`",
+                        arg.name
+                    )),
+                );
+            }
+            for metric in &template.spec.metrics {
+                match metrics.get(metric.name.as_str()) {
+                    Some(first) if *first != name => found.push(
+                        Issue::new(
+                            path.clone(),
+                            format!(
+                                "metric `{}` is defined by AnalysisTemplate `{first}` and by `{name}`",
+                                metric.name
+                            ),
+                        )
+                        .hint("rename one of them: a Stage's metrics need distinct names"),
+                    ),
+                    _ => {
+                        metrics.insert(metric.name.as_str(), name);
+                    }
+                }
+            }
         }
     }
 

@@ -34,6 +34,7 @@ pub(crate) fn check(resource: &Resource, key: &ObjectKey) -> Vec<Issue> {
         Resource::Stage(stage) => self::stage(stage),
         Resource::PromotionTask(task) => self::task(task),
         Resource::Promotion(promo) => promotion(promo),
+        Resource::AnalysisTemplate(template) => super::analysis::template(template),
     }
 }
 
@@ -252,6 +253,7 @@ fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
             issues.extend(durations::check(duration, at.key("duration")));
         }
     }
+    issues.extend(super::argocd::check(config));
     if let Some(project) = key.namespace.as_deref().filter(|ns| *ns != key.name) {
         issues.push(
             Issue::new(
@@ -434,6 +436,9 @@ fn stage(stage: &Stage) -> Vec<Issue> {
         }
         issues.extend(check_vars(&template.spec.vars, &at.key("vars")));
         issues.extend(check_steps(&template.spec.steps, &at.key("steps"), true));
+    }
+    if let Some(verification) = &stage.spec.verification {
+        issues.extend(super::analysis::verification(verification));
     }
     issues
 }

@@ -666,3 +666,210 @@ fn never_panics_on_truncated_or_mangled_input() {
         let _ = load(&[file("mangled.yaml", &mangled)], None, &nothing());
     }
 }
+
+const ANALYSIS: &str = "\
+apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata:
+  name: success-rate
+  namespace: demo
+spec:
+  args:
+  - name: service
+  - name: prometheus
+    value: http://prometheus.monitoring:9090
+  metrics:
+  - name: success-rate
+    interval: 1m
+    count: 3
+    failureLimit: 1
+    successCondition: result[0] >= 0.95
+    provider:
+      prometheus:
+        address: '{{args.prometheus}}'
+        query: sum(rate(http_requests_total{service=\"{{args.service}}\",code!~\"5..\"}[2m]))
+  - name: healthz
+    successCondition: result == true
+    provider:
+      web:
+        url: http://{{args.service}}.example.com/healthz
+        jsonPath: '{$.ok}'
+";
+
+/// A Stage `verified` (line 1 of its document) with `verification` as written.
+fn verified_stage(verification: &str) -> String {
+    format!(
+        "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: verified, namespace: demo}}
+spec:
+  requestedFreight:
+  - origin: {{kind: Warehouse, name: app}}
+    sources: {{direct: true}}
+  verification:
+{verification}"
+    )
+}
+
+#[test]
+fn an_analysis_template_and_a_stage_using_it_load() {
+    let stage = verified_stage(
+        "    analysisTemplates: [{name: success-rate}]\n    args: [{name: service, value: web}]\n    timeout: 15m\n",
+    );
+    let manifests = load(
+        &[
+            file("project.yaml", PROJECT),
+            file("analysis.yaml", ANALYSIS),
+            file("stage.yaml", &stage),
+        ],
+        None,
+        &nothing(),
+    )
+    .unwrap();
+    let template = manifests
+        .iter()
+        .find(|m| m.key.kind == Kind::AnalysisTemplate)
+        .unwrap();
+    assert_eq!(template.object["spec"]["metrics"][1]["name"], "healthz");
+    // Stored, the template still resolves for a Stage applied later.
+    let existing = stored(&format!("{PROJECT}---\n{ANALYSIS}"));
+    assert!(load(&[file("stage.yaml", &stage)], None, &existing).is_ok());
+}
+
+#[test]
+fn analysis_template_errors_name_the_metric_and_field() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {name: broken, namespace: demo}
+spec:
+  metrics:
+  - name: rate
+    interval: 5 minutes
+    count: 3
+    successCondition: result[0] >=
+    provider:
+      prometheus: {address: prometheus:9090, query: 'up{job=\"{{args.job}}\"}'}
+  - name: rate
+    count: 2
+    provider: {}
+  - name: badweb
+    provider:
+      web: {url: http://x, method: DELETE, jsonPath: '{$.items[*]}', timeoutSeconds: 0}
+  - name: both
+    provider:
+      web: {url: http://x}
+      prometheus: {address: http://p, query: up}
+  - name: typo
+    sucessCondition: 'true'
+    provider: {web: {url: http://x}}
+";
+    let errors = load_errors(
+        &[file("project.yaml", PROJECT), file("t.yaml", text)],
+        None,
+        &nothing(),
+    );
+    let found: Vec<(String, String)> = summary(&errors)
+        .into_iter()
+        .map(|(_, field, message)| (field, message))
+        .collect();
+    let fields: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "spec.metrics[0].interval",
+            "spec.metrics[0].successCondition",
+            "spec.metrics[0].provider.prometheus.address",
+            "spec.metrics[0].provider.prometheus.query",
+            "spec.metrics[1].name",
+            "spec.metrics[1].count",
+            "spec.metrics[1].provider",
+            "spec.metrics[2].provider.web.method",
+            "spec.metrics[2].provider.web.timeoutSeconds",
+            "spec.metrics[2].provider.web.jsonPath",
+            "spec.metrics[3].provider",
+            "spec.metrics[4].sucessCondition",
+        ],
+        "{found:#?}"
+    );
+    assert!(
+        found[1]
+            .1
+            .starts_with("metric `rate`: `successCondition` is not valid CEL: "),
+        "{}",
+        found[1].1
+    );
+    assert_eq!(
+        found[3].1,
+        "metric `rate` uses `{{args.job}}`, but the template declares no arg `job`"
+    );
+    assert_eq!(found[6].1, "metric `rate` has no provider");
+    assert_eq!(
+        found[10].1,
+        "metric `both` sets both `web` and `prometheus`"
+    );
+    let typo = &errors[11];
+    assert_eq!(typo.line, Some(23));
+    assert!(
+        typo.hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("successCondition"),
+        "{typo:?}"
+    );
+}
+
+#[test]
+fn a_stage_names_existing_templates_and_gives_their_args() {
+    let stage = verified_stage(
+        "    analysisTemplates: [{name: success-rate}, {name: succes-rate}, {name: success-rate}]\n    timeout: soon\n",
+    );
+    let errors = load_errors(
+        &[
+            file("project.yaml", PROJECT),
+            file("analysis.yaml", ANALYSIS),
+            file("stage.yaml", &stage),
+        ],
+        None,
+        &nothing(),
+    );
+    assert_eq!(
+        summary(&errors),
+        vec![
+            (
+                9,
+                "spec.verification.analysisTemplates[2].name".into(),
+                "AnalysisTemplate `success-rate` is listed twice".into()
+            ),
+            (
+                9,
+                "spec.verification.analysisTemplates[0].name".into(),
+                "AnalysisTemplate `success-rate` needs arg `service`, which has no default and is not in `verification.args`".into()
+            ),
+            (
+                9,
+                "spec.verification.analysisTemplates[1].name".into(),
+                "AnalysisTemplate `succes-rate` does not exist in project `demo`".into()
+            ),
+            (
+                10,
+                "spec.verification.timeout".into(),
+                "`soon` is not a duration (expected number at 0); write a duration such as `30s`, `5m` or `1h30m`".into()
+            ),
+        ],
+    );
+    assert_eq!(
+        errors[1].hint.as_deref(),
+        Some("add `- {name: service, value: …}` to `spec.verification.args`")
+    );
+    assert!(
+        errors[2]
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("`success-rate`"),
+        "{:?}",
+        errors[2].hint
+    );
+}

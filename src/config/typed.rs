@@ -8,11 +8,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{
-    Credential, CredentialSpec, CredentialStatus, Freight, FreightFields, FreightStatus, Kind,
-    Project, ProjectConfig, ProjectConfigSpec, ProjectConfigStatus, ProjectSpec, ProjectStatus,
-    Promotion, PromotionSpec, PromotionStatus, PromotionTask, PromotionTaskSpec, Role, RoleBinding,
-    RoleBindingFields, RoleFields, Stage, StageSpec, StageStatus, Warehouse, WarehouseSpec,
-    WarehouseStatus,
+    AnalysisTemplate, AnalysisTemplateSpec, Credential, CredentialSpec, CredentialStatus, Freight,
+    FreightFields, FreightStatus, Kind, Project, ProjectConfig, ProjectConfigSpec,
+    ProjectConfigStatus, ProjectSpec, ProjectStatus, Promotion, PromotionSpec, PromotionStatus,
+    PromotionTask, PromotionTaskSpec, Role, RoleBinding, RoleBindingFields, RoleFields, Stage,
+    StageSpec, StageStatus, Warehouse, WarehouseSpec, WarehouseStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -38,6 +38,7 @@ pub(crate) enum Resource {
     Stage(Stage),
     PromotionTask(PromotionTask),
     Promotion(Promotion),
+    AnalysisTemplate(AnalysisTemplate),
 }
 
 impl Resource {
@@ -54,6 +55,7 @@ impl Resource {
             Resource::Stage(r) => &r.metadata,
             Resource::PromotionTask(r) => &r.metadata,
             Resource::Promotion(r) => &r.metadata,
+            Resource::AnalysisTemplate(r) => &r.metadata,
         }
     }
 }
@@ -75,6 +77,9 @@ pub(crate) fn deserialize(
         Kind::Stage => check.body::<StageSpec, StageStatus>(&mut issues),
         Kind::PromotionTask => check.body::<PromotionTaskSpec, serde::de::IgnoredAny>(&mut issues),
         Kind::Promotion => check.body::<PromotionSpec, PromotionStatus>(&mut issues),
+        Kind::AnalysisTemplate => {
+            check.body::<AnalysisTemplateSpec, serde::de::IgnoredAny>(&mut issues)
+        }
         Kind::Freight => {
             check.value::<FreightFields>(&top_level(object), &FieldPath::root(), &mut issues);
             check.part::<FreightStatus>("status", &mut issues);
@@ -123,6 +128,7 @@ fn whole(kind: Kind, object: &Value) -> Result<Resource, serde_json::Error> {
         Kind::Stage => Resource::Stage(serde_json::from_value(v)?),
         Kind::PromotionTask => Resource::PromotionTask(serde_json::from_value(v)?),
         Kind::Promotion => Resource::Promotion(serde_json::from_value(v)?),
+        Kind::AnalysisTemplate => Resource::AnalysisTemplate(serde_json::from_value(v)?),
     })
 }
 

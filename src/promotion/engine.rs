@@ -238,6 +238,7 @@ impl Engine {
             .and_then(|a| a.get("dray.dev/actor"))
             .cloned()
             .unwrap_or_else(|| "anonymous".into());
+        let argocd = argocd_target(self.store.as_ref(), &project).await?;
         let base = StepContext {
             work_dir: work_dir.clone(),
             project: project.clone(),
@@ -268,6 +269,7 @@ impl Engine {
                 move |line: &str| tracing::info!(promotion = %promotion, "{line}")
             }),
             saved_state: None,
+            argocd,
         };
         let view = freight_view(&freight);
         let start = run.status.current_step.unwrap_or(0) as usize;
@@ -473,7 +475,21 @@ impl Engine {
                     }
                     run.status.step_execution_metadata[index].message =
                         format!("waiting for {waiting_for}");
-                    run.status.message = format!("step `{alias}` is waiting for {waiting_for}");
+                    run.status.written_to_git = record::pushed_branch(&run.outputs);
+                    run.status.message = match &run.status.written_to_git {
+                        // Written to git is a state of its own, never a failure.
+                        Some(written) => format!(
+                            "written to git (`{}` at {:.12}), {}: step `{alias}` is waiting for {waiting_for}",
+                            written.name,
+                            written.commit,
+                            if kind == "argocd-update" {
+                                "waiting for sync"
+                            } else {
+                                "waiting"
+                            }
+                        ),
+                        None => format!("step `{alias}` is waiting for {waiting_for}"),
+                    };
                     *retry_after
                 }
                 StepOutcome::Errored { reason } => {
@@ -643,4 +659,35 @@ fn freight_view(freight: &Freight) -> FreightView {
         images: freight.spec.images.clone(),
         commits: freight.spec.commits.clone(),
     }
+}
+
+/// How `project` reaches Argo CD: its ProjectConfig's `spec.argocd`, if it says (a
+/// ProjectConfig that no longer parses is logged and read as saying nothing).
+pub async fn argocd_target(
+    store: &dyn Store,
+    project: &str,
+) -> Result<Option<dray_steps::argocd::ArgocdTarget>, EngineError> {
+    use dray_steps::argocd::ArgocdTarget;
+    let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let Some(stored) = store.get(&key).await? else {
+        return Ok(None);
+    };
+    let config: crate::api::ProjectConfig = match stored.to_typed() {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::warn!(%key, "cannot read `spec.argocd`: {error}");
+            return Ok(None);
+        }
+    };
+    Ok(config
+        .spec
+        .argocd
+        .and_then(|argocd| match (argocd.api_server, argocd.kubernetes) {
+            (Some(url), _) => Some(ArgocdTarget::ApiServer { url }),
+            (None, Some(kubernetes)) => Some(ArgocdTarget::Kubernetes {
+                namespace: kubernetes.namespace().to_owned(),
+                server: kubernetes.server,
+            }),
+            (None, None) => None,
+        }))
 }

@@ -58,12 +58,13 @@ pub struct ApplyResult {
 }
 
 /// The kinds that other documents refer to, loaded so references can be checked.
-const REFERENCED_KINDS: [Kind; 6] = [
+const REFERENCED_KINDS: [Kind; 7] = [
     Kind::Project,
     Kind::ProjectConfig,
     Kind::Role,
     Kind::Warehouse,
     Kind::PromotionTask,
+    Kind::AnalysisTemplate,
     Kind::Stage,
 ];
 

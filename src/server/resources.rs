@@ -140,6 +140,9 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
                         .is_some_and(|s| s.iter().any(|n| n.as_str() == Some(&key.name)))
                 })
             }),
+            Kind::AnalysisTemplate => spec["verification"]["analysisTemplates"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r["name"].as_str() == Some(&key.name))),
             Kind::PromotionTask => spec["promotionTemplate"]["spec"]["steps"]
                 .as_array()
                 .is_some_and(|steps| {

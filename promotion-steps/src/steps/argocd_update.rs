@@ -2,25 +2,30 @@
 //! and waits until Argo CD reports that exact revision synced — saying, while it waits,
 //! what it sees in the way.
 //!
-//! Transport: Argo CD's API server (`apiServer`, bearer token from the project's
-//! credentials for that URL). The Kubernetes transport (patching `Application` objects
-//! through the Kubernetes API) is not built. `apps[]` name Applications by `name` or by a
-//! label `selector` (Argo CD's list endpoint).
+//! Transport (`crate::argocd`): the step's `apiServer` when set (Argo CD's API server),
+//! else the project's ProjectConfig `spec.argocd` ([`StepContext::argocd`]): its API server,
+//! or the Kubernetes API of Argo CD's cluster (Application objects patched directly, a sync
+//! being an `operation` that Argo CD's controller runs). The bearer token is the project's
+//! credential for that URL. `apps[]` name Applications by `name` or by a label `selector`.
 //!
 //! Per Application, on each run:
 //! 1. it must carry `dray.dev/authorized-stage: <project>:<stage>` naming this Stage, or the
 //!    step fails naming it (Dray touches nothing it was not given);
-//! 2. each `sources[]` entry must match one of its sources by `repoURL`; with
-//!    `updateTargetRevision` the source's `targetRevision` is patched to `desiredRevision`;
+//! 2. each `sources[]` entry must match one of its sources by `repoURL`; the source's
+//!    `targetRevision` (with `updateTargetRevision`), `kustomize.images` and
+//!    `helm.parameters` (from `helm.images`) are patched when they differ (idempotent);
 //! 3. done only when `status.sync.revision` and `status.operationState.syncResult.revision`
-//!    both equal `desiredRevision` and the operation `Succeeded` (`Degraded` health then
-//!    fails the step with Argo CD's message);
+//!    both equal `desiredRevision` and the operation `Succeeded`; health is not judged here
+//!    (a `Degraded` Application is logged): the outputs register the Applications
+//!    (`outputs.apps`) for the Stage's health check, which judges them with
+//!    [`crate::argocd::judge`] after a stabilisation window;
 //! 4. otherwise it requests a sync to `desiredRevision` once per revision (the request is
 //!    saved in the step's state, so a re-run never triggers a second sync) and answers
 //!    `Running`, naming the cause it sees: a sync window (which), an operation already
-//!    running (whose), a comparison error, a failed sync (Argo CD's message, and the sync is
-//!    requested again), a missing Application; by default the promotion reads "waiting for
-//!    Argo CD to sync `app` to `rev` (the change is written to git)".
+//!    set or running (whose — never replaced), a comparison error, a failed sync (Argo CD's
+//!    message, and the sync is requested again), a missing Application; by default the
+//!    promotion reads "waiting for Argo CD to sync `app` to `rev` (the change is written to
+//!    git)".
 //!
 //! It never waits forever: the engine fails it at the step's `retry.timeout` (default 10m)
 //! with the last cause.
@@ -34,6 +39,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::http::duration_or;
+use crate::argocd::{
+    ApplicationRef, ArgocdError, ArgocdTarget, BLOCKED_BY_WINDOW, SyncRefused, SyncRequest,
+    Transport, initiator, is_commit, same_commit,
+};
 use crate::{Step, StepContext, StepOutcome, parse_config};
 
 /// The name used in `uses:`.
@@ -44,8 +53,33 @@ pub(crate) const AUTHORIZED_STAGE: &str = "dray.dev/authorized-stage";
 
 /// How long to wait between two looks when `pollInterval` says nothing.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
-/// How long one API request may take.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Kustomize image overrides for a source (Argo CD's `spec.source.kustomize.images`).
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct KustomizeOverride {
+    /// Images as Argo CD writes them: `repo:tag`, `repo@sha256:…`, or
+    /// `old=repo:tag`; each replaces the override of the same image, or is added.
+    images: Vec<String>,
+}
+
+/// A Helm value that holds an image reference.
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct HelmImage {
+    /// The Helm parameter's name, e.g. `image.tag`.
+    key: String,
+    /// Its value, e.g. `${{ imageFrom("registry.example.com/app").tag }}`.
+    value: String,
+}
+
+/// Helm overrides for a source (set into Argo CD's `spec.source.helm.parameters`).
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct HelmOverride {
+    /// Parameters to set; each replaces the parameter of the same name, or is added.
+    images: Vec<HelmImage>,
+}
 
 /// A source of an Application to move.
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
@@ -60,6 +94,12 @@ pub(crate) struct SourceConfig {
     /// Also set the source's `targetRevision` to `desiredRevision`.
     #[serde(default)]
     update_target_revision: bool,
+    /// Set Kustomize image overrides on the source.
+    #[serde(default)]
+    kustomize: Option<KustomizeOverride>,
+    /// Set Helm parameters on the source.
+    #[serde(default)]
+    helm: Option<HelmOverride>,
 }
 
 /// An Application to move.
@@ -80,13 +120,23 @@ pub(crate) struct AppConfig {
     sources: Vec<SourceConfig>,
 }
 
+impl AppConfig {
+    fn reference(&self) -> ApplicationRef {
+        ApplicationRef {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+        }
+    }
+}
+
 /// The configuration of `argocd-update`.
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Config {
-    /// Argo CD's API server, e.g. `https://argocd.example.com`; its token is the project's
-    /// credential for this URL.
-    api_server: String,
+    /// Argo CD's API server, e.g. `https://argocd.example.com`, overriding the project's
+    /// ProjectConfig `spec.argocd`; its token is the project's credential for this URL.
+    #[serde(default)]
+    api_server: Option<String>,
     /// The Applications.
     apps: Vec<AppConfig>,
     /// How long to wait between two looks (default `5s`).
@@ -121,6 +171,40 @@ enum Look {
     Waiting(String),
 }
 
+/// A transport failure as the step's outcome.
+fn outcome(error: ArgocdError) -> StepOutcome {
+    match error {
+        ArgocdError::Aborted => StepOutcome::failed(error.to_string()),
+        ArgocdError::Failed(message) => StepOutcome::errored(message),
+    }
+}
+
+/// The step's own `apiServer`, else the project's `spec.argocd`.
+fn target(ctx: &StepContext, config: &Config) -> Result<ArgocdTarget, String> {
+    let target = match (&config.api_server, &ctx.argocd) {
+        (Some(url), _) => ArgocdTarget::ApiServer { url: url.clone() },
+        (None, Some(target)) => target.clone(),
+        (None, None) => {
+            return Err(format!(
+                "Dray does not know how to reach Argo CD for project `{}`; hint: set \
+                 `spec.argocd` in the project's ProjectConfig (`apiServer: <url>` or \
+                 `kubernetes: {{server: <url>}}`), or `apiServer` in this step's config",
+                ctx.project
+            ));
+        }
+    };
+    target.check().map_err(|e| match &target {
+        ArgocdTarget::ApiServer { url } if config.api_server.is_some() => {
+            format!(
+                "`apiServer` `{}` is not an http(s) URL",
+                url.trim_end_matches('/')
+            )
+        }
+        _ => format!("ProjectConfig `spec.argocd`: {e}"),
+    })?;
+    Ok(target)
+}
+
 async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcome> {
     let config: Config = parse_config(KIND, config)?;
     let invalid =
@@ -131,12 +215,7 @@ async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcom
         "pollInterval",
     )
     .map_err(invalid)?;
-    let base = config.api_server.trim_end_matches('/').to_owned();
-    if !base.starts_with("http://") && !base.starts_with("https://") {
-        return Err(invalid(format!(
-            "`apiServer` `{base}` is not an http(s) URL"
-        )));
-    }
+    let target = target(ctx, &config).map_err(invalid)?;
     if config.apps.is_empty() {
         return Err(invalid("`apps` is empty".to_owned()));
     }
@@ -157,13 +236,34 @@ async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcom
                     source.desired_revision, app.name
                 )));
             }
+            let kustomize = source.kustomize.iter().flat_map(|k| &k.images);
+            if let Some(bad) = kustomize.into_iter().find(|i| image_name(i).is_empty()) {
+                return Err(invalid(format!(
+                    "`kustomize.images` entry `{bad}` of app `{}` names no image; hint: write \
+                     `repo:tag` or `repo@sha256:…`",
+                    app.name
+                )));
+            }
+            if source
+                .helm
+                .iter()
+                .flat_map(|h| &h.images)
+                .any(|i| i.key.trim().is_empty())
+            {
+                return Err(invalid(format!(
+                    "a `helm.images` entry of app `{}` has an empty `key`; hint: name the Helm \
+                     parameter, e.g. `image.tag`",
+                    app.name
+                )));
+            }
         }
     }
-    let api = Api {
-        ctx,
-        token: ctx.credentials.token(&config.api_server),
-        base,
-    };
+    let api = Transport::new(
+        ctx.http.clone(),
+        ctx.credentials.token(target.url()),
+        target.clone(),
+        Some(ctx.cancel.clone()),
+    );
     let mut requested: BTreeMap<String, String> = ctx
         .saved_state
         .as_ref()
@@ -177,23 +277,32 @@ async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcom
         match &app.selector {
             None => apps.push(app.clone()),
             Some(selector) => {
-                let matched = select(&api, app, selector).await?;
+                let matched = api
+                    .list(selector, app.namespace.as_deref())
+                    .await
+                    .map_err(outcome)?;
                 if matched.is_empty() {
                     causes.push(format!(
-                        "an Application matching `{selector}` in Argo CD at `{}`",
-                        api.base
+                        "an Application matching `{selector}` in {}",
+                        api.who()
                     ));
                 }
-                apps.extend(matched);
+                apps.extend(
+                    matched
+                        .iter()
+                        .filter_map(|item| item["metadata"]["name"].as_str())
+                        .map(|name| AppConfig {
+                            name: name.to_owned(),
+                            selector: None,
+                            ..app.clone()
+                        }),
+                );
             }
         }
     }
     for app in &apps {
-        match look(&api, app, &mut requested).await? {
-            Look::Done => done.push(json!({
-                "name": app.name,
-                "revision": app.sources[0].desired_revision,
-            })),
+        match look(ctx, &api, app, &mut requested).await? {
+            Look::Done => done.push(registered(&api, &target, app)),
             Look::Waiting(cause) => causes.push(cause),
         }
     }
@@ -216,28 +325,112 @@ async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcom
     })
 }
 
+/// An Application registered for the Stage's health: the shape of `RegisteredApplication`
+/// (plus `revision`, the first desired revision, kept for expressions written before).
+fn registered(api: &Transport, target: &ArgocdTarget, app: &AppConfig) -> Value {
+    let mut entry = json!({
+        "name": app.name,
+        "revision": app.sources[0].desired_revision,
+        "desiredRevisions": app.sources.iter().map(|s| s.desired_revision.clone()).collect::<Vec<_>>(),
+    });
+    let namespace = app.namespace.as_deref().or(api.default_namespace());
+    if let Some(ns) = namespace {
+        entry["namespace"] = json!(ns);
+    }
+    match target {
+        ArgocdTarget::ApiServer { url } => entry["apiServer"] = json!(url),
+        ArgocdTarget::Kubernetes { server, .. } => entry["kubernetes"] = json!(server),
+    }
+    entry
+}
+
+/// The image an override is for: the part before `=`, else the reference without its
+/// tag or digest (a `:` before the last `/` is a registry port).
+fn image_name(image: &str) -> &str {
+    if let Some((name, _)) = image.split_once('=') {
+        return name;
+    }
+    let image = image.split('@').next().unwrap_or(image);
+    match image.rfind(':') {
+        Some(colon) if colon > image.rfind('/').unwrap_or(0) => &image[..colon],
+        _ => image,
+    }
+}
+
+/// `current` with each of `images` replacing the entry for the same image, or appended.
+fn merge_images(current: &Value, images: &[String]) -> Value {
+    let mut list: Vec<Value> = current.as_array().cloned().unwrap_or_default();
+    for image in images {
+        let name = image_name(image);
+        match list
+            .iter_mut()
+            .find(|v| v.as_str().is_some_and(|v| image_name(v) == name))
+        {
+            Some(slot) => *slot = json!(image),
+            None => list.push(json!(image)),
+        }
+    }
+    Value::Array(list)
+}
+
+/// `current` Helm parameters with each of `images` set by name, or appended.
+fn merge_parameters(current: &Value, images: &[HelmImage]) -> Value {
+    let mut list: Vec<Value> = current.as_array().cloned().unwrap_or_default();
+    for image in images {
+        match list
+            .iter_mut()
+            .find(|p| p["name"].as_str() == Some(image.key.as_str()))
+        {
+            Some(slot) => slot["value"] = json!(image.value),
+            None => list.push(json!({"name": image.key, "value": image.value})),
+        }
+    }
+    Value::Array(list)
+}
+
+/// The changes `source` asks of the Application's source `spec`: the changed fields
+/// (for a merge patch) and their names.
+fn source_changes(spec: &Value, source: &SourceConfig) -> (Map<String, Value>, Vec<&'static str>) {
+    let mut delta = Map::new();
+    let mut names = Vec::new();
+    if source.update_target_revision
+        && spec["targetRevision"].as_str() != Some(source.desired_revision.as_str())
+    {
+        delta.insert("targetRevision".into(), json!(source.desired_revision));
+        names.push("`targetRevision`");
+    }
+    if let Some(kustomize) = &source.kustomize {
+        let current = &spec["kustomize"]["images"];
+        let merged = merge_images(current, &kustomize.images);
+        if merged != *current {
+            delta.insert("kustomize".into(), json!({"images": merged}));
+            names.push("`kustomize.images`");
+        }
+    }
+    if let Some(helm) = &source.helm {
+        let current = &spec["helm"]["parameters"];
+        let merged = merge_parameters(current, &helm.images);
+        if merged != *current {
+            delta.insert("helm".into(), json!({"parameters": merged}));
+            names.push("`helm.parameters`");
+        }
+    }
+    (delta, names)
+}
+
 /// One look at one Application: patch, request a sync, or name what is in the way.
 async fn look(
-    api: &Api<'_>,
+    ctx: &StepContext,
+    api: &Transport,
     config: &AppConfig,
     requested: &mut BTreeMap<String, String>,
 ) -> Result<Look, StepOutcome> {
-    let ctx = api.ctx;
-    let name = &config.name;
-    let shown = match &config.namespace {
-        Some(ns) => format!("{ns}/{name}"),
-        None => name.clone(),
-    };
-    let Some(mut app) = api
-        .get(
-            config,
-            &format!("/api/v1/applications/{name}?refresh=normal"),
-        )
-        .await?
-    else {
+    let reference = config.reference();
+    let shown = reference.shown();
+    let Some(mut app) = api.get(&reference, true).await.map_err(outcome)? else {
         return Ok(Look::Waiting(format!(
-            "Application `{shown}` is missing in Argo CD at `{}`",
-            api.base
+            "Application `{shown}` is missing in {}",
+            api.who()
         )));
     };
     let wanted = format!("{}:{}", ctx.project, ctx.stage);
@@ -281,42 +474,50 @@ async fn look(
             })?;
         matched.push((index, source));
     }
-    // 2. targetRevision.
+    // 2. targetRevision, kustomize.images, helm.parameters.
     let mut patched = specs.clone();
-    let mut changed = false;
+    let mut single_delta = Map::new();
+    let mut fields: Vec<&str> = Vec::new();
     for (index, source) in &matched {
-        if source.update_target_revision
-            && patched[*index]["targetRevision"].as_str() != Some(source.desired_revision.as_str())
-        {
-            patched[*index]["targetRevision"] = json!(source.desired_revision);
-            changed = true;
+        let (delta, names) = source_changes(&patched[*index], source);
+        for (key, value) in &delta {
+            patched[*index][key] = if key == "targetRevision" {
+                value.clone()
+            } else {
+                let mut merged = patched[*index][key].clone();
+                for (k, v) in value.as_object().into_iter().flatten() {
+                    merged[k] = v.clone();
+                }
+                merged
+            };
+        }
+        single_delta.extend(delta);
+        for name in names {
+            if !fields.contains(&name) {
+                fields.push(name);
+            }
         }
     }
-    if changed {
+    if !fields.is_empty() {
         let spec = if multi {
             json!({"sources": patched})
         } else {
-            json!({"source": {"targetRevision": patched[0]["targetRevision"]}})
+            json!({"source": single_delta})
         };
-        let patch = json!({"spec": spec}).to_string();
-        let body = json!({"name": name, "appNamespace": config.namespace, "patch": patch, "patchType": "merge"});
-        api.send(
-            config,
-            reqwest::Method::PATCH,
-            &format!("/api/v1/applications/{name}"),
-            Some(&body),
-        )
-        .await?
-        .map_err(|(status, message)| {
-            StepOutcome::errored(format!(
-                "cannot set `targetRevision` of Application `{shown}`: {status} {message}"
-            ))
-        })?;
-        ctx.log(&format!("set `targetRevision` of `{shown}`"));
-        if let Some(fresh) = api
-            .get(config, &format!("/api/v1/applications/{name}"))
-            .await?
-        {
+        let fields = fields.join(", ");
+        api.patch_spec(&reference, &spec)
+            .await
+            .map_err(outcome)?
+            .map_err(|refusal| {
+                StepOutcome::errored(format!(
+                    "cannot set {fields} of Application `{shown}` through {}: {} {}",
+                    api.who(),
+                    refusal.status,
+                    refusal.message
+                ))
+            })?;
+        ctx.log(&format!("set {fields} of `{shown}`"));
+        if let Some(fresh) = api.get(&reference, false).await.map_err(outcome)? {
             app = fresh;
         }
     }
@@ -347,13 +548,14 @@ async fn look(
         .all(|(i, d)| same_commit(&revision_at(&op["operation"]["sync"], *i), d));
     if synced && applied && phase == "Succeeded" {
         let health = &status["health"];
-        if health["status"] == "Degraded" {
-            return Err(StepOutcome::failed(format!(
-                "Argo CD synced `{shown}` to `{rev}`, and it is Degraded: {}",
+        if let Some(state @ ("Degraded" | "Missing")) = health["status"].as_str() {
+            ctx.log(&format!(
+                "Argo CD synced `{shown}` to `{rev}`, and it is {state}: {} (the Stage's health \
+                 check judges it)",
                 health["message"]
                     .as_str()
                     .unwrap_or("(Argo CD gave no message)")
-            )));
+            ));
         }
         requested.remove(&shown);
         return Ok(Look::Done);
@@ -382,8 +584,21 @@ async fn look(
     // 4. An operation in progress, ours or someone else's.
     let asked = requested.get(&shown).is_some_and(|r| r == desired[0].1);
     if phase == "Running" {
-        let by = initiator(op);
+        let by = initiator(&op["operation"]);
         let message = op["message"].as_str().filter(|m| !m.is_empty());
+        if message.is_some_and(|m| m.starts_with(BLOCKED_BY_WINDOW)) {
+            // Argo CD's controller holds the operation until the window opens.
+            let windows = api.windows(&reference, &app).await.map_err(outcome)?;
+            let whose = if asked && op_target {
+                String::new()
+            } else {
+                format!(" (the operation is {by}'s)")
+            };
+            return Ok(Look::Waiting(format!(
+                "a sync window to open: Argo CD blocks syncing `{shown}` to `{rev}`{whose} \
+                 ({windows}){comparison}"
+            )));
+        }
         let detail = message.map(|m| format!(": {m}")).unwrap_or_default();
         if asked && op_target {
             return Ok(Look::Waiting(format!(
@@ -394,6 +609,22 @@ async fn look(
         return Ok(Look::Waiting(format!(
             "an operation on `{shown}` started by {by} at {} to finish before syncing `{rev}`{detail}{comparison}",
             op["startedAt"].as_str().unwrap_or("?")
+        )));
+    }
+    // An operation requested but not started by Argo CD's controller yet.
+    if let Some(pending) = app.get("operation").filter(|o| o.is_object()) {
+        let ours = asked
+            && desired
+                .iter()
+                .all(|(i, d)| same_commit(&revision_at(&pending["sync"], *i), d));
+        if ours {
+            return Ok(Look::Waiting(format!(
+                "Argo CD's controller to start the requested sync of `{shown}` to `{rev}`{comparison}"
+            )));
+        }
+        return Ok(Look::Waiting(format!(
+            "an operation on `{shown}` requested by {} to finish before syncing `{rev}`{comparison}",
+            initiator(pending)
         )));
     }
     let failed_ours = asked && op_target && matches!(phase, "Failed" | "Error");
@@ -407,31 +638,39 @@ async fn look(
         String::new()
     };
     if !asked || failed_ours {
-        match request_sync(api, config, &matched, multi).await? {
+        let request = SyncRequest {
+            revisions: desired.iter().map(|(i, d)| (*i, (*d).to_owned())).collect(),
+            multi,
+            initiator: format!("dray:{}/{}", ctx.project, ctx.stage),
+            reason: format!(
+                "Dray promotion `{}` of Freight `{}` to Stage `{}` by `{}`",
+                ctx.promotion, ctx.freight.alias, ctx.stage, ctx.actor
+            ),
+        };
+        match api
+            .sync(&reference, &app, &request)
+            .await
+            .map_err(outcome)?
+        {
             Ok(()) => {
                 requested.insert(shown.clone(), desired[0].1.to_owned());
                 ctx.log(&format!("asked Argo CD to sync `{shown}` to `{rev}`"));
             }
-            Err(SyncRefused::Window) => {
-                let windows = api
-                    .get(config, &format!("/api/v1/applications/{name}/syncwindows"))
-                    .await?
-                    .map(|w| describe_windows(&w))
-                    .unwrap_or_default();
+            Err(SyncRefused::Window(windows)) => {
                 return Ok(Look::Waiting(format!(
                     "a sync window to open: Argo CD blocks syncing `{shown}` to `{rev}` ({windows}){comparison}"
                 )));
             }
-            Err(SyncRefused::Busy(message)) => {
-                // Argo CD does not say whose operation it is: look again to name them.
-                let by = api
-                    .get(config, &format!("/api/v1/applications/{name}"))
-                    .await?
-                    .map(|fresh| initiator(&fresh["status"]["operationState"]))
-                    .unwrap_or_else(|| "someone unknown".to_owned());
+            Err(SyncRefused::Busy { by, message }) => {
                 return Ok(Look::Waiting(format!(
                     "an operation already in progress on `{shown}`, started by {by}, to finish \
                      before syncing `{rev}` (Argo CD: {message}){comparison}"
+                )));
+            }
+            Err(SyncRefused::Conflict(message)) => {
+                return Ok(Look::Waiting(format!(
+                    "Application `{shown}` changed while Dray asked for a sync to `{rev}` \
+                     ({message}); Dray looks again{comparison}"
                 )));
             }
         }
@@ -456,136 +695,6 @@ async fn look(
     )))
 }
 
-/// The Applications `selector` matches, each as an entry with its name.
-async fn select(
-    api: &Api<'_>,
-    app: &AppConfig,
-    selector: &str,
-) -> Result<Vec<AppConfig>, StepOutcome> {
-    let encoded: String = selector
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    let list = api
-        .get(app, &format!("/api/v1/applications?selector={encoded}"))
-        .await?
-        .unwrap_or_default();
-    Ok(list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|item| item["metadata"]["name"].as_str())
-        .map(|name| AppConfig {
-            name: name.to_owned(),
-            selector: None,
-            ..app.clone()
-        })
-        .collect())
-}
-
-enum SyncRefused {
-    Window,
-    Busy(String),
-}
-
-async fn request_sync(
-    api: &Api<'_>,
-    config: &AppConfig,
-    matched: &[(usize, &SourceConfig)],
-    multi: bool,
-) -> Result<Result<(), SyncRefused>, StepOutcome> {
-    let name = &config.name;
-    let mut body = json!({"name": name, "prune": false});
-    if let Some(ns) = &config.namespace {
-        body["appNamespace"] = json!(ns);
-    }
-    if multi {
-        body["revisions"] = matched
-            .iter()
-            .map(|(_, s)| json!(s.desired_revision))
-            .collect();
-        body["sourcePositions"] = matched.iter().map(|(i, _)| json!(*i as i64 + 1)).collect();
-    } else {
-        body["revision"] = json!(matched[0].1.desired_revision);
-    }
-    match api
-        .send(
-            config,
-            reqwest::Method::POST,
-            &format!("/api/v1/applications/{name}/sync"),
-            Some(&body),
-        )
-        .await?
-    {
-        Ok(_) => Ok(Ok(())),
-        Err((status, message)) if status == 403 && message.contains("sync window") => {
-            Ok(Err(SyncRefused::Window))
-        }
-        Err((status, message))
-            if (status == 400 || status == 409) && message.contains("in progress") =>
-        {
-            Ok(Err(SyncRefused::Busy(message)))
-        }
-        Err((status, message)) => Err(StepOutcome::errored(format!(
-            "Argo CD refused to sync `{name}`: {status} {message}"
-        ))),
-    }
-}
-
-fn describe_windows(response: &Value) -> String {
-    let windows: Vec<String> = response["activeWindows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|w| {
-            format!(
-                "`{}` window `{}` for {}{}",
-                w["kind"].as_str().unwrap_or("?"),
-                w["schedule"].as_str().unwrap_or("?"),
-                w["duration"].as_str().unwrap_or("?"),
-                if w["manualSync"] == true {
-                    ", manual sync allowed"
-                } else {
-                    ""
-                }
-            )
-        })
-        .collect();
-    if windows.is_empty() {
-        "cannot sync: blocked by sync window".to_owned()
-    } else {
-        format!("active: {}", windows.join(", "))
-    }
-}
-
-fn initiator(op: &Value) -> String {
-    let by = &op["operation"]["initiatedBy"];
-    match by["username"].as_str().filter(|u| !u.is_empty()) {
-        Some(user) => format!("`{user}`"),
-        None if by["automated"] == true => "Argo CD's automated sync".to_owned(),
-        None => "someone unknown".to_owned(),
-    }
-}
-
-/// A full or abbreviated (7+) hex commit id.
-fn is_commit(text: &str) -> bool {
-    (7..=64).contains(&text.len()) && text.chars().all(|c| c.is_ascii_hexdigit())
-}
-
-fn same_commit(reported: &str, desired: &str) -> bool {
-    !reported.is_empty()
-        && is_commit(reported)
-        && reported
-            .to_ascii_lowercase()
-            .starts_with(&desired.to_ascii_lowercase())
-}
-
 fn short(rev: &str) -> &str {
     &rev[..rev.len().min(12)]
 }
@@ -597,83 +706,6 @@ fn same_repo(a: &str, b: &str) -> bool {
             .to_ascii_lowercase()
     };
     norm(a) == norm(b)
-}
-
-/// Argo CD's API server, as this step uses it.
-struct Api<'a> {
-    ctx: &'a StepContext,
-    token: Option<String>,
-    base: String,
-}
-
-impl Api<'_> {
-    /// GETs `path`; `None` on 404.
-    async fn get(&self, app: &AppConfig, path: &str) -> Result<Option<Value>, StepOutcome> {
-        match self.send(app, reqwest::Method::GET, path, None).await? {
-            Ok(value) => Ok(Some(value)),
-            Err((404, _)) => Ok(None),
-            Err((status, message)) => Err(StepOutcome::errored(format!(
-                "Argo CD at `{}` answered {status} to `GET {path}`: {message}",
-                self.base
-            ))),
-        }
-    }
-
-    /// Sends a request; `Err((status, message))` for an error answer (401 and 403 other
-    /// than a sync window become `Errored` with a hint).
-    async fn send(
-        &self,
-        app: &AppConfig,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Result<Value, (u16, String)>, StepOutcome> {
-        let mut url = format!("{}{path}", self.base);
-        if let Some(ns) = &app.namespace {
-            url.push(if path.contains('?') { '&' } else { '?' });
-            url.push_str(&format!("appNamespace={ns}"));
-        }
-        let mut request = self
-            .ctx
-            .http
-            .request(method.clone(), &url)
-            .timeout(REQUEST_TIMEOUT);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(body) = body {
-            request = request.json(body);
-        }
-        let response = tokio::select! {
-            response = request.send() => response,
-            () = self.ctx.cancel.cancelled() => return Err(StepOutcome::failed("aborted while talking to Argo CD")),
-        }
-        .map_err(|e| StepOutcome::errored(format!("Argo CD at `{}` did not answer `{method} {path}`: {e}", self.base)))?;
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        if (200..300).contains(&status) {
-            return Ok(Ok(value));
-        }
-        let message = value["message"]
-            .as_str()
-            .or(value["error"].as_str())
-            .or(value.as_str())
-            .unwrap_or("")
-            .to_owned();
-        if status == 401 {
-            let hint = if self.token.is_some() {
-                "the project's token for it was refused"
-            } else {
-                "the project has no token for it; hint: add a credential with a token for this URL"
-            };
-            return Err(StepOutcome::errored(format!(
-                "Argo CD at `{}` refused `{method} {path}` (401 {message}): {hint}",
-                self.base
-            )));
-        }
-        Ok(Err((status, message)))
-    }
 }
 
 #[cfg(test)]
@@ -713,11 +745,64 @@ mod tests {
         assert!(reason.contains("not an http(s) URL"), "{reason}");
     }
 
-    #[test]
-    fn windows_are_described() {
-        let text = describe_windows(
-            &json!({"activeWindows": [{"kind": "deny", "schedule": "0 22 * * *", "duration": "8h", "manualSync": false}]}),
+    #[tokio::test]
+    async fn without_a_transport_it_names_the_projectconfig_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ctx = context(dir.path());
+        let config = json!({"apps": [{"name": "a", "sources": [{"repoURL": "x", "desiredRevision": "4b825dc6"}]}]});
+        let reason = failed(ArgocdUpdate.run(&ctx, config.clone()).await);
+        assert!(reason.contains("ProjectConfig"), "{reason}");
+        assert!(reason.contains("`spec.argocd`"), "{reason}");
+        ctx.argocd = Some(ArgocdTarget::Kubernetes {
+            server: "kubernetes.default.svc".into(),
+            namespace: "argocd".into(),
+        });
+        let reason = failed(ArgocdUpdate.run(&ctx, config).await);
+        assert!(
+            reason.contains(
+                "ProjectConfig `spec.argocd`: `kubernetes.default.svc` is not an http(s) URL"
+            ),
+            "{reason}"
         );
-        assert_eq!(text, "active: `deny` window `0 22 * * *` for 8h");
+    }
+
+    #[test]
+    fn image_overrides_replace_the_same_image_and_are_idempotent() {
+        assert_eq!(
+            image_name("registry:5000/team/app:1.2"),
+            "registry:5000/team/app"
+        );
+        assert_eq!(image_name("app@sha256:abc"), "app");
+        assert_eq!(image_name("nginx=registry/nginx:1"), "nginx");
+        assert_eq!(image_name("registry:5000/app"), "registry:5000/app");
+        let current = json!(["registry/app:1.0", "other:2"]);
+        let merged = merge_images(
+            &current,
+            &["registry/app:1.1".to_owned(), "new@sha256:ff".to_owned()],
+        );
+        assert_eq!(
+            merged,
+            json!(["registry/app:1.1", "other:2", "new@sha256:ff"])
+        );
+        assert_eq!(
+            merge_images(&merged, &["registry/app:1.1".to_owned()]),
+            merged
+        );
+        let images = [HelmImage {
+            key: "image.tag".into(),
+            value: "1.1".into(),
+        }];
+        let params = merge_parameters(
+            &json!([{"name": "image.tag", "value": "1.0", "forceString": true}]),
+            &images,
+        );
+        assert_eq!(
+            params,
+            json!([{"name": "image.tag", "value": "1.1", "forceString": true}])
+        );
+        assert_eq!(
+            merge_parameters(&Value::Null, &images),
+            json!([{"name": "image.tag", "value": "1.1"}])
+        );
     }
 }
