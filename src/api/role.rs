@@ -124,7 +124,7 @@ pub struct RoleFields {
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRule {
     /// Kind plurals (`stages`, `freight`, `warehouses`, `promotions`, `promotiontasks`,
-    /// `projectconfigs`, `credentials`, `projects`, `roles`, `rolebindings`, `tokens`), or `*`.
+    /// `analysistemplates`, `projectconfigs`, `credentials`, `projects`, `roles`, `rolebindings`, `tokens`), or `*`.
     pub resources: Vec<String>,
     /// Only these resources by name (e.g. `[dev, staging]`); all when empty. Never limits
     /// `list` or `create`, which name no single resource.

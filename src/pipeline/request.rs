@@ -1,7 +1,8 @@
 //! Requesting a promotion: checks that the Stage and Freight exist and that the Stage
 //! requests the Freight's origin, copies the Stage's plan into a new Promotion, and — with
 //! the Stage's `queuePolicy: Supersede` (the default) — aborts the older pending
-//! promotions of the Stage in the same write. Also: aborting a promotion.
+//! promotions of the Stage in the same write, and asks a running one that has not started
+//! writing (to git, a forge, Argo CD) to abort. Also: aborting a promotion.
 
 use std::collections::BTreeMap;
 
@@ -242,6 +243,9 @@ pub async fn request_promotion(
         }
     }
     let mut written = store.commit(writes).await?;
+    if stage.spec.queue_policy == QueuePolicy::Supersede {
+        supersede_running(store, project, &request.stage, &name).await?;
+    }
     if request.actor != super::auto::AUTO_ACTOR {
         update_hold(store, project, &stage, &freight, &request.actor).await?;
     }
@@ -344,13 +348,87 @@ async fn pending_in_stage(
     project: &str,
     stage: &str,
 ) -> Result<Vec<StoredObject>, StoreError> {
+    in_stage(store, project, stage, PromotionPhase::Pending).await
+}
+
+async fn in_stage(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    phase: PromotionPhase,
+) -> Result<Vec<StoredObject>, StoreError> {
     Ok(store
         .list(Kind::Promotion, Some(project))
         .await?
         .into_iter()
         .filter(|p| p.object.pointer("/spec/stage").and_then(Value::as_str) == Some(stage))
-        .filter(|p| super::promotion_phase(&p.object) == PromotionPhase::Pending)
+        .filter(|p| super::promotion_phase(&p.object) == phase)
         .collect())
+}
+
+/// Step kinds that change something outside Dray (git, a forge, Argo CD). A running
+/// promotion that has started one of them is not superseded: it finishes first.
+const WRITING_STEPS: &[&str] = &["git-push", "git-open-pr", "git-merge-pr", "argocd-update"];
+
+/// Whether a promotion has started (or finished) a step of [`WRITING_STEPS`].
+fn has_started_writing(promotion: &Value) -> bool {
+    let steps = promotion.pointer("/spec/steps").and_then(Value::as_array);
+    let metadata = promotion
+        .pointer("/status/stepExecutionMetadata")
+        .and_then(Value::as_array);
+    let (Some(steps), Some(metadata)) = (steps, metadata) else {
+        return false;
+    };
+    steps.iter().zip(metadata).any(|(step, meta)| {
+        let uses = step.get("uses").and_then(Value::as_str).unwrap_or_default();
+        let status = meta
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
+        WRITING_STEPS.contains(&uses) && !matches!(status, "Pending" | "Skipped")
+    })
+}
+
+/// With `queuePolicy: Supersede`, a running promotion of the Stage that has not started
+/// writing (KARGO-LESSONS 5: e.g. one waiting at an `http` gate) is asked to abort, so
+/// that `by` runs now instead of after the gate's timeout. The annotation is written
+/// against the very version that was checked, so a promotion that moved on to a writing
+/// step in between is left to finish.
+async fn supersede_running(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    by: &str,
+) -> Result<(), StoreError> {
+    for running in in_stage(store, project, stage, PromotionPhase::Running).await? {
+        let mut current = running;
+        for _ in 0..5 {
+            let already = current
+                .object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(ABORT_ANNOTATION))
+                .is_some();
+            if already
+                || super::promotion_phase(&current.object) != PromotionPhase::Running
+                || has_started_writing(&current.object)
+            {
+                break;
+            }
+            let mut object = crate::store::desired_state(&current.object);
+            object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+            object["metadata"]["annotations"][ABORT_ANNOTATION] =
+                json!(format!("superseded by `{by}`"));
+            match store.update(object).await {
+                Ok(_) => break,
+                Err(StoreError::Conflict { .. }) => match store.get(&current.key).await? {
+                    Some(fresh) => current = fresh,
+                    None => break,
+                },
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What an abort request did.
@@ -509,4 +587,100 @@ pub async fn wake_running(store: &dyn Store, project: &str) -> Result<usize, Sto
         }
     }
     Ok(woken)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::SqliteStore;
+
+    /// A project `demo` with Stage `prod` (an `http` gate, then `git-push`) under
+    /// `policy`, and Freight `f1`, `f2`, `f3`.
+    async fn world(policy: &str) -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let mut objects = vec![
+            json!({"apiVersion": API_VERSION, "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
+            json!({"apiVersion": API_VERSION, "kind": "Stage",
+                   "metadata": {"name": "prod", "namespace": "demo"},
+                   "spec": {"queuePolicy": policy,
+                            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                                                  "sources": {"direct": true}}],
+                            "promotionTemplate": {"spec": {"steps": [
+                                {"uses": "http", "as": "gate", "config": {"url": "http://127.0.0.1:1/"}},
+                                {"uses": "git-push", "as": "push", "config": {"path": "./out"}}]}}}}),
+        ];
+        for (name, alias) in [("f1", "one"), ("f2", "two"), ("f3", "three")] {
+            objects.push(json!({"apiVersion": API_VERSION, "kind": "Freight",
+                "metadata": {"name": name, "namespace": "demo"},
+                "alias": alias, "origin": {"kind": "Warehouse", "name": "app"},
+                "images": [{"repoURL": "reg/app", "tag": "1.0.0", "digest": "sha256:aa"}]}));
+        }
+        for object in objects {
+            store.create(object).await.unwrap();
+        }
+        (dir, store)
+    }
+
+    async fn promote(store: &dyn Store, freight: &str) -> StoredObject {
+        let request = PromoteRequest {
+            stage: "prod".into(),
+            freight: Some(freight.into()),
+            actor: "ann".into(),
+            ..Default::default()
+        };
+        request_promotion(store, "demo", &request).await.unwrap()
+    }
+
+    /// Marks `promotion` Running with its gate and push steps in these states.
+    async fn running(store: &dyn Store, promotion: &StoredObject, gate: &str, push: &str) {
+        let status = json!({"phase": "Running", "message": "running", "currentStep": 0,
+            "stepExecutionMetadata": [{"alias": "gate", "status": gate},
+                                      {"alias": "push", "status": push}]});
+        store
+            .update_status(&promotion.key, status, None)
+            .await
+            .unwrap();
+    }
+
+    async fn abort_note(store: &dyn Store, promotion: &StoredObject) -> Option<Value> {
+        let now = store.get(&promotion.key).await.unwrap().unwrap();
+        now.object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(ABORT_ANNOTATION))
+            .cloned()
+    }
+
+    #[tokio::test]
+    async fn supersede_aborts_a_running_promotion_that_has_not_started_writing() {
+        let (_dir, store) = world("Supersede").await;
+        let store = store.as_ref();
+        let gate = promote(store, "f1").await;
+        running(store, &gate, "Running", "Pending").await;
+        let rollback = promote(store, "f2").await;
+        assert_eq!(
+            abort_note(store, &gate).await,
+            Some(json!(format!("superseded by `{}`", rollback.key.name)))
+        );
+        // One that is pushing (or has pushed) is left to finish; the newer one waits.
+        running(store, &rollback, "Succeeded", "Running").await;
+        promote(store, "f3").await;
+        assert_eq!(abort_note(store, &rollback).await, None);
+    }
+
+    #[tokio::test]
+    async fn queue_never_aborts_a_running_promotion() {
+        let (_dir, store) = world("Queue").await;
+        let store = store.as_ref();
+        let gate = promote(store, "f1").await;
+        running(store, &gate, "Running", "Pending").await;
+        let next = promote(store, "f2").await;
+        assert_eq!(abort_note(store, &gate).await, None);
+        assert_eq!(
+            crate::pipeline::promotion_phase(&store.get(&next.key).await.unwrap().unwrap().object),
+            PromotionPhase::Pending
+        );
+    }
 }

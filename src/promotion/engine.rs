@@ -473,6 +473,7 @@ impl Engine {
                             humantime::format_duration(timeout)
                         )));
                     }
+                    errors = 0;
                     run.status.step_execution_metadata[index].message =
                         format!("waiting for {waiting_for}");
                     run.status.written_to_git = record::pushed_branch(&run.outputs);
@@ -611,10 +612,25 @@ impl Engine {
                 Some(format!("`{branch}` at {}", &commit[..commit.len().min(12)]))
             })
             .collect();
+        // Who asked: a person (the annotation holds their name) or a newer request.
+        let asked = match self.store.get(&run.key).await {
+            Ok(Some(current)) => current
+                .object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(crate::pipeline::ABORT_ANNOTATION))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        let aborted = match asked.as_deref() {
+            Some(by) if by.starts_with("superseded by") => format!("{by}; aborted"),
+            Some(by) if !by.is_empty() => format!("aborted by `{by}`"),
+            _ => "aborted".to_owned(),
+        };
         let message = if pushed.is_empty() {
-            "aborted before anything was pushed".to_owned()
+            format!("{aborted} before anything was pushed")
         } else {
-            format!("aborted; already pushed: {}", pushed.join(", "))
+            format!("{aborted}; already pushed: {}", pushed.join(", "))
         };
         self.finish(run, PromotionPhase::Aborted, message).await
     }

@@ -17,6 +17,7 @@ use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors, StageTruth};
 use crate::secrets::SecretKey;
 use crate::store::{SqliteStore, Store, TokenStore};
+use crate::verification::VerificationController;
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
 use super::auth::{Auth, AuthMode};
@@ -87,6 +88,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     });
     let auto_store = store.clone();
     let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
+    let verification = VerificationController::new(store.clone(), secret_key.clone());
     let controllers = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
@@ -94,6 +96,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
                 warehouses.run(shutdown.clone()),
                 AutoPromoter::new(auto_store).run(shutdown.clone()),
                 truth.run(shutdown.clone()),
+                verification.run(shutdown.clone()),
                 PromotionController::new(engine).run(shutdown)
             );
         }

@@ -1,20 +1,29 @@
 //! `http`: a gate that calls an HTTP endpoint and decides on its response with CEL.
 //!
-//! The expressions see `response.status` (an `int`), `response.headers` (lower-case name
-//! → value, repeated headers joined with `, `) and `response.body` (parsed when it is JSON,
-//! otherwise the text). On each run:
+//! The expressions see `response.status` (an `int`), `response.headers` and
+//! `response.body` (parsed when the response says it is JSON, or says nothing and parses;
+//! otherwise the text). Header names are case-insensitive: each is there in lower case
+//! (`content-type`) and in canonical form (`Content-Type`); repeated headers are joined
+//! with `, `. On each run the step sends one request and then:
 //!
 //! 1. `failureExpression` true → `Failed` at once, never retried;
-//! 2. `errorExpression` true → `Errored` (retried up to the step's `retry.errorThreshold`);
-//! 3. `successExpression` true → `Succeeded`, with `outputs[]` evaluated over the response;
+//! 2. `errorExpression` true → `Errored`: the engine retries it and counts it against the
+//!    step's `retry.errorThreshold`; the message names the expression and the response;
+//! 3. `successExpression` true (default: a 2xx status) → `Succeeded`, with `outputs[]`
+//!    evaluated over the response;
 //! 4. otherwise `Running`: asked again after `pollInterval`, until the step's
 //!    `retry.timeout` (default 10m) — the engine then fails it, and `waiting_for` carries
 //!    the last response (status and the first 200 bytes of the body). Never waits forever.
 //!
-//! Without `successExpression` a 2xx response succeeds. An expression that cannot be
-//! evaluated on a response (e.g. `response.body.ready` on an HTML error page) counts as
-//! "not yet" and its error is what the step reports while it waits. A request that does
-//! not get an answer at all (refused, timed out after `timeout`) is `Errored`.
+//! An expression that cannot be evaluated on a response (e.g. `response.body.ready` on an
+//! HTML error page) counts as "not yet" and its error is what the step reports while it
+//! waits. A request that gets no answer at all (refused, or no complete answer within
+//! `timeout`) is `Errored`; an abort stops the request at once.
+//!
+//! Secrets stay out of messages and logs: the values of `Authorization`-like headers
+//! (see [`is_secret_name`]), of query parameters with secret-like names, the URL's
+//! password and the token of a project Credential matching the URL are replaced by
+//! `<redacted>` wherever they would appear (the response body may echo them).
 //!
 //! Owns nothing but the request; the CEL evaluator is the engine's
 //! ([`crate::ExprEvaluator`]).
@@ -22,6 +31,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -35,16 +45,37 @@ pub(crate) const KIND: &str = "http";
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long to wait between two requests when `pollInterval` says nothing.
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// The shortest `pollInterval`: a gate must not hammer the service it asks.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// The largest body read from a response.
 const MAX_BODY: usize = 4 << 20;
 /// How much of the body a summary shows.
 const SUMMARY_BYTES: usize = 200;
+/// How much of an expression's evaluation error a message shows.
+const ERROR_BYTES: usize = 300;
+/// What a secret is replaced with.
+const REDACTED: &str = "<redacted>";
+/// Secrets shorter than this are not looked for in messages (they would mangle them).
+const MIN_SECRET_LEN: usize = 4;
+/// Parts of header and query parameter names whose values are secrets.
+const SECRET_NAME_PARTS: &[&str] = &[
+    "auth",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "key",
+    "cookie",
+    "session",
+    "signature",
+    "credential",
+];
 
 /// A header or a query parameter.
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NameValue {
-    /// The name.
+    /// The name (header names are case-insensitive).
     name: String,
     /// The value.
     value: String,
@@ -69,7 +100,7 @@ pub(crate) struct Config {
     method: Option<String>,
     /// The URL, `http://` or `https://`.
     url: String,
-    /// Request headers.
+    /// Request headers. Values of `Authorization`-like headers never appear in messages.
     #[serde(default)]
     headers: Vec<NameValue>,
     /// Query parameters, appended to the URL.
@@ -78,7 +109,7 @@ pub(crate) struct Config {
     /// The request body.
     #[serde(default)]
     body: Option<String>,
-    /// How long one request may take (default `10s`).
+    /// How long one request may take, answer included (default `10s`).
     #[serde(default)]
     timeout: Option<String>,
     /// CEL over `response`: true means the gate is passed (default: a 2xx status).
@@ -87,13 +118,13 @@ pub(crate) struct Config {
     /// CEL over `response`: true fails the step at once.
     #[serde(default)]
     failure_expression: Option<String>,
-    /// CEL over `response`: true is an error (retried up to `retry.errorThreshold`).
+    /// CEL over `response`: true makes this attempt an error (retried, `retry.errorThreshold`).
     #[serde(default)]
     error_expression: Option<String>,
     /// Outputs computed from the response when it succeeds.
     #[serde(default)]
     outputs: Vec<Output>,
-    /// How long to wait before asking again when neither expression holds (default `5s`).
+    /// How long to wait before asking again when nothing decides (default `5s`, min `100ms`).
     #[serde(default)]
     poll_interval: Option<String>,
 }
@@ -113,123 +144,258 @@ impl Step for Http {
     }
 
     async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        match run(ctx, config).await {
-            Ok(outcome) | Err(outcome) => outcome,
-        }
+        let config: Config = match parse_config(KIND, config) {
+            Ok(config) => config,
+            Err(outcome) => return outcome,
+        };
+        let request = match Request::prepare(ctx, &config) {
+            Ok(request) => request,
+            Err(reason) => {
+                return StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
+            }
+        };
+        let outcome = attempt(ctx, &config, &request).await;
+        request.secrets.scrub_outcome(outcome)
     }
 }
 
-async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
-    let invalid =
-        |reason: String| StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
-    let timeout =
-        duration_or(config.timeout.as_deref(), DEFAULT_TIMEOUT, "timeout").map_err(invalid)?;
-    let poll = duration_or(
-        config.poll_interval.as_deref(),
-        DEFAULT_POLL_INTERVAL,
-        "pollInterval",
-    )
-    .map_err(invalid)?;
-    let method = config
-        .method
-        .as_deref()
-        .unwrap_or("GET")
-        .to_ascii_uppercase();
-    let method = reqwest::Method::from_bytes(method.as_bytes())
-        .map_err(|_| invalid(format!("`method` `{method}` is not an HTTP method")))?;
-    let mut url = reqwest::Url::parse(&config.url)
-        .map_err(|e| invalid(format!("`url` `{}` is not a URL: {e}", config.url)))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid(format!("`url` `{}` is not http(s)", config.url)));
-    }
-    if !config.query_params.is_empty() {
-        let mut pairs = url.query_pairs_mut();
-        for param in &config.query_params {
-            pairs.append_pair(&param.name, &param.value);
+/// Everything about the request, checked once before it is sent.
+struct Request {
+    method: reqwest::Method,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    timeout: Duration,
+    poll: Duration,
+    /// `GET http://host/path?…` for messages: no user info, no secrets.
+    shown: String,
+    secrets: Secrets,
+}
+
+impl Request {
+    fn prepare(ctx: &StepContext, config: &Config) -> Result<Self, String> {
+        let timeout = duration_or(config.timeout.as_deref(), DEFAULT_TIMEOUT, "timeout")?;
+        if timeout.is_zero() {
+            return Err("`timeout` must be longer than 0s; hint: leave it out for 10s".into());
         }
+        let poll = duration_or(
+            config.poll_interval.as_deref(),
+            DEFAULT_POLL_INTERVAL,
+            "pollInterval",
+        )?;
+        if poll < MIN_POLL_INTERVAL {
+            return Err(format!(
+                "`pollInterval` must be at least 100ms, not `{}`; hint: leave it out for 5s",
+                config.poll_interval.as_deref().unwrap_or_default()
+            ));
+        }
+        let method = config
+            .method
+            .as_deref()
+            .unwrap_or("GET")
+            .trim()
+            .to_ascii_uppercase();
+        let method = reqwest::Method::from_bytes(method.as_bytes())
+            .map_err(|_| format!("`method` `{method}` is not an HTTP method"))?;
+        let mut secrets = Secrets::default();
+        let mut url = reqwest::Url::parse(&config.url).map_err(|e| {
+            format!(
+                "`url` `{}` is not a URL: {e}",
+                without_userinfo(&config.url)
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "`url` `{}` is not http(s)",
+                without_userinfo(&config.url)
+            ));
+        }
+        if let Some(password) = url.password() {
+            secrets.add_encoded(password);
+        }
+        if !config.query_params.is_empty() {
+            let mut pairs = url.query_pairs_mut();
+            for param in &config.query_params {
+                pairs.append_pair(&param.name, &param.value);
+            }
+        }
+        // Every spelling of a secret parameter's value: as written in the URL, decoded,
+        // and encoded the way `queryParams` are.
+        for raw in url.query().unwrap_or_default().split('&') {
+            let (name, value) = raw.split_once('=').unwrap_or((raw, ""));
+            let decoded = reqwest::Url::parse(&format!("http://x/?{raw}"))
+                .ok()
+                .and_then(|u| {
+                    u.query_pairs()
+                        .next()
+                        .map(|(n, v)| (n.into_owned(), v.into_owned()))
+                });
+            let (decoded_name, decoded_value) =
+                decoded.unwrap_or_else(|| (name.to_owned(), value.to_owned()));
+            if is_secret_name(&decoded_name) {
+                secrets.add(value);
+                secrets.add_encoded(&decoded_value);
+            }
+        }
+        let mut headers = HeaderMap::new();
+        for (i, header) in config.headers.iter().enumerate() {
+            let name = HeaderName::from_bytes(header.name.trim().as_bytes()).map_err(|_| {
+                format!(
+                    "`headers[{i}].name` `{}` is not a header name; hint: use letters, digits and `-`",
+                    header.name
+                )
+            })?;
+            let mut value = HeaderValue::from_str(header.value.trim()).map_err(|_| {
+                format!(
+                    "`headers[{i}].value` (header `{name}`) is not a valid header value; hint: \
+                     remove line breaks and control characters"
+                )
+            })?;
+            if is_secret_name(name.as_str()) {
+                secrets.add(&header.value);
+                // `Bearer <token>`, `Basic <base64>`: the credentials alone, too.
+                if let Some((_, credentials)) = header.value.trim().split_once(' ') {
+                    secrets.add(credentials);
+                }
+                value.set_sensitive(true);
+            }
+            headers.append(name, value);
+        }
+        if let Some(token) = ctx.credentials.token(&config.url) {
+            secrets.add(&token);
+        }
+        let mut visible = url.clone();
+        let _ = visible.set_username("");
+        let _ = visible.set_password(None);
+        let shown = secrets.scrub(&format!("{method} {visible}"));
+        Ok(Request {
+            method,
+            url,
+            headers,
+            timeout,
+            poll,
+            shown,
+            secrets,
+        })
     }
-    let shown = format!("{method} {}", redact(&url));
-    let mut request = ctx.http.request(method, url).timeout(timeout);
-    for header in &config.headers {
-        request = request.header(&header.name, &header.value);
-    }
-    if let Some(body) = &config.body {
-        request = request.body(body.clone());
-    }
+}
+
+/// One request and the decision on its response.
+async fn attempt(ctx: &StepContext, config: &Config, request: &Request) -> StepOutcome {
+    let shown = &request.shown;
+    let call = async {
+        let mut builder = ctx
+            .http
+            .request(request.method.clone(), request.url.clone())
+            .timeout(request.timeout)
+            .headers(request.headers.clone());
+        if let Some(body) = &config.body {
+            builder = builder.body(body.clone());
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| format!("`{shown}` got no answer: {}", reqwest_error(e)))?;
+        read(response, &request.secrets)
+            .await
+            .map_err(|e| format!("cannot read the answer of `{shown}`: {e}"))
+    };
     let response = tokio::select! {
-        response = request.send() => response,
-        () = ctx.cancel.cancelled() => return Ok(StepOutcome::failed(format!("aborted while calling `{shown}`"))),
-    }
-    .map_err(|e| StepOutcome::errored(format!("`{shown}` got no answer: {}", error_chain(&e))))?;
-    let response = read(response)
-        .await
-        .map_err(|e| StepOutcome::errored(format!("cannot read the answer of `{shown}`: {e}")))?;
+        read = call => match read {
+            Ok(response) => response,
+            Err(reason) => return StepOutcome::errored(reason),
+        },
+        () = ctx.cancel.cancelled() => {
+            return StepOutcome::failed(format!("aborted while calling `{shown}`"));
+        }
+    };
     let summary = response.summary;
+    let status = response.status;
     let mut vars = Map::new();
     vars.insert("response".into(), response.value);
-    let check = |field: &str, expr: &Option<String>| -> Result<Option<bool>, String> {
-        match expr {
-            None => Ok(None),
-            Some(expr) => ctx.exprs.condition(expr, &vars).map(Some).map_err(|e| {
-                format!("`{field}` cannot be evaluated on the last response ({summary}): {e}")
-            }),
-        }
+    let eval = |expr: &str| {
+        ctx.exprs
+            .condition(expr, &vars)
+            .map_err(|e| bounded(&e, ERROR_BYTES))
     };
-    let waiting = |waiting_for: String| StepOutcome::Running {
-        retry_after: poll,
-        waiting_for,
+    let wanted = match &config.success_expression {
+        Some(expr) => format!("`{expr}`"),
+        None => "a 2xx status".to_owned(),
+    };
+    let waiting = |why: Option<String>| StepOutcome::Running {
+        retry_after: request.poll,
+        waiting_for: match why {
+            None => format!("`{shown}` to satisfy {wanted} (last response: {summary})"),
+            Some(why) => {
+                format!("`{shown}` to satisfy {wanted} (last response: {summary}; {why})")
+            }
+        },
         state: Some(json!({"lastResponse": summary})),
     };
-    match check("failureExpression", &config.failure_expression) {
-        Ok(Some(true)) => {
-            return Ok(StepOutcome::failed(format!(
-                "`{shown}`: `failureExpression` `{}` is true; response: {summary}",
-                config.failure_expression.as_deref().unwrap_or_default()
-            )));
+    if let Some(expr) = &config.failure_expression {
+        match eval(expr) {
+            Ok(true) => {
+                return StepOutcome::failed(format!(
+                    "`{shown}`: `failureExpression` `{expr}` is true; response: {summary}"
+                ));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return waiting(Some(format!(
+                    "`failureExpression` cannot be evaluated on it: {e}"
+                )));
+            }
         }
-        Ok(_) => {}
-        Err(reason) => return Ok(waiting(reason)),
     }
-    match check("errorExpression", &config.error_expression) {
-        Ok(Some(true)) => {
-            return Ok(StepOutcome::errored(format!(
-                "`{shown}`: `errorExpression` `{}` is true; response: {summary}",
-                config.error_expression.as_deref().unwrap_or_default()
-            )));
+    if let Some(expr) = &config.error_expression {
+        match eval(expr) {
+            Ok(true) => {
+                return StepOutcome::errored(format!(
+                    "`{shown}`: `errorExpression` `{expr}` is true; response: {summary}"
+                ));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return waiting(Some(format!(
+                    "`errorExpression` cannot be evaluated on it: {e}"
+                )));
+            }
         }
-        Ok(_) => {}
-        Err(reason) => return Ok(waiting(reason)),
     }
-    let passed = match check("successExpression", &config.success_expression) {
-        Ok(Some(passed)) => passed,
-        Ok(None) => (200..300).contains(&response.status),
-        Err(reason) => return Ok(waiting(reason)),
+    let passed = match &config.success_expression {
+        None => (200..300).contains(&status),
+        Some(expr) => match eval(expr) {
+            Ok(passed) => passed,
+            Err(e) => {
+                return waiting(Some(format!(
+                    "`successExpression` cannot be evaluated on it: {e}"
+                )));
+            }
+        },
     };
     if !passed {
-        let wanted = match &config.success_expression {
-            Some(expr) => format!("`{expr}`"),
-            None => "a 2xx status".to_owned(),
-        };
-        return Ok(waiting(format!(
-            "`{shown}` to satisfy {wanted} (last response: {summary})"
-        )));
+        return waiting(None);
     }
     let mut outputs = Map::new();
     for output in &config.outputs {
-        let value = ctx
-            .exprs
-            .evaluate(&output.from_expression, &vars)
-            .map_err(|e| {
-                StepOutcome::failed(format!(
-                    "output `{}` of `{shown}`: {e}; response: {summary}",
-                    output.name
-                ))
-            })?;
-        outputs.insert(output.name.clone(), value);
+        match ctx.exprs.evaluate(&output.from_expression, &vars) {
+            Ok(value) => {
+                outputs.insert(output.name.clone(), value);
+            }
+            Err(e) => {
+                return StepOutcome::failed(format!(
+                    "output `{}` of `{shown}`: {}; response: {summary}",
+                    output.name,
+                    bounded(&e, ERROR_BYTES)
+                ));
+            }
+        }
     }
-    ctx.log(&format!("`{shown}` passed: {summary}"));
-    Ok(StepOutcome::succeeded(outputs))
+    ctx.log(
+        &request
+            .secrets
+            .scrub(&format!("`{shown}` passed: {summary}")),
+    );
+    StepOutcome::succeeded(outputs)
 }
 
 /// A response as the expressions see it, and its summary for messages.
@@ -239,40 +405,28 @@ struct Read {
     summary: String,
 }
 
-async fn read(response: reqwest::Response) -> Result<Read, String> {
+async fn read(mut response: reqwest::Response, secrets: &Secrets) -> Result<Read, String> {
     let status = response.status().as_u16();
-    let mut headers = Map::new();
-    for (name, value) in response.headers() {
-        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        match headers.get_mut(name.as_str()) {
-            Some(Value::String(joined)) => {
-                joined.push_str(", ");
-                joined.push_str(&value);
-            }
-            _ => {
-                headers.insert(name.as_str().to_owned(), Value::String(value));
-            }
-        }
-    }
+    let headers = headers_of(response.headers());
     let is_json = headers
         .get("content-type")
         .and_then(Value::as_str)
-        .is_none_or(|t| t.contains("json"));
-    let mut response = response;
+        .is_none_or(|t| t.to_ascii_lowercase().contains("json"));
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| error_chain(&e))? {
+    while let Some(chunk) = response.chunk().await.map_err(reqwest_error)? {
         bytes.extend_from_slice(&chunk);
         if bytes.len() > MAX_BODY {
             return Err(format!("the body is larger than {} MiB", MAX_BODY >> 20));
         }
     }
     let text = String::from_utf8_lossy(&bytes).into_owned();
+    // Scrubbed before it is cut, so that no part of a secret survives the cut.
+    let summary = summarise(status, &secrets.scrub(&text));
     let body = if is_json {
-        serde_json::from_str(&text).unwrap_or(Value::String(text.clone()))
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
     } else {
-        Value::String(text.clone())
+        Value::String(text)
     };
-    let summary = summarise(status, &text);
     Ok(Read {
         status,
         value: json!({"status": status, "headers": headers, "body": body}),
@@ -280,35 +434,187 @@ async fn read(response: reqwest::Response) -> Result<Read, String> {
     })
 }
 
-/// `503 "{\"ready\":false}"`: the status and the first [`SUMMARY_BYTES`] of the body.
+/// The response headers: lower-case names, and the canonical form (`Content-Type`) too,
+/// so that an expression may spell a name either way; repeated headers joined with `, `.
+fn headers_of(headers: &HeaderMap) -> Map<String, Value> {
+    let mut lower = Map::new();
+    for (name, value) in headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match lower.get_mut(name.as_str()) {
+            Some(Value::String(joined)) => {
+                joined.push_str(", ");
+                joined.push_str(&value);
+            }
+            _ => {
+                lower.insert(name.as_str().to_ascii_lowercase(), Value::String(value));
+            }
+        }
+    }
+    let mut all = lower.clone();
+    for (name, value) in lower {
+        let canonical = canonical_header(&name);
+        if canonical != name {
+            all.insert(canonical, value);
+        }
+    }
+    all
+}
+
+/// `content-type` → `Content-Type` (as Go's `http.CanonicalHeaderKey`).
+fn canonical_header(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            match chars.next() {
+                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// `status 503, body `{"ready":false}``: the status and the first [`SUMMARY_BYTES`] of the
+/// body on one line (control characters and runs of white space become one space).
 fn summarise(status: u16, body: &str) -> String {
-    let body = body.trim();
-    if body.is_empty() {
+    let flat = body
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if flat.is_empty() {
         return format!("status {status}, empty body");
     }
-    let cut = (0..=SUMMARY_BYTES.min(body.len()))
+    format!("status {status}, body `{}`", bounded(&flat, SUMMARY_BYTES))
+}
+
+/// At most `limit` bytes of `text` (cut at a character boundary), `…` when cut.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let cut = (0..=limit)
         .rev()
-        .find(|i| body.is_char_boundary(*i))
+        .find(|i| text.is_char_boundary(*i))
         .unwrap_or(0);
-    let more = if cut < body.len() { "…" } else { "" };
-    format!("status {status}, body `{}{more}`", &body[..cut])
+    format!("{}…", &text[..cut])
 }
 
-/// The URL without user info, for messages.
-fn redact(url: &reqwest::Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    url.to_string()
+/// Whether a header or query parameter of this name carries a secret
+/// (`Authorization`, `X-Api-Key`, `access_token`, `Cookie`, …). Case-insensitive.
+fn is_secret_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    SECRET_NAME_PARTS.iter().any(|part| name.contains(part))
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
+/// `https://user:pass@host/` → `https://host/`, for text that is not a valid URL.
+fn without_userinfo(url: &str) -> String {
+    let Some(start) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let authority_end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    match url[start..authority_end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
+        None => url.to_owned(),
+    }
+}
+
+/// The secret strings of one request, replaced by `<redacted>` in every message and log
+/// line the step writes.
+#[derive(Default)]
+struct Secrets(Vec<String>);
+
+impl Secrets {
+    fn add(&mut self, secret: &str) {
+        let secret = secret.trim();
+        if secret.len() >= MIN_SECRET_LEN && !self.0.iter().any(|s| s == secret) {
+            self.0.push(secret.to_owned());
+            // Longest first, so that a secret containing another is replaced whole.
+            self.0.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        }
+    }
+
+    /// The secret as given and as it appears in a URL.
+    fn add_encoded(&mut self, secret: &str) {
+        self.add(secret);
+        let encoded: String = reqwest::Url::parse_with_params("http://x/", [("v", secret)])
+            .ok()
+            .and_then(|u| u.query().map(|q| q.trim_start_matches("v=").to_owned()))
+            .unwrap_or_default();
+        self.add(&encoded);
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in &self.0 {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
+        }
+        text
+    }
+
+    fn scrub_json(&self, value: Value) -> Value {
+        match value {
+            Value::String(text) => Value::String(self.scrub(&text)),
+            Value::Array(items) => {
+                Value::Array(items.into_iter().map(|v| self.scrub_json(v)).collect())
+            }
+            Value::Object(fields) => Value::Object(
+                fields
+                    .into_iter()
+                    .map(|(k, v)| (k, self.scrub_json(v)))
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    /// The outcome with every message scrubbed (outputs are the user's to choose).
+    fn scrub_outcome(&self, outcome: StepOutcome) -> StepOutcome {
+        if self.0.is_empty() {
+            return outcome;
+        }
+        match outcome {
+            StepOutcome::Running {
+                retry_after,
+                waiting_for,
+                state,
+            } => StepOutcome::Running {
+                retry_after,
+                waiting_for: self.scrub(&waiting_for),
+                state: state.map(|s| self.scrub_json(s)),
+            },
+            StepOutcome::Failed { reason } => StepOutcome::Failed {
+                reason: self.scrub(&reason),
+            },
+            StepOutcome::Errored { reason } => StepOutcome::Errored {
+                reason: self.scrub(&reason),
+            },
+            StepOutcome::Skipped { reason } => StepOutcome::Skipped {
+                reason: self.scrub(&reason),
+            },
+            succeeded @ StepOutcome::Succeeded { .. } => succeeded,
+        }
+    }
+}
+
+/// A reqwest error with its causes, without the URL (which may hold a secret; messages
+/// name the request themselves).
+fn reqwest_error(error: reqwest::Error) -> String {
+    let timed_out = error.is_timeout();
+    let error = error.without_url();
     let mut text = error.to_string();
-    let mut source = error.source();
+    let mut source = std::error::Error::source(&error);
     while let Some(cause) = source {
         text.push_str(": ");
         text.push_str(&cause.to_string());
         source = cause.source();
+    }
+    if timed_out {
+        text.push_str(" (the request's `timeout` passed)");
     }
     text
 }
@@ -341,13 +647,15 @@ pub(crate) fn duration_or(
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
         let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
+            "ms" => Some(Duration::from_millis(n)),
+            "s" => Some(Duration::from_secs(n)),
+            "m" => n.checked_mul(60).map(Duration::from_secs),
+            "h" => n.checked_mul(3600).map(Duration::from_secs),
             _ => return Err(bad()),
         };
-        total += unit;
+        total = unit
+            .and_then(|unit| total.checked_add(unit))
+            .ok_or_else(bad)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -363,10 +671,18 @@ mod tests {
     use axum::routing::{get, post};
 
     use super::*;
-    use crate::testing::{context, errored, failed, outputs};
+    use crate::testing::{context, context_with_log, errored, failed, outputs};
+    use crate::{CredentialProvider, GitCredentials};
+
+    /// What `/leak` echoes besides the request: the token of the Credential in
+    /// [`ProjectToken`].
+    const CREDENTIAL_TOKEN: &str = "cred-7f3a9e";
 
     /// A server on 127.0.0.1:0 whose `/ready` answers 503 twice, then 200 with JSON; also
-    /// `/broken` (a failure body), `/html` (text) and `/echo` (method, header, query, body).
+    /// `/broken` (a failure body), `/html` (text), `/echo` (method, header, query, body),
+    /// `/text`, `/bad-json`, `/untyped` (bodies by content type), `/multi` (a repeated
+    /// header), `/leak` (a 503 echoing every secret it got, over many lines) and
+    /// `/big` (a 503 with a 10 kB body).
     async fn serve() -> String {
         let calls = Arc::new(AtomicUsize::new(0));
         let app = Router::new()
@@ -413,6 +729,61 @@ mod tests {
                 }),
             )
             .route(
+                "/text",
+                get(|| async { ([("content-type", "text/plain")], r#"{"a":1}"#) }),
+            )
+            .route(
+                "/bad-json",
+                get(|| async { ([("content-type", "application/json")], "not json {") }),
+            )
+            .route(
+                "/untyped",
+                get(|| async {
+                    axum::http::Response::builder()
+                        .body(axum::body::Body::from(r#"{"a":1}"#))
+                        .unwrap()
+                }),
+            )
+            .route(
+                "/multi",
+                get(|| async {
+                    axum::http::Response::builder()
+                        .header("Content-Type", "Application/JSON; charset=utf-8")
+                        .header("x-multi", "one")
+                        .header("X-Multi", "two")
+                        .body(axum::body::Body::from(r#"{"ok":true}"#))
+                        .unwrap()
+                }),
+            )
+            .route(
+                "/leak",
+                get(
+                    |headers: HeaderMap, query: axum::extract::RawQuery| async move {
+                        let header = |name: &str| {
+                            headers
+                                .get(name)
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("")
+                                .to_owned()
+                        };
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            [("content-type", "text/plain")],
+                            format!(
+                                "you sent\n\tauthorization={}\n\tx-api-key={}\n\tquery={}\nmy token is {CREDENTIAL_TOKEN}",
+                                header("authorization"),
+                                header("x-api-key"),
+                                query.0.unwrap_or_default()
+                            ),
+                        )
+                    },
+                ),
+            )
+            .route(
+                "/big",
+                get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "line\n".repeat(2000)) }),
+            )
+            .route(
                 "/echo",
                 post(
                     |headers: HeaderMap, query: axum::extract::RawQuery, body: String| async move {
@@ -429,6 +800,38 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         format!("http://{addr}")
+    }
+
+    /// A server whose `/slow` never answers; the receiver hears of each request that
+    /// arrived.
+    async fn slow_server() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let (arrived, rx) = tokio::sync::mpsc::unbounded_channel();
+        let app = Router::new().route(
+            "/slow",
+            get(move || {
+                let arrived = arrived.clone();
+                async move {
+                    let _ = arrived.send(());
+                    std::future::pending::<()>().await;
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}"), rx)
+    }
+
+    /// A project with one Credential whose token matches every URL.
+    struct ProjectToken;
+
+    impl CredentialProvider for ProjectToken {
+        fn git(&self, _: &str) -> Option<GitCredentials> {
+            None
+        }
+        fn token(&self, _: &str) -> Option<String> {
+            Some(CREDENTIAL_TOKEN.to_owned())
+        }
     }
 
     fn waiting_for(outcome: StepOutcome) -> String {
@@ -452,17 +855,26 @@ mod tests {
             "pollInterval": "1s",
         });
         let first = Http.run(&ctx, config.clone()).await;
-        let StepOutcome::Running { retry_after, .. } = &first else {
+        let StepOutcome::Running {
+            retry_after, state, ..
+        } = &first
+        else {
             panic!("{first:?}")
         };
         assert_eq!(*retry_after, Duration::from_secs(1));
+        assert_eq!(
+            state.as_ref().unwrap()["lastResponse"],
+            json!(r#"status 503, body `{"ready":false,"replicas":1}`"#)
+        );
         let waiting = waiting_for(first);
         assert!(
-            waiting.contains("response.status == 200 && response.body.ready"),
+            waiting.contains(&format!(
+                "`GET {base}/ready` to satisfy `response.status == 200 && response.body.ready`"
+            )),
             "{waiting}"
         );
         assert!(
-            waiting.contains(r#"status 503, body `{"ready":false,"replicas":1}`"#),
+            waiting.contains(r#"last response: status 503, body `{"ready":false,"replicas":1}`"#),
             "{waiting}"
         );
         waiting_for(Http.run(&ctx, config.clone()).await);
@@ -483,6 +895,7 @@ mod tests {
                     "url": format!("{base}/broken"),
                     "successExpression": "response.body.state == 'done'",
                     "failureExpression": "response.body.state == 'rollback'",
+                    "errorExpression": "true",
                 }),
             )
             .await,
@@ -495,14 +908,37 @@ mod tests {
             reason.contains(r#"status 200, body `{"state":"rollback"}`"#),
             "{reason}"
         );
+        // errorExpression is looked at before successExpression: true is an error even
+        // when the response would pass, and the message carries the response.
         let reason = errored(
             Http.run(
                 &ctx,
-                json!({"url": format!("{base}/broken"), "errorExpression": "response.body.state != 'ok'"}),
+                json!({
+                    "url": format!("{base}/broken"),
+                    "errorExpression": "response.body.state != 'ok'",
+                    "successExpression": "true",
+                }),
             )
             .await,
         );
-        assert!(reason.contains("`errorExpression`"), "{reason}");
+        assert!(
+            reason.contains(&format!(
+                "`GET {base}/broken`: `errorExpression` `response.body.state != 'ok'` is true"
+            )),
+            "{reason}"
+        );
+        assert!(
+            reason.contains(r#"response: status 200, body `{"state":"rollback"}`"#),
+            "{reason}"
+        );
+        // A false errorExpression lets the success expression decide.
+        outputs(
+            Http.run(
+                &ctx,
+                json!({"url": format!("{base}/broken"), "errorExpression": "response.status >= 500"}),
+            )
+            .await,
+        );
     }
 
     #[tokio::test]
@@ -518,7 +954,13 @@ mod tests {
             .await,
         );
         assert!(
-            waiting.contains("`successExpression` cannot be evaluated"),
+            waiting.contains(&format!(
+                "`GET {base}/html` to satisfy `response.body.ready`"
+            )),
+            "{waiting}"
+        );
+        assert!(
+            waiting.contains("`successExpression` cannot be evaluated on it"),
             "{waiting}"
         );
         assert!(
@@ -528,6 +970,75 @@ mod tests {
         // Without `successExpression`, only a 2xx passes.
         let waiting = waiting_for(Http.run(&ctx, json!({"url": format!("{base}/html")})).await);
         assert!(waiting.contains("a 2xx status"), "{waiting}");
+    }
+
+    #[tokio::test]
+    async fn the_body_is_parsed_only_when_it_is_json() {
+        let base = serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let body = |path: &str| {
+            let ctx = ctx.clone();
+            let url = format!("{base}{path}");
+            async move {
+                outputs(
+                    Http.run(
+                        &ctx,
+                        json!({"url": url, "outputs": [{"name": "body", "fromExpression": "response.body"}]}),
+                    )
+                    .await,
+                )["body"]
+                    .clone()
+            }
+        };
+        // Text that happens to be JSON stays text when the server says it is text.
+        assert_eq!(body("/text").await, json!(r#"{"a":1}"#));
+        // A JSON content type with a body that does not parse: the text.
+        assert_eq!(body("/bad-json").await, json!("not json {"));
+        // No content type at all: parsed when it parses.
+        assert_eq!(body("/untyped").await, json!({"a": 1}));
+        // `Application/JSON; charset=utf-8` is JSON too.
+        assert_eq!(body("/multi").await, json!({"ok": true}));
+    }
+
+    #[tokio::test]
+    async fn header_names_are_case_insensitive() {
+        let base = serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let out = outputs(
+            Http.run(
+                &ctx,
+                json!({
+                    "url": format!("{base}/multi"),
+                    "successExpression": "response.headers['x-multi'] == response.headers['X-Multi']",
+                    "outputs": [
+                        {"name": "lower", "fromExpression": "response.headers['content-type']"},
+                        {"name": "canonical", "fromExpression": "response.headers['Content-Type']"},
+                        {"name": "multi", "fromExpression": "response.headers['X-Multi']"},
+                    ],
+                }),
+            )
+            .await,
+        );
+        assert_eq!(out["lower"], json!("Application/JSON; charset=utf-8"));
+        assert_eq!(out["canonical"], out["lower"]);
+        assert_eq!(out["multi"], json!("one, two"));
+        // Request headers: the server sees `x-token` whatever the config's spelling.
+        let out = outputs(
+            Http.run(
+                &ctx,
+                json!({
+                    "method": "POST",
+                    "url": format!("{base}/echo"),
+                    "headers": [{"name": "X-TOKEN", "value": "t0k"}],
+                    "outputs": [{"name": "token", "fromExpression": "response.body.token"}],
+                }),
+            )
+            .await,
+        );
+        assert_eq!(out["token"], json!("t0k"));
+        assert_eq!(canonical_header("www-authenticate"), "Www-Authenticate");
     }
 
     #[tokio::test]
@@ -558,33 +1069,174 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn bad_configs_and_unreachable_servers() {
+    async fn secrets_never_reach_messages_or_logs() {
+        let base = serve().await;
         let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (mut ctx, log) = context_with_log(dir.path());
+        ctx.credentials = Arc::new(ProjectToken);
+        let secrets = [
+            "Bearer s3cr3t-bearer",
+            "s3cr3t-bearer",
+            "k3y-value",
+            "q-t0ken/+",
+            CREDENTIAL_TOKEN,
+        ];
+        let config = |success: &str| {
+            json!({
+                "url": format!("{base}/leak?access_token=q-t0ken/%2B&plain=visible"),
+                "headers": [{"name": "authorization", "value": "Bearer s3cr3t-bearer"},
+                            {"name": "X-Api-Key", "value": "k3y-value"}],
+                "successExpression": success,
+                "failureExpression": "response.body.contains('never')",
+            })
+        };
+        let outcome = Http.run(&ctx, config("response.status == 200")).await;
+        let StepOutcome::Running { state, .. } = &outcome else {
+            panic!("{outcome:?}")
+        };
+        let state = state.clone().unwrap().to_string();
+        let waiting = waiting_for(outcome);
+        for secret in secrets {
+            assert!(!waiting.contains(secret), "`{secret}` in {waiting}");
+            assert!(!state.contains(secret), "`{secret}` in {state}");
+        }
+        // The request did carry them (the server echoed them, redacted here), and what is
+        // not secret stays readable.
+        assert!(
+            waiting.contains("authorization=<redacted> x-api-key=<redacted>"),
+            "{waiting}"
+        );
+        assert!(waiting.contains("plain=visible"), "{waiting}");
+        assert!(waiting.contains("access_token=<redacted>"), "{waiting}");
+        assert!(waiting.contains("my token is <redacted>"), "{waiting}");
+        // A failure and a success (its log line) are scrubbed too.
         let reason = failed(
             Http.run(
                 &ctx,
-                json!({"url": "http://127.0.0.1:1/", "timeout": "soon"}),
+                json!({"url": format!("{base}/leak"),
+                       "headers": [{"name": "Authorization", "value": "Bearer s3cr3t-bearer"}],
+                       "failureExpression": "response.status == 503"}),
             )
             .await,
         );
+        assert!(!reason.contains("s3cr3t-bearer"), "{reason}");
+        assert!(reason.contains("authorization=<redacted>"), "{reason}");
+        outputs(Http.run(&ctx, config("response.status == 503")).await);
+        let lines = log.lock().unwrap().join("\n");
+        assert!(lines.contains("passed"), "{lines}");
+        for secret in secrets {
+            assert!(!lines.contains(secret), "`{secret}` in {lines}");
+        }
+        // A password in the URL never shows, even when the URL does not parse.
+        let reason = failed(
+            Http.run(&ctx, json!({"url": "http://ann:hunter22@exa mple/"}))
+                .await,
+        );
+        assert!(
+            reason.contains("`http://exa mple/` is not a URL"),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_last_response_summary_is_one_bounded_line() {
+        let base = serve().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let waiting = waiting_for(Http.run(&ctx, json!({"url": format!("{base}/big")})).await);
+        assert!(!waiting.contains('\n'), "{waiting}");
+        assert!(waiting.contains("body `line line line"), "{waiting}");
+        assert!(waiting.contains("…`"), "{waiting}");
+        assert!(waiting.len() < 400, "{} bytes: {waiting}", waiting.len());
+        let long = "é".repeat(150);
+        let summary = summarise(500, &long);
+        assert!(summary.ends_with("…`") && summary.len() < 230, "{summary}");
+        assert_eq!(summarise(204, " \n"), "status 204, empty body");
+    }
+
+    #[tokio::test]
+    async fn a_request_without_an_answer_in_time_errors_and_an_abort_stops_it() {
+        let (base, mut arrived) = slow_server().await;
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let reason = errored(
+            Http.run(
+                &ctx,
+                json!({"url": format!("{base}/slow"), "timeout": "200ms"}),
+            )
+            .await,
+        );
+        assert!(
+            reason.contains(&format!("`GET {base}/slow` got no answer"))
+                && reason.contains("the request's `timeout` passed"),
+            "{reason}"
+        );
+        arrived.recv().await.unwrap();
+        // With the default timeout (10s), an abort ends the call once it is in flight.
+        let cancel = ctx.cancel.clone();
+        let url = format!("{base}/slow");
+        let running = tokio::spawn(async move { Http.run(&ctx, json!({"url": url})).await });
+        arrived.recv().await.unwrap();
+        cancel.cancel();
+        let reason = failed(running.await.unwrap());
+        assert!(
+            reason.contains(&format!("aborted while calling `GET {base}/slow`")),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
+    async fn bad_configs_and_unreachable_servers() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = context(dir.path());
+        let bad = |config: Value| {
+            let ctx = ctx.clone();
+            async move { failed(Http.run(&ctx, config).await) }
+        };
+        let reason = bad(json!({"url": "http://127.0.0.1:1/", "timeout": "soon"})).await;
         assert!(
             reason.contains("`timeout` `soon` is not a duration"),
             "{reason}"
         );
-        let reason = failed(Http.run(&ctx, json!({"url": "ftp://x/"})).await);
-        assert!(reason.contains("not http(s)"), "{reason}");
-        let reason = failed(
-            Http.run(
-                &ctx,
-                json!({"url": "http://x/", "sucessExpression": "true"}),
-            )
-            .await,
+        let reason = bad(json!({"url": "http://127.0.0.1:1/", "timeout": "0s"})).await;
+        assert!(
+            reason.contains("`timeout` must be longer than 0s"),
+            "{reason}"
         );
+        let reason = bad(json!({"url": "http://127.0.0.1:1/", "pollInterval": "10ms"})).await;
+        assert!(
+            reason.contains("`pollInterval` must be at least 100ms, not `10ms`"),
+            "{reason}"
+        );
+        let reason = bad(json!({"url": "http://127.0.0.1:1/", "method": "GE T"})).await;
+        assert!(
+            reason.contains("`method` `GE T` is not an HTTP method"),
+            "{reason}"
+        );
+        let reason = bad(json!({"url": "ftp://x/"})).await;
+        assert!(reason.contains("not http(s)"), "{reason}");
+        let reason = bad(json!({"url": "http://x/", "sucessExpression": "true"})).await;
         assert!(
             reason.contains("unknown field `sucessExpression`"),
             "{reason}"
         );
+        let reason =
+            bad(json!({"url": "http://x/", "headers": [{"name": "X Bad", "value": "v"}]})).await;
+        assert!(
+            reason.contains("`headers[0].name` `X Bad` is not a header name"),
+            "{reason}"
+        );
+        // A bad value is named by its header, never shown.
+        let reason = bad(json!({"url": "http://x/",
+            "headers": [{"name": "Authorization", "value": "Bearer a\nb-s3cr3t"}]}))
+        .await;
+        assert!(
+            reason.contains(
+                "`headers[0].value` (header `authorization`) is not a valid header value"
+            ),
+            "{reason}"
+        );
+        assert!(!reason.contains("s3cr3t"), "{reason}");
         // A port nobody listens on: no answer is an error, naming the request.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -600,19 +1252,34 @@ mod tests {
     }
 
     #[test]
-    fn durations_and_summaries() {
+    fn durations_and_names() {
         let d = |t| duration_or(Some(t), Duration::ZERO, "f");
         assert_eq!(d("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(d("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(d("2h").unwrap(), Duration::from_secs(7200));
         assert!(d("10").is_err() && d("").is_err() && d("s").is_err());
+        // Too large is an error, not an overflow.
+        assert!(d("18446744073709551615h").is_err());
         assert_eq!(
             duration_or(None, DEFAULT_TIMEOUT, "f").unwrap(),
             DEFAULT_TIMEOUT
         );
-        let long = "é".repeat(150);
-        let summary = summarise(500, &long);
-        assert!(summary.ends_with("…`") && summary.len() < 230, "{summary}");
-        assert_eq!(summarise(204, ""), "status 204, empty body");
+        for name in [
+            "Authorization",
+            "proxy-authorization",
+            "X-Api-Key",
+            "access_token",
+            "Cookie",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["Accept", "Content-Type", "stage", "X-Request-Id"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+        assert_eq!(
+            without_userinfo("https://u:p@h:1/a@b?c=@"),
+            "https://h:1/a@b?c=@"
+        );
+        assert_eq!(without_userinfo("no url"), "no url");
     }
 }

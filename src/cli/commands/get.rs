@@ -10,7 +10,7 @@ use crate::cli::{CliError, Context};
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
     /// The kind: projects, projectconfigs, credentials, roles, rolebindings, warehouses,
-    /// freight, stages, promotiontasks, promotions.
+    /// freight, stages, promotiontasks, analysistemplates, promotions.
     pub kind: String,
     /// Show only this resource.
     pub name: Option<String>,
