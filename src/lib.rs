@@ -21,6 +21,8 @@ pub mod promotion;
 pub mod secrets;
 pub mod server;
 pub mod store;
+pub mod ui;
+pub mod verification;
 
 /// Dray's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

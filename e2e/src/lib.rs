@@ -8,6 +8,7 @@
 //! - [`GitServer`]: `git http-backend` over HTTP with optional basic auth;
 //!   [`GitRepo`] is a test-side working copy driven by the git CLI.
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
+//! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
 //!
 //! Process control and git calls are blocking; `oci` is async (Tokio). The git server
 //! runs on its own thread, so blocking git calls from an async test cannot starve it.
@@ -29,6 +30,7 @@
 //! ```
 
 pub mod argocd;
+pub mod browser;
 mod credentials;
 mod dray;
 mod git_repo;
@@ -37,6 +39,7 @@ pub mod github;
 pub mod gitlab;
 pub mod oci;
 mod process;
+pub mod prometheus;
 mod registry;
 mod world;
 

@@ -439,3 +439,96 @@ fn dray_serves_healthz_survives_kill9_and_restarts_on_the_same_port() -> Result<
     assert!(!dray.log().is_empty() || dray.is_running());
     Ok(())
 }
+
+/// A page whose button replaces a paragraph's text from JavaScript.
+const CLICK_PAGE: &str = r#"<!doctype html>
+<html><head><title>harness</title></head>
+<body>
+  <p id="message">not clicked</p>
+  <button id="go" onclick="document.getElementById('message').textContent = 'clicked by ' + this.id">Go</button>
+</body></html>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser_clicks_a_button_sees_the_new_text_saves_a_screenshot_and_leaves_no_process()
+-> Result<()> {
+    use axum::response::Html;
+    use dray_e2e::browser::{Browser, profile_processes};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let app = Router::new().route("/", axum::routing::get(|| async { Html(CLICK_PAGE) }));
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let browser = Browser::start().await?;
+    let profile = browser.profile_dir();
+    let driver = browser.driver_pid().expect("chromedriver runs");
+    assert!(
+        !profile_processes(&profile).is_empty(),
+        "Chromium runs with the profile `{}`",
+        profile.display()
+    );
+
+    browser.goto(&format!("http://{addr}/")).await?;
+    let message = browser.wait_for("#message", "the message").await?;
+    assert_eq!(message.text().await?, "not clicked");
+    browser
+        .wait_for("button#go", "the Go button")
+        .await?
+        .click()
+        .await?;
+    browser.wait_for_text("#message", "clicked by go").await?;
+    assert_eq!(message.text().await?, "clicked by go");
+
+    let path = browser.screenshot("harness-click").await?;
+    assert!(
+        path.ends_with("e2e-artifacts/harness-click.png"),
+        "{}",
+        path.display()
+    );
+    let png = std::fs::read(&path)?;
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "`{}` is not a PNG",
+        path.display()
+    );
+
+    // A wait that cannot succeed names what it waited for and where.
+    let mut browser = browser;
+    browser.set_wait_timeout(Duration::from_millis(300));
+    let err = browser
+        .wait_for("#nowhere", "the missing panel")
+        .await
+        .unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("the missing panel"), "{message}");
+    assert!(message.contains("#nowhere"), "{message}");
+    assert!(message.contains(&format!("http://{addr}/")), "{message}");
+    let err = browser
+        .wait_for_text("#message", "never shown")
+        .await
+        .unwrap_err();
+    let message = format!("{err:#}");
+    assert!(message.contains("never shown"), "{message}");
+    assert!(message.contains("clicked by go"), "{message}");
+
+    drop(browser);
+    assert_eq!(
+        profile_processes(&profile),
+        Vec::<u32>::new(),
+        "Chromium processes of the profile outlived the Browser"
+    );
+    let alive = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "kill -0 \"$1\" 2>/dev/null",
+            "sh",
+            &driver.to_string(),
+        ])
+        .status()?;
+    assert!(
+        !alive.success(),
+        "chromedriver (pid {driver}) outlived the Browser"
+    );
+    server.abort();
+    Ok(())
+}

@@ -4,12 +4,19 @@
 //! - [`authenticate`] is the middleware: `Authorization: Bearer <token>` is hashed and
 //!   looked up in the [`TokenStore`]; the [`Caller`] (user, groups, cluster-wide roles) goes
 //!   into the request's extensions. A missing or unknown token is a 401 `unauthenticated`.
+//!   Without that header, the web UI's session cookie (`dray_session`, see
+//!   [`crate::ui::session`]) is accepted instead; a state-changing request made with the
+//!   cookie must carry the session's CSRF token in `X-CSRF-Token` or is a 403.
 //!   With `dray serve --auth none` every request is `anonymous` and may do anything.
 //! - [`Caller::authorize`] is called by each handler with the verb, the resource (a kind's
 //!   plural, or `tokens`), the project and the name: allowed when a cluster-wide binding's
 //!   built-in role, or a `RoleBinding` of the project naming the user or one of their
 //!   groups, has a rule for it. Otherwise a 403 `forbidden` that names user, verb and
 //!   resource: ``user `ann` may not promote stages/prod in project `demo` ``.
+//!
+//! Pages that ask about many resources at once (the web UI's buttons, per Stage) take a
+//! [`Permissions`] snapshot from [`Caller::permissions`]: one read of the project's
+//! RoleBindings, then answers from memory.
 //!
 //! Tokens themselves (making them, the bootstrap token) are in [`super::tokens`]. Whoever
 //! may create `rolebindings` in a project may give themselves any role there, as in
@@ -24,12 +31,13 @@ use std::sync::Arc;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::http::header::{AUTHORIZATION, WWW_AUTHENTICATE};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::api::{Kind, ObjectKey, Role, RoleBinding, SubjectKind, Verb};
 use crate::store::{Store, TokenStore};
+use crate::ui::session;
 
 use super::AppState;
 use super::error::ApiError;
@@ -109,21 +117,7 @@ impl Caller {
         project: Option<&str>,
         name: Option<&str>,
     ) -> Result<bool, ApiError> {
-        if self.unrestricted {
-            return Ok(true);
-        }
-        let allows = |role: &Role| {
-            role.spec
-                .rules
-                .iter()
-                .any(|r| r.allows(verb, resource, name))
-        };
-        if self
-            .cluster_roles
-            .iter()
-            .filter_map(|name| Role::builtin(name))
-            .any(|role| allows(&role))
-        {
+        if self.unrestricted || self.cluster_allows(verb, resource, name) {
             return Ok(true);
         }
         let scope = match (project, resource) {
@@ -134,6 +128,42 @@ impl Caller {
             },
             (None, _) => return Ok(false),
         };
+        let roles = self.bound_roles(store, scope).await?;
+        Ok(roles
+            .iter()
+            .any(|role| role_allows(role, verb, resource, name)))
+    }
+
+    /// Everything the caller may do in `project`, read once (one list of RoleBindings, and
+    /// the project's own Roles they name), for pages that ask about many resources: the
+    /// UI asks it per Stage, which [`Caller::may`] would answer with a query each.
+    pub async fn permissions(
+        &self,
+        store: &dyn Store,
+        project: &str,
+    ) -> Result<Permissions, ApiError> {
+        let roles = if self.unrestricted {
+            Vec::new()
+        } else {
+            self.bound_roles(store, project).await?
+        };
+        Ok(Permissions {
+            caller: self.clone(),
+            project: project.to_owned(),
+            roles,
+        })
+    }
+
+    fn cluster_allows(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
+        self.cluster_roles
+            .iter()
+            .filter_map(|name| Role::builtin(name))
+            .any(|role| role_allows(&role, verb, resource, name))
+    }
+
+    /// The roles RoleBindings of `scope` give the caller (built-in or the project's own).
+    async fn bound_roles(&self, store: &dyn Store, scope: &str) -> Result<Vec<Role>, ApiError> {
+        let mut roles = Vec::new();
         for stored in store.list(Kind::RoleBinding, Some(scope)).await? {
             let Ok(binding) = stored.to_typed::<RoleBinding>() else {
                 continue;
@@ -157,11 +187,18 @@ impl Caller {
                         .and_then(|r| r.to_typed::<Role>().ok())
                 }
             };
-            if role.as_ref().is_some_and(allows) {
-                return Ok(true);
-            }
+            roles.extend(role);
         }
-        Ok(false)
+        Ok(roles)
+    }
+
+    /// The sentence a refusal says: ``user `vic` may not promote stages/staging``.
+    pub fn refusal(&self, verb: Verb, resource: &str, name: Option<&str>) -> String {
+        let what = match name {
+            Some(name) => format!("{resource}/{name}"),
+            None => resource.to_owned(),
+        };
+        format!("user `{}` may not {verb} {what}", self.user)
     }
 
     fn is(&self, kind: SubjectKind, name: &str) -> bool {
@@ -195,8 +232,51 @@ impl Caller {
             ),
         };
         tracing::info!(user = %self.user, %verb, resource = %what, project = project.unwrap_or(""), "forbidden");
-        ApiError::forbidden(format!("user `{}` may not {verb} {what}{place}", self.user))
+        ApiError::forbidden(format!("{}{place}", self.refusal(verb, resource, name)))
             .with_hint(hint)
+    }
+}
+
+fn role_allows(role: &Role, verb: Verb, resource: &str, name: Option<&str>) -> bool {
+    role.spec
+        .rules
+        .iter()
+        .any(|r| r.allows(verb, resource, name))
+}
+
+/// What a [`Caller`] may do in one project, from [`Caller::permissions`]; answers without
+/// touching the store.
+#[derive(Clone, Debug)]
+pub struct Permissions {
+    caller: Caller,
+    project: String,
+    roles: Vec<Role>,
+}
+
+impl Permissions {
+    /// Whether the caller may `verb` the `resource` named `name` in this project.
+    pub fn allows(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
+        self.caller.unrestricted
+            || self.caller.cluster_allows(verb, resource, name)
+            || self
+                .roles
+                .iter()
+                .any(|role| role_allows(role, verb, resource, name))
+    }
+
+    /// `None` when allowed; otherwise why not, as a sentence naming user, verb and resource.
+    pub fn refusal(&self, verb: Verb, resource: &str, name: Option<&str>) -> Option<String> {
+        (!self.allows(verb, resource, name)).then(|| self.caller.refusal(verb, resource, name))
+    }
+
+    /// The project these permissions are for.
+    pub fn project(&self) -> &str {
+        &self.project
+    }
+
+    /// Who.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
     }
 }
 
@@ -216,9 +296,13 @@ pub(crate) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let headers = request.headers();
     let caller = match state.auth.mode {
         AuthMode::None => Ok(Caller::anonymous()),
-        AuthMode::Token => resolve(&state.auth, request.headers().get(AUTHORIZATION)).await,
+        AuthMode::Token => match (headers.get(AUTHORIZATION), session::cookie_id(headers)) {
+            (None, Some(id)) => from_session(&state.auth, &id, request.method(), headers).await,
+            (bearer, _) => resolve(&state.auth, bearer).await,
+        },
     };
     match caller {
         Ok(caller) => {
@@ -236,6 +320,60 @@ pub(crate) async fn authenticate(
             response
         }
     }
+}
+
+/// The caller a session cookie stands for. A state-changing request must also carry the
+/// session's CSRF token in `X-CSRF-Token`: a cross-site page can make the browser send the
+/// cookie, but cannot read the token.
+async fn from_session(
+    auth: &Auth,
+    id: &str,
+    method: &Method,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
+    let session = session::lookup(id).ok_or_else(|| {
+        ApiError::unauthenticated("the session has expired or is unknown")
+            .with_hint("log in again at /login")
+    })?;
+    if !method.is_safe() && !session.csrf_matches(headers.get(session::CSRF_HEADER)) {
+        return Err(ApiError::forbidden(format!(
+            "a {method} with a session cookie needs the session's CSRF token in the `{}` header",
+            session::CSRF_HEADER
+        ))
+        .with_hint(
+            "the UI sends it for you (reload the page); scripts should use `Authorization: Bearer <token>` instead of the cookie",
+        ));
+    }
+    match caller_for_token_hash(auth, &session.token_hash).await? {
+        Some(caller) => Ok(caller),
+        None => {
+            session::remove(id);
+            Err(
+                ApiError::unauthenticated("the API token this session was made with is gone")
+                    .with_hint("log in again at /login with a valid token"),
+            )
+        }
+    }
+}
+
+/// The caller the token with this SHA-256 hash stands for, if it exists.
+pub(crate) async fn caller_for_token_hash(
+    auth: &Auth,
+    hash: &str,
+) -> Result<Option<Caller>, ApiError> {
+    let Some(record) = auth.tokens.token(hash).await? else {
+        return Ok(None);
+    };
+    let cluster_roles = auth
+        .tokens
+        .cluster_roles(&record.user, &record.groups)
+        .await?;
+    Ok(Some(Caller {
+        user: record.user,
+        groups: record.groups,
+        cluster_roles,
+        unrestricted: false,
+    }))
 }
 
 /// The caller a bearer token stands for.
@@ -256,21 +394,9 @@ async fn resolve(auth: &Auth, header: Option<&HeaderValue>) -> Result<Caller, Ap
             ApiError::unauthenticated("the Authorization header must be `Bearer <token>`")
                 .with_hint(TOKEN_HINT)
         })?;
-    let record = auth
-        .tokens
-        .token(&tokens::hash(token))
+    caller_for_token_hash(auth, &tokens::hash(token))
         .await?
         .ok_or_else(|| {
             ApiError::unauthenticated("the API token is not valid").with_hint(TOKEN_HINT)
-        })?;
-    let cluster_roles = auth
-        .tokens
-        .cluster_roles(&record.user, &record.groups)
-        .await?;
-    Ok(Caller {
-        user: record.user,
-        groups: record.groups,
-        cluster_roles,
-        unrestricted: false,
-    })
+        })
 }

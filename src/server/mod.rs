@@ -17,6 +17,7 @@ pub mod run;
 #[cfg(test)]
 mod tests;
 pub mod tokens;
+pub mod verify;
 pub mod warehouses;
 pub mod webhooks;
 
@@ -106,6 +107,10 @@ pub fn router(state: AppState) -> Router {
             post(gates::approve),
         )
         .route(
+            "/projects/{project}/stages/{stage}/verify",
+            post(verify::verify),
+        )
+        .route(
             "/projects/{project}/stages/{stage}/hold/lift",
             post(gates::lift_hold),
         )
@@ -133,6 +138,7 @@ pub fn router(state: AppState) -> Router {
             "/webhooks/{project}/{receiver}/{token}",
             post(webhooks::generic),
         )
+        .merge(crate::ui::router())
         .fallback(not_found)
         .with_state(state)
         // Spans carry method and path, never headers: bearer tokens stay out of the log.

@@ -52,6 +52,51 @@ pub trait Store: Send + Sync + 'static {
     /// The writes after `revision`, oldest first (at most `limit`).
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError>;
 
+    /// The newest `limit` resources of a kind in one project, newest first (by
+    /// `metadata.creationTimestamp`, then name, descending); with `before` (a
+    /// `(creationTimestamp, name)` cursor) only those older than it. For pages that show
+    /// the head of a long list (the UI's Freight timeline) without reading all of it.
+    async fn list_newest(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        limit: usize,
+        before: Option<(&str, &str)>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let mut all = self.list(kind, Some(namespace)).await?;
+        all.sort_by_cached_key(|o| std::cmp::Reverse(newest_key(o)));
+        Ok(all
+            .into_iter()
+            .filter(|o| match before {
+                Some((ts, name)) => {
+                    newest_key(o) < (ts.trim_end_matches('Z').to_owned(), name.to_owned())
+                }
+                None => true,
+            })
+            .take(limit)
+            .collect())
+    }
+
+    /// The resources of a kind in one project with these names (missing ones are left
+    /// out), in one read rather than one per name.
+    async fn get_many(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        names: &[String],
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let mut found = Vec::new();
+        for name in names {
+            if let Some(object) = self
+                .get(&ObjectKey::namespaced(kind, namespace, name))
+                .await?
+            {
+                found.push(object);
+            }
+        }
+        Ok(found)
+    }
+
     /// Creates a resource; [`StoreError::AlreadyExists`] when it exists.
     async fn create(&self, object: serde_json::Value) -> Result<StoredObject, StoreError> {
         single(self.commit(vec![Write::Create(object)]).await?)
@@ -92,6 +137,20 @@ pub trait Store: Send + Sync + 'static {
             .await?,
         )
     }
+}
+
+/// The order of [`Store::list_newest`]: `(creationTimestamp, name)`.
+fn newest_key(object: &StoredObject) -> (String, String) {
+    let created = object
+        .object
+        .pointer("/metadata/creationTimestamp")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    // RFC 3339 in UTC with a trimmed fraction sorts as text once the `Z` is dropped.
+    (
+        created.trim_end_matches('Z').to_owned(),
+        object.key.name.clone(),
+    )
 }
 
 fn single(mut objects: Vec<StoredObject>) -> Result<StoredObject, StoreError> {

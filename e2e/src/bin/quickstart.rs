@@ -147,11 +147,26 @@ async fn main() -> Result<()> {
             bail!("stage/prod does not hold {newest}:\n{manifests}");
         }
         print!("{}", run(&dray, &["audit", "prod"])?);
+        let login = reqwest::get(format!("{}/login", dray.url())).await?;
+        let status = login.status();
+        if !status.is_success() || !login.text().await?.contains("id=\"token\"") {
+            bail!(
+                "the web UI's login page did not answer at {}/login ({status})",
+                dray.url()
+            );
+        }
         println!("smoke: ok — stage/prod holds demo/app:1.1.0@{newest}");
         return Ok(());
     }
 
+    let token_file = dray.data_dir().join(dray_e2e::BOOTSTRAP_TOKEN_FILE);
     println!();
+    println!("Web UI: {}/", dray.url());
+    println!(
+        "  log in with the admin token kept (mode 0600) in {}",
+        token_file.display()
+    );
+    println!("  (copy it with: cat {})", token_file.display());
     println!("Dray is serving at {}", dray.url());
     println!("  export DRAY_SERVER={}", dray.url());
     println!(

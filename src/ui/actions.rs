@@ -1,0 +1,392 @@
+//! What an action will do, before and while it happens.
+//!
+//! - `GET /projects/{p}/stages/{s}/confirm?action=…&freight=…`: the confirmation dialog's
+//!   body. For Promote: per image `tag@digest → tag@digest`, per config repo
+//!   `sha subject → sha subject`, the gates that apply (availability, window, approval,
+//!   hold) and who you are. The `#confirm-go` button carries the API call (URL and JSON
+//!   body) the page's script makes; when RBAC refuses, it is disabled with the reason.
+//! - `GET /projects/{p}/promotions/{name}[/view]`: a Promotion's steps (phase, message,
+//!   attempts), the failed step's reason and pull requests its steps opened. Promotions
+//!   keep no step logs, so the step messages are what is shown.
+
+use axum::extract::{Path, Query, State};
+use maud::{Markup, html};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, Stage, Verb};
+use crate::pipeline::availability::availability;
+use crate::pipeline::request;
+use crate::server::{ApiError, AppState};
+
+use super::view::{self, artifacts, freight_label};
+use super::{UiError, Viewer, layout};
+
+/// The query of the confirmation route.
+#[derive(Deserialize, Debug, Default)]
+pub(crate) struct ConfirmQuery {
+    /// `promote`, `approve`, `abort`, `verify` or `lift-hold`.
+    #[serde(default)]
+    action: String,
+    /// The Freight (id) to promote or approve.
+    #[serde(default)]
+    freight: Option<String>,
+}
+
+async fn load_stage(state: &AppState, project: &str, name: &str) -> Result<Stage, UiError> {
+    let key = ObjectKey::namespaced(Kind::Stage, project, name);
+    let stored = state.store.get(&key).await?.ok_or_else(|| {
+        UiError(
+            ApiError::not_found(format!(
+                "Stage `{name}` does not exist in project `{project}`"
+            ))
+            .with_hint(format!("open /projects/{project} to see its Stages")),
+        )
+    })?;
+    Ok(stored.to_typed()?)
+}
+
+async fn load_freight(
+    state: &AppState,
+    project: &str,
+    name: Option<&str>,
+) -> Result<Option<Freight>, UiError> {
+    let Some(name) = name else { return Ok(None) };
+    let key = ObjectKey::namespaced(Kind::Freight, project, name);
+    Ok(state.store.get(&key).await?.and_then(|f| f.to_typed().ok()))
+}
+
+/// The Stage, after checking the caller may `get` it.
+pub(crate) async fn load_stage_checked(
+    state: &AppState,
+    viewer: &Viewer,
+    project: &str,
+    name: &str,
+) -> Result<Stage, UiError> {
+    viewer
+        .caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            "stages",
+            Some(project),
+            Some(name),
+        )
+        .await?;
+    load_stage(state, project, name).await
+}
+
+/// `GET /projects/{project}/stages/{stage}/confirm`.
+pub(crate) async fn confirm(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((project, stage_name)): Path<(String, String)>,
+    Query(query): Query<ConfirmQuery>,
+) -> Result<Markup, UiError> {
+    let store = state.store.as_ref();
+    let perms = viewer.caller.permissions(store, &project).await?;
+    if !perms.allows(Verb::Get, "stages", Some(&stage_name)) {
+        return Err(UiError(ApiError::forbidden(viewer.caller.refusal(
+            Verb::Get,
+            "stages",
+            Some(&stage_name),
+        ))));
+    }
+    let stage = load_stage(&state, &project, &stage_name).await?;
+    let status = stage.status.clone().unwrap_or_default();
+    let base = format!("/api/v1/projects/{project}/stages/{stage_name}");
+    let you = html! { p.you { "you are " strong { (viewer.caller.user) } } };
+    let (title, body, url, payload, refusal) = match query.action.as_str() {
+        "promote" | "approve" => {
+            let target = load_freight(&state, &project, query.freight.as_deref())
+                .await?
+                .ok_or_else(|| {
+                    UiError(ApiError::not_found(
+                        "choose a Freight first: the one to promote or approve does not exist",
+                    ))
+                })?;
+            let id = target.metadata.name.clone().unwrap_or_default();
+            let current_id = status.current_freight.as_ref().map(|c| c.name.clone());
+            let current = load_freight(&state, &project, current_id.as_deref()).await?;
+            let gates = gates(&state, &project, &stage, &target).await?;
+            if query.action == "promote" {
+                let window = request::window_state(store, &project, &stage).await?;
+                let closed = !window.as_ref().is_ok_and(|w| w.open);
+                let may_override = perms.allows(Verb::Override, "stages", Some(&stage_name));
+                (
+                    format!("Promote {} to {stage_name}", freight_label(&target)),
+                    html! {
+                        (changes(current.as_ref(), &target))
+                        (gates)
+                        @if closed && may_override {
+                            label for="confirm-override" { "Promote through the closed window anyway, because (kept on the record):" }
+                            input #confirm-override type="text" name="overrideWindow";
+                        }
+                    },
+                    format!("{base}/promote"),
+                    json!({"freight": id}),
+                    perms.refusal(Verb::Promote, "stages", Some(&stage_name)),
+                )
+            } else {
+                (
+                    format!("Approve {} for {stage_name}", freight_label(&target)),
+                    html! {
+                        p { "Approval lets " strong { (freight_label(&target)) } " (" (artifacts(&target)) ") into "
+                            strong { (stage_name) } " without upstream verification or soak. It is kept on the record." }
+                        (gates)
+                        label for="confirm-reason" { "Why" }
+                        input #confirm-reason type="text" name="reason" required;
+                    },
+                    format!("{base}/approve"),
+                    json!({"freight": id, "reason": ""}),
+                    perms.refusal(Verb::Approve, "stages", Some(&stage_name)),
+                )
+            }
+        }
+        "abort" => {
+            let promotion = status.current_promotion.clone().ok_or_else(|| {
+                UiError(ApiError::conflict(format!(
+                    "Stage `{stage_name}` has no promotion running to abort"
+                )))
+            })?;
+            (
+                format!("Abort {promotion}"),
+                html! { p { "A pending promotion is aborted at once; a running one stops at its next safe point and reports anything already pushed." } },
+                format!("/api/v1/projects/{project}/promotions/{promotion}/abort"),
+                json!({}),
+                perms.refusal(Verb::Abort, "promotions", Some(&promotion)),
+            )
+        }
+        "verify" => (
+            format!("Verify {stage_name} again"),
+            html! {
+                p { "Runs the Stage's verification again for its current Freight"
+                    @if let Some(c) = &status.current_freight { " (" (if c.alias.is_empty() { &c.name } else { &c.alias }) ")" } "." }
+                @if let Some(v) = &status.verification { p { "Last: " (format!("{:?}", v.phase)) " " (v.message) } }
+            },
+            format!("{base}/verify"),
+            json!({"abort": false}),
+            perms.refusal(Verb::Verify, "stages", Some(&stage_name)),
+        ),
+        "lift-hold" => (
+            format!("Lift the hold on {stage_name}"),
+            html! {
+                @if let Some(h) = &status.hold {
+                    p { "Auto-promotion is held by " strong { (h.by) } ": " (h.reason) }
+                }
+                p { "Lifting it lets auto-promotion move the Stage to the newest available Freight again." }
+            },
+            format!("{base}/hold/lift"),
+            json!({}),
+            perms.refusal(Verb::Promote, "stages", Some(&stage_name)),
+        ),
+        other => {
+            return Err(UiError(ApiError::bad_request(format!(
+                "unknown action `{other}`; use promote, approve, abort, verify or lift-hold"
+            ))));
+        }
+    };
+    Ok(html! {
+        div.confirm-content data-action=(query.action) data-stage=(stage_name) {
+            h2 { (title) }
+            (body)
+            (you)
+            @if let Some(why) = &refusal {
+                p.refused.why { (why) }
+            }
+            template #confirm-call data-url=(url) data-body=(payload.to_string()) data-refused=[refusal.as_deref()] {}
+        }
+    })
+}
+
+/// The confirmation's "what changes" table.
+fn changes(current: Option<&Freight>, target: &Freight) -> Markup {
+    let from_images = current
+        .map(|c| c.spec.images.as_slice())
+        .unwrap_or_default();
+    let from_commits = current
+        .map(|c| c.spec.commits.as_slice())
+        .unwrap_or_default();
+    html! {
+        table.changes {
+            thead { tr { th { "" } th { "now" } th { "" } th { "after" } } }
+            tbody {
+                tr.freight {
+                    th { "Freight" }
+                    td { (current.map(freight_label).unwrap_or_else(|| "none".into())) }
+                    td { "→" }
+                    td { (freight_label(target)) }
+                }
+                @for image in &target.spec.images {
+                    @let before = from_images.iter().find(|i| i.repo_url == image.repo_url);
+                    tr.image data-repo=(image.repo_url) {
+                        th { (image.repo_url) }
+                        td { (view::image_version(before)) }
+                        td { "→" }
+                        td { (view::image_version(Some(image))) }
+                    }
+                }
+                @for commit in &target.spec.commits {
+                    @let before = from_commits.iter().find(|c| c.repo_url == commit.repo_url);
+                    tr.commit data-repo=(commit.repo_url) {
+                        th { (commit.repo_url) }
+                        td { (view::commit_version(before)) }
+                        td { "→" }
+                        td { (view::commit_version(Some(commit))) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The gates that apply to `freight` entering `stage`: availability, window, approval, hold.
+async fn gates(
+    state: &AppState,
+    project: &str,
+    stage: &Stage,
+    freight: &Freight,
+) -> Result<Markup, UiError> {
+    let name = stage.metadata.name.clone().unwrap_or_default();
+    let gates = availability(stage, freight, jiff::Timestamp::now());
+    let window = request::window_state(state.store.as_ref(), project, stage).await?;
+    let hold = stage.status.as_ref().and_then(|s| s.hold.clone());
+    Ok(html! {
+        h3 { "Gates" }
+        ul.gates {
+            @if gates.is_available() {
+                li.ok { "available to " (name) }
+            } @else {
+                @for r in &gates.reasons { li.refused { (r.to_string()) } }
+            }
+            @match &window {
+                Ok(w) if w.open => { li.ok { "promotion window open" } }
+                Ok(w) => {
+                    li.refused {
+                        @if let Some(b) = &w.blocked_by {
+                            "frozen by window `" (b.window) "`"
+                            @if let Some(t) = w.next_change.or(b.until) { " until " (t.to_string()) }
+                        } @else { "promotion window closed" }
+                    }
+                }
+                Err(e) => { li.refused { "promotion windows cannot be evaluated: " (e.to_string()) } }
+            }
+            @match &gates.approved_by {
+                Some(by) => { li.ok { "approved for " (name) " by " (by) } }
+                None => { li { "no approval for " (name) " (only needed to bypass verification and soak)" } }
+            }
+            @if let Some(h) = &hold {
+                li { "auto-promotion is held by " (h.by) " (" (h.reason) "); promoting the newest Freight lifts it" }
+            }
+        }
+    })
+}
+
+async fn load_promotion(
+    state: &AppState,
+    viewer: &Viewer,
+    project: &str,
+    name: &str,
+) -> Result<Promotion, UiError> {
+    viewer
+        .caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            "promotions",
+            Some(project),
+            Some(name),
+        )
+        .await?;
+    let key = ObjectKey::namespaced(Kind::Promotion, project, name);
+    let stored = state.store.get(&key).await?.ok_or_else(|| {
+        UiError(ApiError::not_found(format!(
+            "Promotion `{name}` does not exist in project `{project}`"
+        )))
+    })?;
+    Ok(stored.to_typed()?)
+}
+
+/// `GET /projects/{project}/promotions/{name}/view`: the live Promotion fragment.
+pub(crate) async fn promotion_fragment(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((project, name)): Path<(String, String)>,
+) -> Result<Markup, UiError> {
+    let promotion = load_promotion(&state, &viewer, &project, &name).await?;
+    Ok(promotion_view(&project, &promotion))
+}
+
+/// `GET /projects/{project}/promotions/{name}`: the same, as a page.
+pub(crate) async fn promotion_page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path((project, name)): Path<(String, String)>,
+) -> Result<Markup, UiError> {
+    let promotion = load_promotion(&state, &viewer, &project, &name).await?;
+    Ok(layout::page(
+        &name,
+        Some(&viewer),
+        Some(&project),
+        html! { div #promotion-slot data-promotion=(name) { (promotion_view(&project, &promotion)) } },
+    ))
+}
+
+/// A Promotion's steps and outcome.
+pub(crate) fn promotion_view(project: &str, promotion: &Promotion) -> Markup {
+    let name = promotion.metadata.name.clone().unwrap_or_default();
+    let status = promotion.status.clone().unwrap_or_default();
+    let phase = format!("{:?}", status.phase);
+    let failed = status
+        .step_execution_metadata
+        .iter()
+        .find(|s| s.status == "Failed" || s.status == "Errored");
+    let prs = view::pull_requests(status.state.as_ref());
+    // Set while a later step waits; after the end, the `git-push` outputs say it.
+    let pushed = status.written_to_git.clone().or_else(|| {
+        view::step_outputs(status.state.as_ref()).and_then(crate::promotion::record::pushed_branch)
+    });
+    html! {
+        section #promotion data-phase=(phase) data-promotion=(name) {
+            h2 { "Promotion " (name) }
+            p {
+                "Freight " code { (promotion.spec.freight) } " to "
+                a href={ "/projects/" (project) "/stages/" (promotion.spec.stage) } { (promotion.spec.stage) }
+                ": " strong.phase class=(phase.to_lowercase()) { (phase) }
+                @if !status.message.is_empty() { " — " span.message { (status.message) } }
+            }
+            @if matches!(status.phase, PromotionPhase::Failed | PromotionPhase::Errored) {
+                p.failure role="alert" {
+                    @match failed {
+                        Some(step) => { "step " strong { (step.alias) } " " (step.status.to_lowercase()) ": " (step.message) }
+                        None => { (status.message) }
+                    }
+                }
+            }
+            @if let Some(pushed) = &pushed {
+                p.pushed data-commit=(pushed.commit) {
+                    "written to git: " code { (pushed.name) } " at " (view::commit_link(&pushed.repo_url, &pushed.commit))
+                }
+            }
+            ol.steps {
+                @for (i, step) in promotion.spec.steps.iter().enumerate() {
+                    @let alias = step.as_.clone().unwrap_or_else(|| format!("step-{i}"));
+                    @let exec = status.step_execution_metadata.iter().find(|s| s.alias == alias)
+                        .or_else(|| status.step_execution_metadata.get(i));
+                    @let step_status = exec.map(|e| e.status.as_str()).unwrap_or("Pending");
+                    li data-step=(alias) data-status=(step_status) class=(step_status.to_lowercase()) {
+                        span.step-name { (alias) @if let Some(uses) = &step.uses { " " small { "(" (uses) ")" } } }
+                        " " span.step-status { (step_status) }
+                        @if let Some(e) = exec {
+                            @if e.attempts > 1 { " " span.attempts { (e.attempts) " attempts" } }
+                            @if !e.message.is_empty() { pre.log { (e.message) } }
+                        }
+                    }
+                }
+            }
+            @if !prs.is_empty() {
+                ul.prs { @for (alias, url) in &prs { li { (alias) ": " a href=(url) { (url) } } } }
+            }
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Logging in and out of the web UI: `GET /login` (the form), `POST /login` (an API
+//! token in, a session cookie out) and `POST /logout`. The token is checked exactly as the
+//! API checks a bearer token (its SHA-256 against the token store) and is never echoed,
+//! logged or put in the cookie.
+
+use axum::Form;
+use axum::extract::State;
+use axum::http::header::SET_COOKIE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use crate::server::AppState;
+use crate::server::auth::AuthMode;
+use crate::server::tokens;
+
+use super::{layout, session};
+
+/// The login form's fields.
+#[derive(Deserialize)]
+pub(crate) struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// The logout form's fields.
+#[derive(Deserialize)]
+pub(crate) struct LogoutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+fn form_page(error: Option<&str>) -> Markup {
+    layout::page(
+        "Log in",
+        None,
+        None,
+        html! {
+            section.login {
+                h1 { "Log in to Dray" }
+                form method="post" action="/login" {
+                    label for="token" { "API token" }
+                    input #token type="password" name="token" autocomplete="off" required autofocus;
+                    button #login type="submit" { "Log in" }
+                }
+                @if let Some(error) = error {
+                    p.error #login-error role="alert" { (error) }
+                }
+                p.hint { "Create a token with " code { "dray token create --user <you>" } "." }
+            }
+        },
+    )
+}
+
+/// `GET /login`.
+pub(crate) async fn form(State(state): State<AppState>) -> Response {
+    if state.auth.mode == AuthMode::None {
+        return Redirect::to("/").into_response();
+    }
+    form_page(None).into_response()
+}
+
+/// `POST /login`: a valid token starts a session and goes to the projects.
+pub(crate) async fn login(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if state.auth.mode == AuthMode::None {
+        return Redirect::to("/").into_response();
+    }
+    if !session::same_origin(&headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            form_page(Some(
+                "this login came from another site; log in from this page",
+            )),
+        )
+            .into_response();
+    }
+    let token = form.token.trim();
+    if token.is_empty() {
+        return (
+            StatusCode::BAD_REQUEST,
+            form_page(Some("enter an API token")),
+        )
+            .into_response();
+    }
+    let hash = tokens::hash(token);
+    let record = match state.auth.tokens.token(&hash).await {
+        Ok(record) => record,
+        Err(error) => {
+            tracing::warn!(%error, "login: cannot read the token store");
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                form_page(Some("the token store cannot be read; see the server log")),
+            )
+                .into_response();
+        }
+    };
+    let Some(record) = record else {
+        tracing::info!("login refused: unknown token");
+        return (
+            StatusCode::UNAUTHORIZED,
+            form_page(Some(
+                "that API token is not valid; check it, or ask an admin for a new one",
+            )),
+        )
+            .into_response();
+    };
+    let (id, _) = session::create(&hash, &record.user);
+    tracing::info!(user = %record.user, "logged in to the UI");
+    let cookie = session::set_cookie(&id, session::is_https(&headers));
+    ([(SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+}
+
+/// `POST /logout`: ends the session (the form carries its CSRF token).
+pub(crate) async fn logout(headers: HeaderMap, Form(form): Form<LogoutForm>) -> Response {
+    let secure = session::is_https(&headers);
+    if let Some(id) = session::cookie_id(&headers) {
+        let Some(found) = session::lookup(&id) else {
+            return (
+                [(SET_COOKIE, session::clear_cookie(secure))],
+                Redirect::to("/login"),
+            )
+                .into_response();
+        };
+        let sent = axum::http::HeaderValue::from_str(&form.csrf).ok();
+        if !found.csrf_matches(sent.as_ref()) {
+            return (
+                StatusCode::FORBIDDEN,
+                layout::error_page(
+                    StatusCode::FORBIDDEN,
+                    "logging out needs the page's CSRF token; use the Log out button",
+                ),
+            )
+                .into_response();
+        }
+        session::remove(&id);
+        tracing::info!(user = %found.user, "logged out of the UI");
+    }
+    (
+        [(SET_COOKIE, session::clear_cookie(secure))],
+        Redirect::to("/login"),
+    )
+        .into_response()
+}

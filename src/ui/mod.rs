@@ -1,0 +1,153 @@
+//! Dray's web UI, served by `dray serve` at `/`: server-rendered HTML (maud, escaped by
+//! construction), one small stylesheet and one vanilla script embedded in the binary,
+//! and server-sent events for live updates. No front-end toolchain, nothing fetched from
+//! the network at run time.
+//!
+//! Pages read the store directly; every action (promote, approve, abort, verify, lift a
+//! hold) is the page's script calling the JSON API under `/api/v1` with the session
+//! cookie and the session's CSRF token (see [`session`] and `server::auth`), so the UI
+//! can do nothing the API would not let the same user do.
+//!
+//! - [`session`]: login sessions, cookie, CSRF token;
+//! - `login`: `GET/POST /login`, `POST /logout`;
+//! - `layout`: the page shell, assets, security headers;
+//! - `project_page`: `/` and `/projects/{p}` (pipeline graph, Freight timeline,
+//!   availability of the selected Freight);
+//! - `graph`: the DAG layout;
+//! - `actions`: the confirmation dialog and the live Promotion view;
+//! - `stage_page`: `/projects/{p}/stages/{s}` (promotion, verification and audit history);
+//! - `events`: `GET /ui/events?project=p`, the change feed as server-sent events;
+//! - `view`: small shared pieces (Freight, commits, links, times).
+
+mod actions;
+mod events;
+mod graph;
+mod layout;
+mod login;
+mod project_page;
+pub mod session;
+mod stage_page;
+#[cfg(test)]
+mod tests;
+mod view;
+
+use axum::Router;
+use axum::extract::FromRequestParts;
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::server::auth::{self, AuthMode, Caller};
+use crate::server::{ApiError, AppState};
+
+/// The UI's routes, to merge into the server's router.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(project_page::index))
+        .route("/login", get(login::form).post(login::login))
+        .route("/logout", post(login::logout))
+        .route("/ui/assets/app.css", get(layout::css))
+        .route("/ui/assets/app.js", get(layout::js))
+        .route("/ui/events", get(events::stream))
+        .route("/projects/{project}", get(project_page::page))
+        .route("/projects/{project}/live", get(project_page::live))
+        .route("/projects/{project}/stages/{stage}", get(stage_page::page))
+        .route(
+            "/projects/{project}/stages/{stage}/confirm",
+            get(actions::confirm),
+        )
+        .route(
+            "/projects/{project}/promotions/{name}",
+            get(actions::promotion_page),
+        )
+        .route(
+            "/projects/{project}/promotions/{name}/view",
+            get(actions::promotion_fragment),
+        )
+        .layer(axum::middleware::map_response(layout::security_headers))
+}
+
+/// The header the page's script sets on the fragments it fetches.
+pub(crate) const FRAGMENT_HEADER: &str = "x-dray-fragment";
+
+/// Who is looking at a page, and the CSRF token their scripts send back.
+#[derive(Clone, Debug)]
+pub(crate) struct Viewer {
+    /// The caller, as the API would see them.
+    pub caller: Caller,
+    /// The session's CSRF token (empty under `--auth none`).
+    pub csrf: String,
+    /// Whether there is a session to log out of.
+    pub logged_in: bool,
+}
+
+impl FromRequestParts<AppState> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Response> {
+        if state.auth.mode == AuthMode::None {
+            return Ok(Viewer {
+                caller: Caller::anonymous(),
+                csrf: String::new(),
+                logged_in: false,
+            });
+        }
+        // The page's script asks for fragments with `X-Dray-Fragment`: it gets a 401 (and
+        // goes to the login page itself) rather than a login page spliced into the page.
+        let fragment = parts.headers.contains_key(FRAGMENT_HEADER);
+        let to_login = || {
+            if fragment {
+                (
+                    StatusCode::UNAUTHORIZED,
+                    "the session has ended; log in again at /login",
+                )
+                    .into_response()
+            } else {
+                Redirect::to("/login").into_response()
+            }
+        };
+        let id = session::cookie_id(&parts.headers).ok_or_else(to_login)?;
+        let found = session::lookup(&id).ok_or_else(to_login)?;
+        match auth::caller_for_token_hash(&state.auth, &found.token_hash).await {
+            Ok(Some(caller)) => Ok(Viewer {
+                caller,
+                csrf: found.csrf,
+                logged_in: true,
+            }),
+            Ok(None) => {
+                session::remove(&id);
+                Err(to_login())
+            }
+            Err(error) => Err(UiError(error).into_response()),
+        }
+    }
+}
+
+/// An error shown as a page (status, message and hint), never as a stack of JSON.
+#[derive(Debug)]
+pub(crate) struct UiError(pub ApiError);
+
+impl From<ApiError> for UiError {
+    fn from(error: ApiError) -> Self {
+        UiError(error)
+    }
+}
+
+impl From<crate::store::StoreError> for UiError {
+    fn from(error: crate::store::StoreError) -> Self {
+        UiError(error.into())
+    }
+}
+
+impl IntoResponse for UiError {
+    fn into_response(self) -> Response {
+        let status = self.0.status();
+        let status = if status.is_client_error() || status.is_server_error() {
+            status
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        (status, layout::error_page(status, &self.0.to_string())).into_response()
+    }
+}
