@@ -26,6 +26,10 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 # `kubectl kustomize` renders for kustomize-build; Debian's kubernetes-client provides it
 # where the machine has no kubectl of its own.
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+# Browser tests of the web UI (e2e/src/browser.rs) drive Debian's Chromium through ChromeDriver;
+# fonts-liberation (otherwise only a recommendation) gives screenshots readable text.
+[ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if command -v git >/dev/null 2>&1 && [ ! -x "$(git --exec-path)/git-http-backend" ]; then
   missing+=(git)
 fi

@@ -1,17 +1,43 @@
 #!/usr/bin/env bash
-# Dray's benchmarks (issues 3 and 4): discovery against skopeo, promotion against a
-# clone-sed-commit-push script. Builds Dray in release mode, runs e2e/src/bin/bench.rs
-# and writes its results into docs/benchmarks.md (between the `bench:*` markers).
+# Dray's benchmarks (issues 3, 4 and 8): discovery against skopeo, promotion against a
+# clone-sed-commit-push script, the UI page of a 1,000-Stage project against the JSON list
+# of its Stages. Builds Dray in release mode, runs e2e/src/bin/bench.rs and
+# e2e/src/bin/bench_ui.rs and writes their results into docs/benchmarks.md (between the
+# `bench:*` markers).
 #
 # Not a test and not run by CI. Takes a few minutes; needs no network beyond loopback
 # (except to install missing Debian packages).
 #
-# usage: e2e/bench/run.sh [--runs N] [--only discovery|promotion] [--tags N]
+# usage: e2e/bench/run.sh [--only discovery|promotion|ui] [--runs N] [--tags N]
 #                         [--commits N] [--files N]
+#                         [--stages N] [--freight N] [--requests N] [--page-path PATH]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
+
+# --- arguments: which parts, and which flags go to which binary ----------------------
+bench_args=()
+ui_args=()
+run_bench=1
+run_ui=1
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --only)
+      [ "$#" -ge 2 ] || { echo "error: --only needs discovery, promotion or ui" >&2; exit 2; }
+      case "$2" in
+        ui) run_bench=0 ;;
+        discovery | promotion) run_ui=0; bench_args+=(--only "$2") ;;
+        *) echo "error: --only takes discovery, promotion or ui, not '$2'" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    --stages | --freight | --requests | --page-path)
+      [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
+      ui_args+=("$1" "$2"); shift 2 ;;
+    *)
+      bench_args+=("$1"); shift ;;
+  esac
+done
 
 if [ ! -t 1 ]; then
   export CARGO_TERM_COLOR=never
@@ -50,7 +76,12 @@ out="$(mktemp -d "${TMPDIR:-/tmp}/dray-bench.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
 load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 status=0
-"$ROOT/target/release/bench" --out-dir "$out" "$@" || status=$?
+if [ "$run_bench" -eq 1 ]; then
+  "$ROOT/target/release/bench" --out-dir "$out" "${bench_args[@]}" || status=$?
+fi
+if [ "$run_ui" -eq 1 ]; then
+  "$ROOT/target/release/bench_ui" --out-dir "$out" "${ui_args[@]}" || status=$?
+fi
 
 # --- docs/benchmarks.md --------------------------------------------------------------
 cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)"
@@ -63,7 +94,7 @@ tools="git $(git --version | awk '{print $3}'), skopeo $(skopeo --version | awk 
 header="_Measured $(date -u +%Y-%m-%d) on $machine, load average $load when the run started; Dray at \`$commit\`, release build; $tools._"
 
 doc="$ROOT/docs/benchmarks.md"
-for part in discovery promotion; do
+for part in discovery promotion ui; do
   [ -s "$out/$part.md" ] || continue
   python3 - "$doc" "$part" "$header" "$out/$part.md" <<'PY'
 import pathlib, sys
