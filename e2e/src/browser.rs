@@ -274,17 +274,7 @@ impl Browser {
     /// `$CARGO_TARGET_DIR` or `<workspace>/target`) and return its path. `name` may use
     /// letters, digits, `-`, `_` and `.`.
     pub async fn screenshot(&self, name: &str) -> Result<PathBuf> {
-        if name.is_empty()
-            || name.starts_with('.')
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        {
-            bail!(
-                "the screenshot name {name:?} is not a plain file name\n\
-                 hint: use letters, digits, `-`, `_` and `.`, e.g. `project-page`"
-            );
-        }
+        check_screenshot_name(name)?;
         let png = self
             .client()
             .screenshot()
@@ -386,11 +376,31 @@ impl Drop for Driver {
 /// `$CARGO_TARGET_DIR/e2e-artifacts` (relative to the workspace when relative), else
 /// `<workspace>/target/e2e-artifacts`.
 pub fn artifacts_dir() -> PathBuf {
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+    artifacts_dir_in(std::env::var_os("CARGO_TARGET_DIR"))
+}
+
+fn artifacts_dir_in(target_dir: Option<std::ffi::OsString>) -> PathBuf {
+    let target = match target_dir {
         Some(dir) if !dir.is_empty() => workspace_root().join(dir),
         _ => workspace_root().join("target"),
     };
     target.join("e2e-artifacts")
+}
+
+/// A screenshot name must be a plain file name: no path, nothing hidden.
+fn check_screenshot_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.starts_with('.')
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        bail!(
+            "the screenshot name {name:?} is not a plain file name\n\
+             hint: use letters, digits, `-`, `_` and `.`, e.g. `project-page`"
+        );
+    }
+    Ok(())
 }
 
 fn find_in_path(bin: &str) -> Option<PathBuf> {
@@ -408,13 +418,38 @@ fn blocking_request(addr: SocketAddr, method: &str, path: &str) -> std::io::Resu
         stream,
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )?;
+    // chromedriver may keep the connection open despite `Connection: close`: read the
+    // head and `Content-Length` bytes of body, not to the end of the stream.
     let mut answer = Vec::new();
-    stream.read_to_end(&mut answer)?;
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut chunk)?;
+        answer.extend_from_slice(&chunk[..n]);
+        if n == 0 || response_complete(&answer) {
+            break;
+        }
+    }
     String::from_utf8_lossy(&answer)
         .split_whitespace()
         .nth(1)
         .and_then(|code| code.parse().ok())
         .ok_or_else(|| std::io::Error::other("not an HTTP response"))
+}
+
+/// Whether `answer` holds a whole HTTP response: the head and `Content-Length` bytes
+/// (a head without `Content-Length` counts as whole).
+fn response_complete(answer: &[u8]) -> bool {
+    let Some(end) = answer.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&answer[..end]);
+    let length = head
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, value)| value.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    answer.len() >= end + 4 + length
 }
 
 /// The ids of processes whose command line mentions `profile` (Chromium's
@@ -453,5 +488,56 @@ fn kill_profile_processes(profile: &Path) {
         }
         // Chromium is quitting after the session ended; give it a moment first.
         std::thread::sleep(POLL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_response_is_complete_with_its_head_and_content_length_bytes() {
+        assert!(!response_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+        ));
+        assert!(!response_complete(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc"
+        ));
+        assert!(response_complete(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nabcde"
+        ));
+        assert!(response_complete(b"HTTP/1.1 200 OK\r\nServer: x\r\n\r\n"));
+    }
+
+    #[test]
+    fn screenshot_names_are_plain_file_names() {
+        for good in ["project-page", "step_2.after"] {
+            assert!(check_screenshot_name(good).is_ok(), "{good}");
+        }
+        for bad in ["", "../escape", "a/b", ".hidden", "with space"] {
+            let err = check_screenshot_name(bad).unwrap_err().to_string();
+            assert!(err.contains("not a plain file name"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn artifacts_go_under_cargo_target_dir_when_set() {
+        let root = workspace_root();
+        assert_eq!(
+            artifacts_dir_in(None),
+            root.join("target").join("e2e-artifacts")
+        );
+        assert_eq!(
+            artifacts_dir_in(Some("".into())),
+            root.join("target").join("e2e-artifacts")
+        );
+        assert_eq!(
+            artifacts_dir_in(Some("/tmp/ci-target".into())),
+            PathBuf::from("/tmp/ci-target/e2e-artifacts")
+        );
+        assert_eq!(
+            artifacts_dir_in(Some("build".into())),
+            root.join("build").join("e2e-artifacts")
+        );
     }
 }
