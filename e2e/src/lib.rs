@@ -38,6 +38,8 @@ mod git_server;
 pub mod github;
 pub mod gitlab;
 pub mod oci;
+pub mod oidc_provider;
+pub mod pipeline;
 mod process;
 pub mod prometheus;
 mod registry;

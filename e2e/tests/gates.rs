@@ -1,142 +1,26 @@
 //! Gates end to end: refusals that name their reason, soak, approval, auto-promotion and
 //! holds, against the quickstart pipeline with real git, registry and kustomize.
 
-use std::process::Output;
-
-use anyhow::{Context, Result, bail};
-use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use anyhow::{Context, Result};
+use dray_e2e::oci;
+use dray_e2e::pipeline::{Pipeline, text};
 use serde_json::Value;
 
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-struct Pipeline {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
-    config: GitRepo,
-    config_url: String,
-    dray: Dray,
-}
-
-impl Pipeline {
-    /// The quickstart project, with `prod`'s soak set to `soak` and extra YAML applied.
-    fn start(soak: &str, extra: &str) -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let p = Pipeline {
-            world,
-            registry,
-            _git: git,
-            config,
-            config_url,
-            dray,
-        };
-        let dir = p.world.unique_dir("project")?;
-        std::fs::create_dir_all(&dir)?;
-        for entry in std::fs::read_dir(workspace_root().join("examples/quickstart/project"))? {
-            let path = entry?.path();
-            if path.file_name().is_some_and(|n| n == "config.yaml") {
-                // The quickstart's auto-promotion and webhook policy; these tests bring their own.
-                continue;
-            }
-            let yaml = p
-                .localise(&std::fs::read_to_string(&path)?)
-                .replace("requiredSoakTime: 1m", &format!("requiredSoakTime: {soak}"));
-            std::fs::write(dir.join(path.file_name().context("name")?), yaml)?;
-        }
-        if !extra.is_empty() {
-            std::fs::write(dir.join("zz-extra.yaml"), p.localise(extra))?;
-        }
-        let applied = p
-            .dray
-            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", text(&applied));
-        }
-        Ok(p)
+/// The quickstart pipeline with `prod`'s soak set to `soak`, and `extra` YAML applied.
+fn start(soak: &str, extra: &str) -> Result<Pipeline> {
+    let p = Pipeline::start()?;
+    p.apply_quickstart(|yaml| {
+        yaml.replace("requiredSoakTime: 1m", &format!("requiredSoakTime: {soak}"))
+    })?;
+    if !extra.is_empty() {
+        p.apply(extra)?;
     }
-
-    fn localise(&self, yaml: &str) -> String {
-        yaml.replace("127.0.0.1:5000", &self.registry.host())
-            .replace("http://127.0.0.1:8080/config.git", &self.config_url)
-            .replace("interval: 5m", "interval: 1h")
-    }
-
-    fn cli(&self, args: &[&str]) -> Result<Output> {
-        let mut all = vec!["-p", "demo"];
-        all.extend_from_slice(args);
-        self.dray.cli(all)
-    }
-
-    fn refresh(&self) -> Result<()> {
-        let output = self.cli(&["refresh", "warehouse", "app", "--wait"])?;
-        if !output.status.success() {
-            bail!("refresh failed: {}", text(&output));
-        }
-        Ok(())
-    }
-
-    fn newest_alias(&self) -> Result<String> {
-        let freight: Vec<Value> =
-            serde_json::from_slice(&self.cli(&["get", "freight", "-o", "json"])?.stdout)?;
-        Ok(freight
-            .first()
-            .and_then(|f| f["alias"].as_str())
-            .context("no freight")?
-            .to_owned())
-    }
-
-    fn promote(&self, stage: &str, alias: &str) -> Result<Output> {
-        self.cli(&[
-            "promote",
-            "--stage",
-            stage,
-            "--alias",
-            alias,
-            "--wait",
-            "--timeout",
-            "2m",
-        ])
-    }
-
-    fn stage(&self, name: &str) -> Result<Value> {
-        Ok(serde_json::from_slice(
-            &self.cli(&["get", "stage", name, "-o", "json"])?.stdout,
-        )?)
-    }
-
-    /// Waits (bounded) until `stage` holds the Freight `alias`.
-    fn wait_for_stage(&self, stage: &str, alias: &str) -> Result<()> {
-        for _ in 0..600 {
-            if self.stage(stage)?["status"]["currentFreight"]["alias"] == alias {
-                return Ok(());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        bail!(
-            "`{stage}` did not reach `{alias}` within 60s: {:#}",
-            self.stage(stage)?
-        )
-    }
+    Ok(p)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unverified_and_soaking_freight_is_refused_with_its_reason() -> Result<()> {
-    let p = tokio::task::block_in_place(|| Pipeline::start("3s", ""))?;
+    let p = tokio::task::block_in_place(|| start("3s", ""))?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         p.refresh()?;
@@ -192,7 +76,7 @@ async fn unverified_and_soaking_freight_is_refused_with_its_reason() -> Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approval_bypasses_the_gates_on_the_record() -> Result<()> {
-    let p = tokio::task::block_in_place(|| Pipeline::start("1h", ""))?;
+    let p = tokio::task::block_in_place(|| start("1h", ""))?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         p.refresh()?;
@@ -250,7 +134,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<()> {
-    let p = tokio::task::block_in_place(|| Pipeline::start("1h", AUTO))?;
+    let p = tokio::task::block_in_place(|| start("1h", AUTO))?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     let first = tokio::task::block_in_place(|| -> Result<String> {
         p.refresh()?;
@@ -320,7 +204,7 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deny_window_refuses_before_git_and_an_override_is_recorded() -> Result<()> {
-    let p = tokio::task::block_in_place(|| Pipeline::start("1h", &freeze()))?;
+    let p = tokio::task::block_in_place(|| start("1h", &freeze()))?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         p.refresh()?;

@@ -13,16 +13,8 @@ use axum::Router;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::routing::get;
-use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use dray_e2e::pipeline::{Pipeline, promotion_name, text};
 use serde_json::Value;
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// A service on 127.0.0.1:0: `/never` is never ready, `/ready` is, and `/health/{tag}` is
 /// ready for every version but `1.2.0`.
@@ -55,90 +47,21 @@ async fn service() -> Result<String> {
 
 /// A world with the quickstart's project, Warehouse and PromotionTask (no
 /// auto-promotion), a registry, the config repository and `dray serve`.
-struct Gates {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
-    config: GitRepo,
-    config_url: String,
-    dray: Dray,
+struct Gates(Pipeline);
+
+impl std::ops::Deref for Gates {
+    type Target = Pipeline;
+
+    fn deref(&self) -> &Pipeline {
+        &self.0
+    }
 }
 
 impl Gates {
     fn start() -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let gates = Gates {
-            world,
-            registry,
-            _git: git,
-            config,
-            config_url,
-            dray,
-        };
-        let project = workspace_root().join("examples/quickstart/project");
-        let mut yaml = Vec::new();
-        for file in ["project.yaml", "warehouse.yaml", "task.yaml"] {
-            yaml.push(std::fs::read_to_string(project.join(file))?);
-        }
-        gates.apply(&yaml.join("\n---\n"))?;
-        Ok(gates)
-    }
-
-    fn localise(&self, yaml: &str) -> String {
-        yaml.replace("127.0.0.1:5000", &self.registry.host())
-            .replace("http://127.0.0.1:8080/config.git", &self.config_url)
-            .replace("interval: 5m", "interval: 1h")
-    }
-
-    fn apply(&self, yaml: &str) -> Result<()> {
-        let file = self.world.unique_dir("apply")?.with_extension("yaml");
-        std::fs::write(&file, self.localise(yaml))?;
-        let applied = self
-            .dray
-            .cli(["apply", "-f", file.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", text(&applied));
-        }
-        Ok(())
-    }
-
-    /// Pushes `demo/app:<tag>` and mints its Freight; returns the Freight's id and alias.
-    async fn release(&self, tag: &str) -> Result<(String, String)> {
-        oci::push_image(&self.registry, "demo/app", tag).await?;
-        tokio::task::block_in_place(|| {
-            let refreshed =
-                self.dray
-                    .cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
-            if !refreshed.status.success() {
-                bail!("refresh failed: {}", text(&refreshed));
-            }
-            let freight: Vec<Value> = serde_json::from_slice(
-                &self
-                    .dray
-                    .cli(["get", "freight", "-p", "demo", "-o", "json"])?
-                    .stdout,
-            )?;
-            let minted = freight
-                .iter()
-                .find(|f| f["images"][0]["tag"] == tag)
-                .with_context(|| format!("no Freight for {tag}: {freight:#?}"))?;
-            Ok((
-                minted["metadata"]["name"]
-                    .as_str()
-                    .context("id")?
-                    .to_owned(),
-                minted["alias"].as_str().context("alias")?.to_owned(),
-            ))
-        })
+        let pipeline = Pipeline::start()?;
+        pipeline.apply_base()?;
+        Ok(Gates(pipeline))
     }
 
     fn promote(&self, stage: &str, alias: &str, wait: bool) -> Result<Output> {
@@ -155,24 +78,11 @@ impl Gates {
         if !requested.status.success() {
             bail!("promote failed: {}", text(&requested));
         }
-        String::from_utf8_lossy(&requested.stdout)
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("promotion ")
-                    .and_then(|r| r.strip_suffix(" requested"))
-                    .map(str::to_owned)
-            })
-            .with_context(|| format!("no promotion name in {}", text(&requested)))
-    }
-
-    fn promotion(&self, name: &str) -> Result<Value> {
-        let output = self
-            .dray
-            .cli(["get", "promotion", name, "-p", "demo", "-o", "json"])?;
-        if !output.status.success() {
-            bail!("get promotion {name}: {}", text(&output));
+        let name = promotion_name(&requested);
+        if name.is_empty() {
+            bail!("no promotion name in {}", text(&requested));
         }
-        Ok(serde_json::from_slice(&output.stdout)?)
+        Ok(name)
     }
 
     /// Polls promotion `name` until `done` holds of it; fails after `within`, saying

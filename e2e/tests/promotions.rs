@@ -1,153 +1,24 @@
 //! Promotions end to end: real registry, real git over HTTP, real `kubectl kustomize`,
 //! `dray serve` running the quickstart's PromotionTask into `stage/<stage>` branches.
 
-use std::process::Output;
 
 use anyhow::{Context, Result, bail};
-use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use dray_e2e::pipeline::{Pipeline, alias, promotion_name, text};
+use dray_e2e::{GitRepo, oci};
 use serde_json::Value;
 
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-struct Quickstart {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
-    config: GitRepo,
-    config_url: String,
-    dray: Dray,
-}
-
-impl Quickstart {
-    /// The quickstart project against this world's registry and config repo, with the
-    /// Warehouse refreshed by hand only.
-    fn start() -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let q = Quickstart {
-            world,
-            registry,
-            _git: git,
-            config,
-            config_url,
-            dray,
-        };
-        q.apply_dir(&workspace_root().join("examples/quickstart/project"))?;
-        Ok(q)
-    }
-
-    fn localise(&self, yaml: &str) -> String {
-        yaml.replace("127.0.0.1:5000", &self.registry.host())
-            .replace("http://127.0.0.1:8080/config.git", &self.config_url)
-            .replace("interval: 5m", "interval: 1h")
-    }
-
-    fn apply_dir(&self, dir: &std::path::Path) -> Result<()> {
-        let target = self.world.unique_dir("project")?;
-        std::fs::create_dir_all(&target)?;
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.file_name().is_some_and(|n| n == "config.yaml") {
-                // The quickstart's auto-promotion and webhook policy; these tests bring their own.
-                continue;
-            }
-            let yaml = self.localise(&std::fs::read_to_string(&path)?);
-            std::fs::write(target.join(path.file_name().context("name")?), yaml)?;
-        }
-        self.apply_path(&target)
-    }
-
-    fn apply_text(&self, yaml: &str) -> Result<Output> {
-        let file = self.world.unique_dir("extra")?.with_extension("yaml");
-        std::fs::write(&file, self.localise(yaml))?;
-        self.dray
-            .cli(["apply", "-f", file.to_str().context("utf-8")?])
-    }
-
-    fn apply_path(&self, path: &std::path::Path) -> Result<()> {
-        let output = self
-            .dray
-            .cli(["apply", "-f", path.to_str().context("utf-8")?])?;
-        if !output.status.success() {
-            bail!("apply failed: {}", text(&output));
-        }
-        Ok(())
-    }
-
-    fn refresh(&self) -> Result<()> {
-        let output = self
-            .dray
-            .cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
-        if !output.status.success() {
-            bail!("refresh failed: {}", text(&output));
-        }
-        Ok(())
-    }
-
-    /// Freight, newest first.
-    fn freight(&self) -> Result<Vec<Value>> {
-        let output = self
-            .dray
-            .cli(["get", "freight", "-p", "demo", "-o", "json"])?;
-        Ok(serde_json::from_slice(&output.stdout)?)
-    }
-
-    fn promote(&self, stage: &str, alias: &str) -> Result<Output> {
-        self.dray.cli([
-            "promote",
-            "-p",
-            "demo",
-            "--stage",
-            stage,
-            "--alias",
-            alias,
-            "--wait",
-            "--timeout",
-            "2m",
-        ])
-    }
-
-    fn promotion(&self, name: &str) -> Result<Value> {
-        let output = self
-            .dray
-            .cli(["get", "promotion", name, "-p", "demo", "-o", "json"])?;
-        Ok(serde_json::from_slice(&output.stdout)?)
-    }
-}
-
-fn alias(freight: &Value) -> String {
-    freight["alias"].as_str().unwrap_or_default().to_owned()
-}
-
-fn promotion_name(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("promotion ")
-                .and_then(|r| r.strip_suffix(" requested"))
-                .map(str::to_owned)
-        })
-        .unwrap_or_default()
+/// The quickstart project against this world's registry and config repo, with the
+/// Warehouse refreshed by hand only.
+fn start() -> Result<Pipeline> {
+    let q = Pipeline::start()?;
+    q.apply_quickstart(str::to_owned)?;
+    Ok(q)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promote_writes_pinned_manifests_with_trailers_then_is_idempotent_and_rolls_back()
 -> Result<()> {
-    let q = tokio::task::block_in_place(Quickstart::start)?;
+    let q = tokio::task::block_in_place(start)?;
     let old_digest = oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| q.refresh())?;
     let new_digest = oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
@@ -239,7 +110,7 @@ async fn promote_writes_pinned_manifests_with_trailers_then_is_idempotent_and_ro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn audit_reads_the_branch_and_flags_hand_made_commits() -> Result<()> {
-    let q = tokio::task::block_in_place(Quickstart::start)?;
+    let q = tokio::task::block_in_place(start)?;
     oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         q.refresh()?;
@@ -292,17 +163,17 @@ async fn audit_reads_the_branch_and_flags_hand_made_commits() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_expressions_are_refused_at_apply_and_rendered_secrets_fail_the_commit() -> Result<()> {
-    let q = tokio::task::block_in_place(Quickstart::start)?;
+    let q = tokio::task::block_in_place(start)?;
     oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let broken = "apiVersion: dray.dev/v1alpha1\nkind: PromotionTask\nmetadata: {name: broken, namespace: demo}\nspec:\n  steps:\n    - uses: git-clone\n      config:\n        repoURL: ${{ vars.repoURL \n";
-        let refused = q.apply_text(broken)?;
+        let refused = q.try_apply(broken)?;
         assert!(!refused.status.success());
         let said = text(&refused);
         assert!(said.contains("spec.steps[0].config.repoURL"), "{said}");
         assert!(said.contains(":8:"), "the error names the line: {said}");
         let unknown = "apiVersion: dray.dev/v1alpha1\nkind: PromotionTask\nmetadata: {name: typo, namespace: demo}\nspec:\n  steps:\n    - uses: git-clon\n";
-        let said = text(&q.apply_text(unknown)?);
+        let said = text(&q.try_apply(unknown)?);
         assert!(said.contains("did you mean `git-clone`"), "{said}");
 
         // A config commit that renders a Secret with data.
@@ -355,13 +226,13 @@ fn many_stages() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
-    let q = tokio::task::block_in_place(Quickstart::start)?;
+    let q = tokio::task::block_in_place(start)?;
     oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| q.refresh())?;
     oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
     let names = tokio::task::block_in_place(|| -> Result<Vec<String>> {
         q.refresh()?;
-        let applied = q.apply_text(&many_stages())?;
+        let applied = q.try_apply(&many_stages())?;
         assert!(applied.status.success(), "{}", text(&applied));
         let freight = q.freight()?;
         let (first, second) = (alias(&freight[1]), alias(&freight[0]));
@@ -435,7 +306,7 @@ async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_mid_promotion_then_restart_finishes_with_one_commit() -> Result<()> {
-    let mut q = tokio::task::block_in_place(Quickstart::start)?;
+    let mut q = tokio::task::block_in_place(start)?;
     oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| q.refresh())?;
     oci::push_image(&q.registry, "demo/app", "1.1.0").await?;

@@ -6,39 +6,29 @@
 //! result, `failed (2) > failureLimit (1)`, a failed re-verification revoking `verifiedIn`,
 //! and a queued promotion that waits for the verification of the Freight before it.
 
-use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use dray_e2e::argocd::{AppSpec, ArgoCd};
+use dray_e2e::pipeline::{self, Pipeline, text};
 use dray_e2e::prometheus::{Answer, Prometheus};
-use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
 use serde_json::Value;
 
 const ARGOCD_TOKEN: &str = "argocd-e2e-token";
 const QUERY: &str = r#"sum(rate(http_requests_total{service="shop-dev",code!~"5.."}[1m])) / sum(rate(http_requests_total{service="shop-dev"}[1m]))"#;
 
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-struct Pipeline {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
+/// The quickstart's services, an Argo CD double with `shop-dev` on `stage/dev`, and a
+/// Prometheus double answering the success-rate query with 0.99.
+struct Deploy {
+    p: Pipeline,
     argocd: ArgoCd,
     prometheus: Prometheus,
-    dray: Dray,
 }
 
 /// The project: the quickstart's Warehouse and render task; `dev` renders, pushes, syncs
 /// `shop-dev` through Argo CD and is verified by a success-rate analysis; `staging` takes
 /// Freight verified in `dev`.
-fn project(p: &Pipeline, config_url: &str, queue_policy: &str) -> String {
+fn project(d: &Deploy, queue_policy: &str) -> String {
     format!(
         r#"apiVersion: dray.dev/v1alpha1
 kind: Credential
@@ -113,124 +103,46 @@ spec:
             - {{name: repoURL, value: "{config_url}"}}
             - {{name: imageRepo, value: "{registry}/demo/app"}}
 "#,
-        api = p.argocd.base_url(),
-        prom = p.prometheus.url(),
-        registry = p.registry.host(),
+        api = d.argocd.base_url(),
+        prom = d.prometheus.url(),
+        registry = d.p.registry.host(),
+        config_url = d.p.config_url,
     )
 }
 
-impl Pipeline {
+impl Deploy {
     fn start(queue_policy: &str) -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let argocd = ArgoCd::start(&world, ARGOCD_TOKEN, "ops")?;
+        let p = Pipeline::start()?;
+        let argocd = ArgoCd::start(&p.world, ARGOCD_TOKEN, "ops")?;
         argocd.add_app(&AppSpec::new(
             "shop-dev",
-            &config_url,
+            &p.config_url,
             "stage/dev",
             Some("demo:dev"),
         ));
-        let prometheus = Prometheus::start(&world)?;
+        let prometheus = Prometheus::start(&p.world)?;
         prometheus.set(QUERY, Answer::Value(0.99));
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let p = Pipeline {
-            world,
-            registry,
-            _git: git,
+        let d = Deploy {
+            p,
             argocd,
             prometheus,
-            dray,
         };
-        let dir = p.world.unique_dir("project")?;
-        std::fs::create_dir_all(&dir)?;
-        let quickstart = workspace_root().join("examples/quickstart/project");
-        for file in ["project.yaml", "warehouse.yaml", "task.yaml"] {
-            let yaml = std::fs::read_to_string(quickstart.join(file))?
-                .replace("127.0.0.1:5000", &p.registry.host())
-                .replace("http://127.0.0.1:8080/config.git", &config_url)
-                .replace("interval: 5m", "interval: 1h");
-            std::fs::write(dir.join(file), yaml)?;
-        }
-        std::fs::write(
-            dir.join("zz-verify.yaml"),
-            project(&p, &config_url, queue_policy),
-        )?;
-        let applied = p
-            .dray
-            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", text(&applied));
-        }
-        Ok(p)
+        d.p.apply_base()?;
+        d.p.apply(&project(&d, queue_policy))?;
+        Ok(d)
     }
 
-    fn cli(&self, args: &[&str]) -> Result<Output> {
-        let mut all = vec!["-p", "demo"];
-        all.extend_from_slice(args);
-        self.dray.cli(all)
-    }
-
-    fn json(&self, args: &[&str]) -> Result<Value> {
-        let output = self.cli(args)?;
-        if !output.status.success() {
-            bail!("dray {args:?} failed: {}", text(&output));
-        }
-        Ok(serde_json::from_slice(&output.stdout)?)
-    }
-
-    fn refresh(&self) -> Result<()> {
-        let output = self.cli(&["refresh", "warehouse", "app", "--wait"])?;
-        if !output.status.success() {
-            bail!("refresh failed: {}", text(&output));
-        }
-        Ok(())
-    }
-
+    /// The newest Freight's id and alias.
     fn newest_freight(&self) -> Result<(String, String)> {
-        let freight = self.json(&["get", "freight", "-o", "json"])?;
-        let newest = freight.get(0).context("no freight")?;
-        Ok((
-            newest["metadata"]["name"]
-                .as_str()
-                .or(newest["name"].as_str())
-                .context("name")?
-                .to_owned(),
-            newest["alias"].as_str().context("alias")?.to_owned(),
-        ))
-    }
-
-    fn freight(&self, name: &str) -> Result<Value> {
-        self.json(&["get", "freight", name, "-o", "json"])
-    }
-
-    fn promote(&self, stage: &str, alias: &str) -> Result<Output> {
-        self.cli(&[
-            "promote",
-            "--stage",
-            stage,
-            "--alias",
-            alias,
-            "--wait",
-            "--timeout",
-            "2m",
-        ])
-    }
-
-    fn stage(&self, name: &str) -> Result<Value> {
-        self.json(&["get", "stage", name, "-o", "json"])
+        let freight = self.p.freight()?;
+        let newest = freight.first().context("no freight")?;
+        Ok((pipeline::id(newest), pipeline::alias(newest)))
     }
 
     /// Waits (bounded) until the verification of `freight` in `dev` has ended; returns it.
     fn verification_of(&self, freight: &str) -> Result<Value> {
         for _ in 0..600 {
-            let stage = self.stage("dev")?;
+            let stage = self.p.stage("dev")?;
             let run = &stage["status"]["verification"];
             if run["freight"] == freight
                 && !matches!(run["phase"].as_str(), Some("Pending" | "Running") | None)
@@ -241,33 +153,32 @@ impl Pipeline {
         }
         bail!(
             "the verification of `{freight}` in dev did not end within 60s: {:#}",
-            self.stage("dev")?["status"]
+            self.p.stage("dev")?["status"]
         )
     }
 }
 
-async fn pipeline(queue_policy: &str, tags: &[&str]) -> Result<Pipeline> {
-    let p = tokio::task::block_in_place(|| Pipeline::start(queue_policy))?;
+async fn pipeline(queue_policy: &str, tags: &[&str]) -> Result<Deploy> {
+    let d = tokio::task::block_in_place(|| Deploy::start(queue_policy))?;
     for tag in tags {
-        oci::push_image(&p.registry, "demo/app", tag).await?;
-        tokio::task::block_in_place(|| p.refresh())?;
+        d.p.release(tag).await?;
     }
-    Ok(p)
+    Ok(d)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_and_successful_analysis_verifies_freight_and_makes_it_available_downstream()
 -> Result<()> {
-    let p = pipeline("Supersede", &["1.0.0"]).await?;
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
-        let (freight, alias) = p.newest_freight()?;
-        let promoted = p.promote("dev", &alias)?;
+        let (freight, alias) = d.newest_freight()?;
+        let promoted = d.p.promote("dev", &alias)?;
         assert!(promoted.status.success(), "{}", text(&promoted));
-        let run = p.verification_of(&freight)?;
+        let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Successful", "{run:#}");
         assert_eq!(run["metrics"][0]["successful"], 2, "{run:#}");
         assert!(run["analysisStartTime"].is_string(), "{run:#}");
-        let status = p.stage("dev")?["status"].clone();
+        let status = d.p.stage("dev")?["status"].clone();
         assert_eq!(status["health"]["status"], "Healthy", "{status:#}");
         assert_eq!(status["verificationHistory"][0]["id"], run["id"]);
         // Health counted only at the commit the promotion pushed.
@@ -277,10 +188,10 @@ async fn healthy_and_successful_analysis_verifies_freight_and_makes_it_available
             "{status:#}"
         );
         assert!(
-            p.freight(&freight)?["status"]["verifiedIn"]["dev"]["verifiedAt"].is_string(),
+            d.p.freight_named(&freight)?["status"]["verifiedIn"]["dev"]["verifiedAt"].is_string(),
             "not verified in dev"
         );
-        let downstream = p.promote("staging", &alias)?;
+        let downstream = d.p.promote("staging", &alias)?;
         assert!(downstream.status.success(), "{}", text(&downstream));
         Ok(())
     })
@@ -289,29 +200,30 @@ async fn healthy_and_successful_analysis_verifies_freight_and_makes_it_available
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failures_beyond_the_limit_fail_and_a_failed_reverification_revokes_verified_in()
 -> Result<()> {
-    let p = pipeline("Supersede", &["1.0.0"]).await?;
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
-        let (freight, alias) = p.newest_freight()?;
-        assert!(p.promote("dev", &alias)?.status.success());
-        assert_eq!(p.verification_of(&freight)?["phase"], "Successful");
-        assert!(p.freight(&freight)?["status"]["verifiedIn"]["dev"].is_object());
+        let (freight, alias) = d.newest_freight()?;
+        assert!(d.p.promote("dev", &alias)?.status.success());
+        assert_eq!(d.verification_of(&freight)?["phase"], "Successful");
+        assert!(d.p.freight_named(&freight)?["status"]["verifiedIn"]["dev"].is_object());
 
-        p.prometheus.set(QUERY, Answer::Value(0.42));
-        let reverified = p.cli(&["verify", "stage", "dev", "--wait", "--timeout", "1m"])?;
+        d.prometheus.set(QUERY, Answer::Value(0.42));
+        let reverified =
+            d.p.cli(&["verify", "stage", "dev", "--wait", "--timeout", "1m"])?;
         let said = text(&reverified);
         assert!(!reverified.status.success(), "{said}");
         assert!(said.contains("Failed"), "{said}");
-        let run = p.verification_of(&freight)?;
+        let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Failed", "{run:#}");
         let message = run["metrics"][0]["message"].as_str().unwrap_or_default();
         assert!(message.contains("failed (2) > failureLimit (1)"), "{run:#}");
         assert_eq!(run["actor"], "admin", "{run:#}");
-        let verified_in = &p.freight(&freight)?["status"]["verifiedIn"];
+        let verified_in = &d.p.freight_named(&freight)?["status"]["verifiedIn"];
         assert!(
             verified_in.get("dev").is_none(),
             "still verified: {verified_in:#}"
         );
-        let refused = p.promote("staging", &alias)?;
+        let refused = d.p.promote("staging", &alias)?;
         assert!(!refused.status.success());
         assert!(
             text(&refused).contains("not verified in `dev`"),
@@ -324,12 +236,12 @@ async fn failures_beyond_the_limit_fail_and_a_failed_reverification_revokes_veri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
-    let p = pipeline("Supersede", &["1.0.0"]).await?;
-    p.prometheus.set(QUERY, Answer::Empty);
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
+    d.prometheus.set(QUERY, Answer::Empty);
     tokio::task::block_in_place(|| -> Result<()> {
-        let (freight, alias) = p.newest_freight()?;
-        assert!(p.promote("dev", &alias)?.status.success());
-        let run = p.verification_of(&freight)?;
+        let (freight, alias) = d.newest_freight()?;
+        assert!(d.p.promote("dev", &alias)?.status.success());
+        let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Inconclusive", "{run:#}");
         let metric = &run["metrics"][0];
         assert!(
@@ -347,7 +259,7 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
             "{run:#}"
         );
         assert!(
-            p.freight(&freight)?["status"]["verifiedIn"]
+            d.p.freight_named(&freight)?["status"]["verifiedIn"]
                 .get("dev")
                 .is_none()
         );
@@ -358,32 +270,32 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unverified() -> Result<()>
 {
-    let p = pipeline("Supersede", &["1.0.0"]).await?;
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
     let why = "Deployment shop has 0 of 2 replicas available: CrashLoopBackOff";
-    p.argocd.degrade_after_sync("shop-dev", why);
+    d.argocd.degrade_after_sync("shop-dev", why);
     tokio::task::block_in_place(|| -> Result<()> {
-        let (freight, alias) = p.newest_freight()?;
+        let (freight, alias) = d.newest_freight()?;
         // Written to git and synced: the promotion succeeded; the health is the Stage's.
-        let promoted = p.promote("dev", &alias)?;
+        let promoted = d.p.promote("dev", &alias)?;
         assert!(promoted.status.success(), "{}", text(&promoted));
-        let run = p.verification_of(&freight)?;
+        let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Error", "{run:#}");
         let message = run["message"].as_str().unwrap_or_default();
         assert!(message.contains("did not become healthy"), "{message}");
         assert!(message.contains(why), "{message}");
-        let health = &p.stage("dev")?["status"]["health"];
+        let health = &d.p.stage("dev")?["status"]["health"];
         assert_eq!(health["status"], "Unhealthy", "{health:#}");
         assert!(
             health["message"].as_str().unwrap_or_default().contains(why),
             "{health:#}"
         );
         assert!(
-            p.freight(&freight)?["status"]["verifiedIn"]
+            d.p.freight_named(&freight)?["status"]["verifiedIn"]
                 .get("dev")
                 .is_none()
         );
         assert_eq!(
-            p.prometheus.queries(QUERY),
+            d.prometheus.queries(QUERY),
             0,
             "analysis ran on an unhealthy Stage"
         );
@@ -393,28 +305,20 @@ async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unveri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_queued_promotion_waits_for_the_verification_of_the_freight_before_it() -> Result<()> {
-    let p = pipeline("Queue", &["1.0.0", "1.1.0"]).await?;
+    let d = pipeline("Queue", &["1.0.0", "1.1.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
-        let freight = p.json(&["get", "freight", "-o", "json"])?;
-        let name = |f: &Value| -> Result<(String, String)> {
-            Ok((
-                f["metadata"]["name"]
-                    .as_str()
-                    .or(f["name"].as_str())
-                    .context("name")?
-                    .to_owned(),
-                f["alias"].as_str().context("alias")?.to_owned(),
-            ))
-        };
-        let (newer, newer_alias) = name(&freight[0])?;
-        let (older, older_alias) = name(&freight[1])?;
-        let first = p.cli(&["promote", "--stage", "dev", "--alias", &older_alias])?;
+        let freight = d.p.freight()?;
+        let (newer, newer_alias) = (pipeline::id(&freight[0]), pipeline::alias(&freight[0]));
+        let (older, older_alias) = (pipeline::id(&freight[1]), pipeline::alias(&freight[1]));
+        let first =
+            d.p.cli(&["promote", "--stage", "dev", "--alias", &older_alias])?;
         assert!(first.status.success(), "{}", text(&first));
-        let second = p.cli(&["promote", "--stage", "dev", "--alias", &newer_alias])?;
+        let second =
+            d.p.cli(&["promote", "--stage", "dev", "--alias", &newer_alias])?;
         assert!(second.status.success(), "{}", text(&second));
-        let last = p.verification_of(&newer)?;
+        let last = d.verification_of(&newer)?;
         assert_eq!(last["phase"], "Successful", "{last:#}");
-        let history = p.stage("dev")?["status"]["verificationHistory"].clone();
+        let history = d.p.stage("dev")?["status"]["verificationHistory"].clone();
         let earlier = history
             .as_array()
             .into_iter()
@@ -423,7 +327,7 @@ async fn a_queued_promotion_waits_for_the_verification_of_the_freight_before_it(
             .with_context(|| format!("no verification of the older Freight: {history:#}"))?;
         assert_eq!(earlier["phase"], "Successful", "{history:#}");
         // The newer promotion started only after the older Freight's verification ended.
-        let promotions = p.json(&["get", "promotions", "-o", "json"])?;
+        let promotions = d.p.json(&["get", "promotions", "-o", "json"])?;
         let newer_promotion = promotions
             .as_array()
             .into_iter()
@@ -449,8 +353,8 @@ async fn a_queued_promotion_waits_for_the_verification_of_the_freight_before_it(
 async fn a_closed_sync_window_is_written_to_git_waiting_for_sync_until_it_opens() -> Result<()> {
     use dray_e2e::argocd::SyncWindow;
 
-    let p = pipeline("Supersede", &["1.0.0"]).await?;
-    p.argocd.deny_sync_window(
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
+    d.argocd.deny_sync_window(
         "shop-dev",
         Some(SyncWindow {
             kind: "deny".into(),
@@ -460,11 +364,11 @@ async fn a_closed_sync_window_is_written_to_git_waiting_for_sync_until_it_opens(
         }),
     );
     tokio::task::block_in_place(|| -> Result<()> {
-        let (freight, alias) = p.newest_freight()?;
-        let requested = p.cli(&["promote", "--stage", "dev", "--alias", &alias])?;
+        let (freight, alias) = d.newest_freight()?;
+        let requested = d.p.cli(&["promote", "--stage", "dev", "--alias", &alias])?;
         assert!(requested.status.success(), "{}", text(&requested));
         let promotion_of = || -> Result<Value> {
-            let promotions = p.json(&["get", "promotions", "-o", "json"])?;
+            let promotions = d.p.json(&["get", "promotions", "-o", "json"])?;
             promotions
                 .as_array()
                 .into_iter()
@@ -498,9 +402,9 @@ async fn a_closed_sync_window_is_written_to_git_waiting_for_sync_until_it_opens(
         );
         let written = &waiting["status"]["writtenToGit"];
         assert_eq!(written["name"], "stage/dev", "{waiting:#}");
-        assert_eq!(p.argocd.syncs_started("shop-dev"), 0);
+        assert_eq!(d.argocd.syncs_started("shop-dev"), 0);
 
-        p.argocd.deny_sync_window("shop-dev", None);
+        d.argocd.deny_sync_window("shop-dev", None);
         let mut done = Value::Null;
         for _ in 0..600 {
             done = promotion_of()?;
@@ -510,9 +414,9 @@ async fn a_closed_sync_window_is_written_to_git_waiting_for_sync_until_it_opens(
             std::thread::sleep(Duration::from_millis(100));
         }
         assert_eq!(done["status"]["phase"], "Succeeded", "{done:#}");
-        assert_eq!(p.argocd.syncs_started("shop-dev"), 1);
+        assert_eq!(d.argocd.syncs_started("shop-dev"), 1);
         assert_eq!(
-            p.stage("dev")?["status"]["branch"]["commit"],
+            d.p.stage("dev")?["status"]["branch"]["commit"],
             written["commit"],
             "the commit that waited is the one deployed"
         );
