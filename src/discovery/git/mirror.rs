@@ -153,7 +153,8 @@ impl MirrorCache {
         let listing = blocking(url, move || {
             list_remote_blocking(&mirror, &task_url, creds.as_ref())
         });
-        // Nothing waits forever: gix's HTTP client has a connect timeout but no read timeout.
+        // Nothing waits forever: gix's reqwest transport connects within 20s and each read
+        // of the answer within reqwest's 30s; the listing as a whole is bounded here too.
         tokio::time::timeout(LS_REMOTE_TIMEOUT, listing)
             .await
             .unwrap_or_else(|_| {
