@@ -3,13 +3,19 @@
 //! the pipeline, open a Freight and read why `prod` may not take it, promote it to
 //! `staging` from the UI, watch the Promotion succeed, find the new commit on
 //! `stage/staging` in git and on the Stage page; then a viewer finds Promote disabled
-//! with the reason. Screenshots land in `target/e2e-artifacts/`.
+//! with the reason. Then, in a world of its own with the Argo CD and Prometheus doubles,
+//! deploy and verify seen from the browser: a promotion written to git and waiting for a
+//! sync window, the dev node verifying to Successful and Healthy live, a re-verification
+//! that fails and takes the Freight's way to staging away, and the Stage page's health and
+//! verification history. Screenshots land in `target/e2e-artifacts/`.
 
 use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use dray_e2e::argocd::{AppSpec, ArgoCd};
 use dray_e2e::browser::Browser;
+use dray_e2e::prometheus::Prometheus;
 use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
 use fantoccini::Locator;
 use serde_json::Value;
@@ -291,5 +297,389 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
         )
         .await?;
     browser.screenshot("project-page-viewer").await?;
+    Ok(())
+}
+
+const ARGOCD_TOKEN: &str = "argocd-ui-token";
+const QUERY: &str = r#"sum(rate(http_requests_total{service="shop-dev",code!~"5.."}[1m])) / sum(rate(http_requests_total{service="shop-dev"}[1m]))"#;
+
+/// The quickstart's Warehouse and render task; `dev` renders, pushes, syncs `shop-dev`
+/// through the Argo CD double and is verified by a success-rate analysis against the
+/// Prometheus double (as in `verification.rs`); `staging` takes Freight verified in `dev`.
+struct VerifyPipeline {
+    world: TestWorld,
+    registry: Registry,
+    _git: GitServer,
+    argocd: ArgoCd,
+    prometheus: Prometheus,
+    dray: Dray,
+}
+
+fn verify_project(p: &VerifyPipeline, config_url: &str) -> String {
+    format!(
+        r#"apiVersion: dray.dev/v1alpha1
+kind: Credential
+metadata: {{name: argocd, namespace: demo}}
+spec: {{type: argocd, repoURL: "{api}", token: {ARGOCD_TOKEN}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {{name: success-rate, namespace: demo}}
+spec:
+  args:
+    - name: service
+  metrics:
+    - name: success-rate
+      interval: 300ms
+      count: 2
+      successCondition: result[0] >= 0.95
+      failureLimit: 1
+      provider:
+        prometheus:
+          address: "{prom}"
+          query: 'sum(rate(http_requests_total{{service="{{{{args.service}}}}",code!~"5.."}}[1m])) / sum(rate(http_requests_total{{service="{{{{args.service}}}}"}}[1m]))'
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: dev, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{direct: true}}
+  health:
+    stabilizationWindow: 1s
+    timeout: 30s
+  verification:
+    analysisTemplates: [{{name: success-rate}}]
+    args:
+      - name: service
+        value: shop-${{{{ ctx.stage }}}}
+  promotionTemplate:
+    spec:
+      steps:
+        - task: {{name: render-to-stage-branch}}
+          as: render
+          vars:
+            - {{name: repoURL, value: "{config_url}"}}
+            - {{name: imageRepo, value: "{registry}/demo/app"}}
+        - uses: argocd-update
+          as: deploy
+          retry: {{timeout: 2m}}
+          config:
+            apiServer: "{api}"
+            pollInterval: 200ms
+            apps:
+              - name: shop-dev
+                sources:
+                  - repoURL: "{config_url}"
+                    desiredRevision: ${{{{ outputs["render::push"].commit }}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: staging, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{stages: [dev]}}
+  promotionTemplate:
+    spec:
+      steps:
+        - task: {{name: render-to-stage-branch}}
+          vars:
+            - {{name: repoURL, value: "{config_url}"}}
+            - {{name: imageRepo, value: "{registry}/demo/app"}}
+"#,
+        api = p.argocd.base_url(),
+        prom = p.prometheus.url(),
+        registry = p.registry.host(),
+    )
+}
+
+impl VerifyPipeline {
+    fn start() -> Result<Self> {
+        let world = TestWorld::new()?;
+        let registry = Registry::start(&world, Default::default())?;
+        let git = GitServer::start(&world, Default::default())?;
+        let config_url = git.create_repo("config")?;
+        GitRepo::seed(
+            &world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )?;
+        let argocd = ArgoCd::start(&world, ARGOCD_TOKEN, "ops")?;
+        argocd.add_app(&AppSpec::new(
+            "shop-dev",
+            &config_url,
+            "stage/dev",
+            Some("demo:dev"),
+        ));
+        let prometheus = Prometheus::start(&world)?;
+        prometheus.set_value(QUERY, 0.99);
+        let dray = Dray::start(&world, DrayOptions::default())?;
+        let p = VerifyPipeline {
+            world,
+            registry,
+            _git: git,
+            argocd,
+            prometheus,
+            dray,
+        };
+        let dir = p.world.unique_dir("project")?;
+        std::fs::create_dir_all(&dir)?;
+        let quickstart = workspace_root().join("examples/quickstart/project");
+        for file in ["project.yaml", "warehouse.yaml", "task.yaml"] {
+            let yaml = std::fs::read_to_string(quickstart.join(file))?
+                .replace("127.0.0.1:5000", &p.registry.host())
+                .replace("http://127.0.0.1:8080/config.git", &config_url)
+                .replace("interval: 5m", "interval: 1h");
+            std::fs::write(dir.join(file), yaml)?;
+        }
+        std::fs::write(dir.join("zz-verify.yaml"), verify_project(&p, &config_url))?;
+        let applied = p
+            .dray
+            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
+        if !applied.status.success() {
+            bail!("apply failed: {}", text(&applied));
+        }
+        Ok(p)
+    }
+
+    fn cli(&self, args: &[&str]) -> Result<Output> {
+        let mut all = vec!["-p", "demo"];
+        all.extend_from_slice(args);
+        self.dray.cli(all)
+    }
+
+    /// The newest Freight: (id, alias).
+    fn newest_freight(&self) -> Result<(String, String)> {
+        let output = self.cli(&["get", "freight", "-o", "json"])?;
+        if !output.status.success() {
+            bail!("get freight failed: {}", text(&output));
+        }
+        let freight: Vec<Value> = serde_json::from_slice(&output.stdout)?;
+        let newest = freight.first().context("no freight")?;
+        Ok((
+            newest["metadata"]["name"]
+                .as_str()
+                .context("id")?
+                .to_owned(),
+            newest["alias"].as_str().context("alias")?.to_owned(),
+        ))
+    }
+}
+
+/// Clicks the node's `action` button, then Confirm once the dialog allows it.
+async fn act(browser: &Browser, action: &str, stage: &str, says: &str) -> Result<()> {
+    browser
+        .wait_for(
+            &format!("button[data-action=\"{action}\"][data-stage=\"{stage}\"]:not([disabled])"),
+            "the action's button, enabled",
+        )
+        .await?
+        .click()
+        .await?;
+    browser.wait_for_text("#confirm", says).await?;
+    browser
+        .wait_for("#confirm-go:not([disabled])", "the Confirm button, enabled")
+        .await?
+        .click()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_and_verify_show_live_and_a_failed_reverification_blocks_staging() -> Result<()> {
+    use dray_e2e::argocd::SyncWindow;
+
+    if !Browser::is_available() {
+        bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
+    }
+    let p = tokio::task::block_in_place(VerifyPipeline::start)?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    let (id, alias) = tokio::task::block_in_place(|| -> Result<(String, String)> {
+        let refreshed = p.cli(&["refresh", "warehouse", "app", "--wait"])?;
+        if !refreshed.status.success() {
+            bail!("refresh failed: {}", text(&refreshed));
+        }
+        p.newest_freight()
+    })?;
+    // A deny window holds the sync, so "written to git, waiting for sync" lasts until the
+    // test opens it.
+    p.argocd.deny_sync_window(
+        "shop-dev",
+        Some(SyncWindow {
+            kind: "deny".into(),
+            schedule: "0 22 * * *".into(),
+            duration: "8h".into(),
+            manual_sync: false,
+        }),
+    );
+    let base = p.dray.url();
+    let mut browser = Browser::start().await?;
+    log_in(&browser, &base, p.dray.token()).await?;
+    browser
+        .wait_for(
+            &format!("#availability[data-freight=\"{id}\"]"),
+            "the newest Freight, selected",
+        )
+        .await?;
+    // Everything after this happens without a reload: the marker would be gone.
+    browser
+        .client()
+        .execute("window.drayNoReload = true; return true;", vec![])
+        .await?;
+
+    // Promote to dev from the UI: written to git, waiting for the sync — not a failure.
+    act(&browser, "promote", "dev", "available to dev").await?;
+    browser.set_wait_timeout(Duration::from_secs(60));
+    let written = browser
+        .wait_for_text(
+            "[data-stage=\"dev\"] .written-to-git",
+            "written to git, waiting for sync",
+        )
+        .await?;
+    assert!(
+        written.text().await?.contains("stage/dev"),
+        "the written-to-git line names the branch"
+    );
+    let failed_on_node = browser
+        .client()
+        .find_all(Locator::Css(
+            "[data-stage=\"dev\"] .failed, [data-stage=\"dev\"] .errored",
+        ))
+        .await?;
+    assert!(
+        failed_on_node.is_empty(),
+        "waiting for sync is shown as a failure"
+    );
+    browser.screenshot("written-to-git").await?;
+
+    // The window opens: synced, Healthy, verified — seen live.
+    p.argocd.deny_sync_window("shop-dev", None);
+    browser
+        .wait_for(
+            "#promotion[data-phase=\"Succeeded\"]",
+            "the Promotion to succeed",
+        )
+        .await?;
+    browser
+        .wait_for(
+            "[data-stage=\"dev\"] .verification[data-phase=\"Successful\"]",
+            "dev's verification to succeed",
+        )
+        .await?;
+    browser
+        .wait_for(
+            "[data-stage=\"dev\"] .health[data-health=\"Healthy\"]",
+            "dev Healthy",
+        )
+        .await?;
+    browser
+        .wait_for_text("[data-stage=\"dev\"] .current", &alias)
+        .await?;
+    browser
+        .wait_for_text("#availability [data-stage=\"staging\"]", "available")
+        .await?;
+    assert!(
+        browser
+            .client()
+            .find_all(Locator::Css("[data-stage=\"dev\"] .written-to-git"))
+            .await?
+            .is_empty(),
+        "still shown as waiting for sync after the promotion succeeded"
+    );
+    browser.screenshot("verification-successful").await?;
+
+    // Prometheus answers badly; Verify again from the UI: Failed, and staging may not
+    // take the Freight any more.
+    p.prometheus.set_value(QUERY, 0.42);
+    act(&browser, "verify", "dev", "Verify dev again").await?;
+    browser
+        .wait_for_text(
+            "[data-stage=\"dev\"] .verification[data-phase=\"Failed\"]",
+            "failed (2) > failureLimit (1)",
+        )
+        .await?;
+    browser
+        .wait_for_text(
+            "#availability [data-stage=\"staging\"]",
+            "not verified in `dev`",
+        )
+        .await?;
+    browser
+        .wait_for(
+            "[data-stage=\"dev\"] .health[data-health=\"Healthy\"]",
+            "dev still Healthy",
+        )
+        .await?;
+    let no_reload = browser
+        .client()
+        .execute("return window.drayNoReload === true;", vec![])
+        .await?;
+    assert_eq!(no_reload, Value::Bool(true), "the page was reloaded");
+    // Boxes are as tall as their content: none scrolls, none overlaps another, and the
+    // drawing ends just below its lowest box.
+    let drawn = browser
+        .client()
+        .execute(
+            r#"const graph = document.querySelector(".graph").getBoundingClientRect();
+               const nodes = Array.from(document.querySelectorAll(".graph .node"));
+               const name = (n) => n.dataset.stage || n.dataset.warehouse;
+               const rects = nodes.map((n) => [name(n), n.getBoundingClientRect()]);
+               const overlaps = [];
+               for (let i = 0; i < rects.length; i++) for (let j = i + 1; j < rects.length; j++) {
+                 const [a, r] = rects[i], [b, s] = rects[j];
+                 if (r.left < s.right && s.left < r.right && r.top < s.bottom && s.top < r.bottom) overlaps.push(a + "/" + b);
+               }
+               return {
+                 scrolling: nodes.filter((n) => n.scrollHeight > n.clientHeight + 1).map(name),
+                 overlaps: overlaps,
+                 warehouse: document.querySelector("[data-warehouse]").getBoundingClientRect().height,
+                 below: graph.bottom - Math.max(...rects.map(([, r]) => r.bottom)),
+               };"#,
+            vec![],
+        )
+        .await?;
+    assert_eq!(drawn["scrolling"], serde_json::json!([]), "{drawn}");
+    assert_eq!(drawn["overlaps"], serde_json::json!([]), "{drawn}");
+    let warehouse = drawn["warehouse"].as_f64().context("warehouse height")?;
+    assert!(warehouse < 80.0, "a three-line Warehouse box: {drawn}");
+    let below = drawn["below"].as_f64().context("space below")?;
+    assert!(
+        (0.0..=40.0).contains(&below),
+        "space under the lowest box: {drawn}"
+    );
+    browser.screenshot("verification-failed").await?;
+
+    // The Stage page: the Application's health, both runs with alias, actor and counts.
+    browser
+        .goto(&format!("{base}/projects/demo/stages/dev"))
+        .await?;
+    browser
+        .wait_for_text(
+            "#health[data-health=\"Healthy\"] [data-application=\"shop-dev\"]",
+            "Healthy",
+        )
+        .await?;
+    let failed = browser
+        .wait_for_text(
+            "#verifications tr[data-phase=\"Failed\"]",
+            "failed (2) > failureLimit (1)",
+        )
+        .await?
+        .text()
+        .await?;
+    assert!(failed.contains(&alias), "{failed}");
+    assert!(failed.contains("admin"), "{failed}");
+    assert!(failed.contains("0/2/0/0"), "{failed}");
+    assert!(failed.contains("0.42"), "the measured value: {failed}");
+    let successful = browser
+        .wait_for_text("#verifications tr[data-phase=\"Successful\"]", &alias)
+        .await?
+        .text()
+        .await?;
+    assert!(successful.contains("2/0/0/0"), "{successful}");
+    browser.wait_for_text("#promotions", &alias).await?;
+    browser.screenshot("stage-page-verification").await?;
     Ok(())
 }

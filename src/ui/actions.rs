@@ -25,7 +25,7 @@ use super::{UiError, Viewer, layout};
 /// The query of the confirmation route.
 #[derive(Deserialize, Debug, Default)]
 pub(crate) struct ConfirmQuery {
-    /// `promote`, `approve`, `abort`, `verify` or `lift-hold`.
+    /// `promote`, `approve`, `abort`, `verify`, `abort-verification` or `lift-hold`.
     #[serde(default)]
     action: String,
     /// The Freight (id) to promote or approve.
@@ -168,6 +168,32 @@ pub(crate) async fn confirm(
             json!({"abort": false}),
             perms.refusal(Verb::Verify, "stages", Some(&stage_name)),
         ),
+        "abort-verification" => {
+            let running = status
+                .verification
+                .as_ref()
+                .filter(|v| !v.phase.is_terminal())
+                .ok_or_else(|| {
+                    UiError(
+                        ApiError::conflict(format!(
+                            "Stage `{stage_name}` has no verification waiting or running to stop"
+                        ))
+                        .with_hint("reload the page: the verification may have ended"),
+                    )
+                })?;
+            (
+                format!("Stop the verification of {stage_name}"),
+                html! {
+                    p { "Stops the verification of "
+                        strong { (status.current_freight.as_ref().filter(|c| c.name == running.freight && !c.alias.is_empty()).map_or(&running.freight, |c| &c.alias)) }
+                        " (" (format!("{:?}", running.phase)) ": " (running.message) "). It ends "
+                        strong { "Aborted" } "; whether the Freight counts as verified here does not change." }
+                },
+                format!("{base}/verify"),
+                json!({"abort": true}),
+                perms.refusal(Verb::Verify, "stages", Some(&stage_name)),
+            )
+        }
         "lift-hold" => (
             format!("Lift the hold on {stage_name}"),
             html! {
@@ -182,7 +208,7 @@ pub(crate) async fn confirm(
         ),
         other => {
             return Err(UiError(ApiError::bad_request(format!(
-                "unknown action `{other}`; use promote, approve, abort, verify or lift-hold"
+                "unknown action `{other}`; use promote, approve, abort, verify, abort-verification or lift-hold"
             ))));
         }
     };
@@ -314,7 +340,8 @@ pub(crate) async fn promotion_fragment(
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
     let promotion = load_promotion(&state, &viewer, &project, &name).await?;
-    Ok(promotion_view(&project, &promotion))
+    let alias = promoted_alias(&state, &project, &promotion).await?;
+    Ok(promotion_view(&project, &promotion, alias.as_deref()))
 }
 
 /// `GET /projects/{project}/promotions/{name}`: the same, as a page.
@@ -324,16 +351,29 @@ pub(crate) async fn promotion_page(
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
     let promotion = load_promotion(&state, &viewer, &project, &name).await?;
+    let alias = promoted_alias(&state, &project, &promotion).await?;
     Ok(layout::page(
         &name,
         Some(&viewer),
         Some(&project),
-        html! { div #promotion-slot data-promotion=(name) { (promotion_view(&project, &promotion)) } },
+        html! { div #promotion-slot data-promotion=(name) { (promotion_view(&project, &promotion, alias.as_deref())) } },
     ))
 }
 
-/// A Promotion's steps and outcome.
-pub(crate) fn promotion_view(project: &str, promotion: &Promotion) -> Markup {
+/// The alias of the Freight a Promotion moves (`None` when it has none or is gone).
+async fn promoted_alias(
+    state: &AppState,
+    project: &str,
+    promotion: &Promotion,
+) -> Result<Option<String>, UiError> {
+    Ok(load_freight(state, project, Some(&promotion.spec.freight))
+        .await?
+        .filter(|f| !f.spec.alias.is_empty())
+        .map(|f| f.spec.alias))
+}
+
+/// A Promotion's steps and outcome; the Freight by `alias` when it has one.
+pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option<&str>) -> Markup {
     let name = promotion.metadata.name.clone().unwrap_or_default();
     let status = promotion.status.clone().unwrap_or_default();
     let phase = format!("{:?}", status.phase);
@@ -350,7 +390,9 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion) -> Markup {
         section #promotion data-phase=(phase) data-promotion=(name) {
             h2 { "Promotion " (name) }
             p {
-                "Freight " code { (promotion.spec.freight) } " to "
+                "Freight "
+                @if let Some(alias) = alias { strong.alias title=(promotion.spec.freight) { (alias) } " " }
+                code { (view::short(&promotion.spec.freight)) } " to "
                 a href={ "/projects/" (project) "/stages/" (promotion.spec.stage) } { (promotion.spec.stage) }
                 ": " strong.phase class=(phase.to_lowercase()) { (phase) }
                 @if !status.message.is_empty() { " — " span.message { (status.message) } }

@@ -4,19 +4,26 @@
 //! points right; within a column nodes are ordered by the mean row of what feeds them,
 //! which keeps most edges short and uncrossed. Stages caught in a cycle (the config
 //! validator refuses those, but the store may still hold one) go one column past the
-//! rest instead of looping. Pure: positions in, positions out; `project_page` draws them.
+//! rest instead of looping. Boxes are as tall as their content: [`Layout::size`] takes
+//! each node's height (`project_page` estimates it from what the box shows) and stacks
+//! every column from the top, so a two-line Warehouse is not drawn as tall as a Stage
+//! with six badges. The page's script re-stacks with the heights the browser measured.
+//! Pure: positions in, positions out; `project_page` draws them.
 
 use std::collections::HashMap;
 
 /// Width of a node box, in CSS pixels.
 pub(crate) const NODE_WIDTH: u32 = 250;
-/// Height of a Stage's box.
-pub(crate) const NODE_HEIGHT: u32 = 210;
-/// Height of a Warehouse's box (`app.css` says the same).
-pub(crate) const WAREHOUSE_HEIGHT: u32 = 70;
-const GAP_X: u32 = 70;
-const GAP_Y: u32 = 24;
-const MARGIN: u32 = 16;
+/// Height of a Stage's box until [`Layout::size`] says otherwise.
+pub(crate) const NODE_HEIGHT: u32 = 120;
+/// Height of a Warehouse's box until [`Layout::size`] says otherwise.
+pub(crate) const WAREHOUSE_HEIGHT: u32 = 56;
+/// Horizontal space between columns (`app.js` uses the same).
+pub(crate) const GAP_X: u32 = 70;
+/// Vertical space between boxes in a column (`app.js` uses the same).
+pub(crate) const GAP_Y: u32 = 20;
+/// Space around the drawing (`app.js` uses the same).
+pub(crate) const MARGIN: u32 = 16;
 
 /// What feeds a Stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,6 +52,10 @@ pub(crate) struct Placed {
     pub layer: usize,
     /// Its row in the column.
     pub row: usize,
+    /// Top edge, in pixels.
+    top: u32,
+    /// Height of its box, in pixels.
+    height: u32,
 }
 
 impl Placed {
@@ -55,15 +66,18 @@ impl Placed {
 
     /// Top edge, in pixels.
     pub(crate) fn y(&self) -> u32 {
-        MARGIN + self.row as u32 * (NODE_HEIGHT + GAP_Y)
+        self.top
+    }
+
+    /// Height of its box, in pixels.
+    #[cfg(test)]
+    pub(crate) fn height(&self) -> u32 {
+        self.height
     }
 
     /// The vertical middle of its box, where edges meet it.
     fn middle(&self) -> u32 {
-        match self.node {
-            NodeRef::Warehouse(_) => self.y() + WAREHOUSE_HEIGHT / 2,
-            NodeRef::Stage(_) => self.y() + NODE_HEIGHT / 2,
-        }
+        self.top + self.height / 2
     }
 }
 
@@ -83,10 +97,39 @@ impl Layout {
         2 * MARGIN + layers * NODE_WIDTH + layers.saturating_sub(1) * GAP_X
     }
 
-    /// The drawing's height in pixels.
+    /// The drawing's height in pixels: its tallest column.
     pub(crate) fn height(&self) -> u32 {
-        let rows = self.nodes.iter().map(|n| n.row + 1).max().unwrap_or(1) as u32;
-        2 * MARGIN + rows * NODE_HEIGHT + rows.saturating_sub(1) * GAP_Y
+        let bottom = self
+            .nodes
+            .iter()
+            .map(|n| n.top + n.height)
+            .max()
+            .unwrap_or(MARGIN);
+        bottom + MARGIN
+    }
+
+    /// Gives every node its height (`heights[i]` for `nodes[i]`; missing ones keep theirs)
+    /// and stacks each column from the top in row order, `GAP_Y` apart.
+    pub(crate) fn size(&mut self, heights: &[u32]) {
+        for (node, &h) in self.nodes.iter_mut().zip(heights) {
+            node.height = h.max(1);
+        }
+        self.stack();
+    }
+
+    fn stack(&mut self) {
+        let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+        order.sort_by_key(|&i| (self.nodes[i].layer, self.nodes[i].row));
+        let mut column = usize::MAX;
+        let mut next = MARGIN;
+        for i in order {
+            if self.nodes[i].layer != column {
+                column = self.nodes[i].layer;
+                next = MARGIN;
+            }
+            self.nodes[i].top = next;
+            next += self.nodes[i].height + GAP_Y;
+        }
     }
 
     /// An SVG path for edge `(from, to)`: from the right middle of one box to the left
@@ -195,18 +238,28 @@ pub(crate) fn layout(warehouses: &[String], stages: &[(String, Vec<Upstream>)]) 
             row[n] = i;
         }
     }
-    Layout {
+    let mut placed = Layout {
         nodes: nodes
             .into_iter()
             .enumerate()
-            .map(|(n, node)| Placed {
-                node,
-                layer: layer[n],
-                row: row[n],
+            .map(|(n, node)| {
+                let height = match node {
+                    NodeRef::Warehouse(_) => WAREHOUSE_HEIGHT,
+                    NodeRef::Stage(_) => NODE_HEIGHT,
+                };
+                Placed {
+                    node,
+                    layer: layer[n],
+                    row: row[n],
+                    top: 0,
+                    height,
+                }
             })
             .collect(),
         edges,
-    }
+    };
+    placed.stack();
+    placed
 }
 
 #[cfg(test)]
@@ -273,5 +326,42 @@ mod tests {
         assert_eq!(layer_of(&layout, "a"), 1);
         assert_eq!(layer_of(&layout, "b"), 1);
         assert!(layout.width() > NODE_WIDTH && layout.height() > NODE_HEIGHT);
+    }
+
+    #[test]
+    fn boxes_are_as_tall_as_their_content_and_columns_stack_without_overlap() {
+        let w = |n: &str| Upstream::Warehouse(n.into());
+        let mut layout = layout(
+            &["app".into()],
+            &[stage("a", &[w("app")]), stage("b", &[w("app")])],
+        );
+        // app, a, b: a short Warehouse, a tall and a short Stage.
+        layout.size(&[40, 300, 90]);
+        let node = |name: NodeRef| layout.nodes.iter().find(|n| n.node == name).unwrap();
+        let app = node(NodeRef::Warehouse("app".into()));
+        let a = node(NodeRef::Stage("a".into()));
+        let b = node(NodeRef::Stage("b".into()));
+        assert_eq!(app.height(), 40);
+        assert_eq!((a.layer, b.layer), (1, 1));
+        let (upper, lower) = if a.row < b.row { (a, b) } else { (b, a) };
+        assert_eq!(upper.y(), MARGIN);
+        assert_eq!(lower.y(), upper.y() + upper.height() + GAP_Y);
+        assert_eq!(layout.height(), MARGIN + 300 + GAP_Y + 90 + MARGIN);
+        // Edges meet each box at its own middle.
+        let to_a = layout
+            .edges
+            .iter()
+            .position(|&(_, to)| layout.nodes[to].node == NodeRef::Stage("a".into()))
+            .unwrap();
+        let (from, to) = layout.edges[to_a];
+        let path = layout.edge_path(from, to);
+        assert!(
+            path.starts_with(&format!("M{},{}", app.x() + NODE_WIDTH, MARGIN + 20)),
+            "{path}"
+        );
+        assert!(
+            path.ends_with(&format!("{},{}", a.x(), a.y() + 150)),
+            "{path}"
+        );
     }
 }

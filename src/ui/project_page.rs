@@ -3,10 +3,14 @@
 //! actions; the Freight timeline, newest first, 50 at a time; and, for the selected
 //! Freight, each Stage's `available` or the reasons it is not.
 //!
+//! Each Stage node shows its health (`status.health`, Argo CD's message when Unhealthy),
+//! its verification (waiting for health, measuring with counts, or how it ended) and a
+//! promotion that is written to git and waiting for Argo CD to sync, apart from failures.
+//!
 //! Reads are bounded whatever the project's size: one list of Stages, one of Warehouses,
 //! the newest page of Freight (an index read), one batched read of the Freight Stages
-//! hold, one ProjectConfig and one RoleBinding list (the caller's permissions). Nothing
-//! is read per Stage. `/projects/{p}/live` answers the part the script swaps in when the
+//! hold, one batched read of the Promotions running in them, one ProjectConfig and one
+//! RoleBinding list (the caller's permissions). Nothing is read per Stage. `/projects/{p}/live` answers the part the script swaps in when the
 //! change feed moves.
 
 use std::collections::HashMap;
@@ -17,8 +21,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::api::{
-    Freight, FreightOriginKind, HealthState, Kind, ObjectKey, Project, ProjectConfig, Stage, Verb,
-    Warehouse,
+    Freight, FreightOriginKind, HealthState, Kind, ObjectKey, Project, ProjectConfig, Promotion,
+    PromotionPhase, Stage, StageStatus, Verb, VerificationInfo, VerificationPhase, Warehouse,
 };
 use crate::pipeline::availability::{Reason, availability};
 use crate::pipeline::windows::{self, WindowState};
@@ -94,6 +98,8 @@ pub(crate) struct ProjectData {
     pub older: Option<String>,
     /// The Freight Stages hold and the timeline, by id.
     pub freight: HashMap<String, Freight>,
+    /// The Promotions Stages are running now (`status.currentPromotion`), by name.
+    pub running: HashMap<String, Promotion>,
     /// The selected Freight's id.
     pub selected: Option<String>,
     /// Each Stage's window state (or why it cannot be computed).
@@ -194,6 +200,23 @@ pub(crate) async fn load(
             }
         }
     }
+    let mut running_names: Vec<String> = stages
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.current_promotion.clone())
+        .collect();
+    running_names.sort();
+    running_names.dedup();
+    let mut running = HashMap::new();
+    if !running_names.is_empty() {
+        for stored in store
+            .get_many(Kind::Promotion, project, &running_names)
+            .await?
+        {
+            if let Ok(p) = stored.to_typed::<Promotion>() {
+                running.insert(stored.key.name.clone(), p);
+            }
+        }
+    }
     let selected = query
         .freight
         .clone()
@@ -242,7 +265,8 @@ pub(crate) async fn load(
             .copied()
             .unwrap_or_default()
     });
-    Ok(ProjectData {
+    let mut data = ProjectData {
+        running,
         layout,
         project: project.to_owned(),
         warehouses,
@@ -254,7 +278,10 @@ pub(crate) async fn load(
         windows,
         permissions,
         before: query.before.clone(),
-    })
+    };
+    let heights = node_heights(&data);
+    data.layout.size(&heights);
+    Ok(data)
 }
 
 /// `GET /projects/{project}`.
@@ -335,17 +362,21 @@ fn pipeline(data: &ProjectData) -> Markup {
             @if layout.nodes.is_empty() {
                 p.empty { "No Warehouses or Stages yet." }
             }
-            div.graph style={ "width:" (layout.width()) "px;height:" (layout.height()) "px" } {
+            // `data-*` let the script re-stack the columns with the heights it measures.
+            div.graph style={ "width:" (layout.width()) "px;height:" (layout.height()) "px" }
+                data-margin=(graph::MARGIN) data-gap=(graph::GAP_Y) {
                 svg.edges width=(layout.width()) height=(layout.height()) aria-hidden="true" {
                     @for &(from, to) in &layout.edges {
-                        path d=(layout.edge_path(from, to)) {}
+                        path d=(layout.edge_path(from, to)) data-from=(from) data-to=(to) {}
                     }
                 }
-                @for placed in &layout.nodes {
+                @for (index, placed) in layout.nodes.iter().enumerate() {
                     @let style = format!("left:{}px;top:{}px", placed.x(), placed.y());
+                    @let place = Place { index, layer: placed.layer, row: placed.row, style };
                     @match &placed.node {
                         NodeRef::Warehouse(name) => {
-                            div.node.warehouse data-warehouse=(name) style=(style) {
+                            div.node.warehouse data-warehouse=(name) data-node=(place.index)
+                                data-layer=(place.layer) data-row=(place.row) style=(place.style) {
                                 div.kind { "Warehouse" }
                                 div.name { (name) }
                                 @if let Some(w) = warehouses.get(name.as_str()) {
@@ -360,7 +391,7 @@ fn pipeline(data: &ProjectData) -> Markup {
                         }
                         NodeRef::Stage(name) => {
                             @if let Some(stage) = by_name.get(name.as_str()) {
-                                (stage_node(data, stage, &style))
+                                (stage_node(data, stage, &place))
                             }
                         }
                     }
@@ -368,6 +399,14 @@ fn pipeline(data: &ProjectData) -> Markup {
             }
         }
     }
+}
+
+/// Where a node is drawn: its index in the layout (edges name it), column, row and style.
+struct Place {
+    index: usize,
+    layer: usize,
+    row: usize,
+    style: String,
 }
 
 /// One action a Stage node offers: its name, label, why it is refused (if it is), and the
@@ -390,13 +429,25 @@ fn action_buttons(stage: &str, actions: &[Action]) -> Markup {
                     disabled[a.refusal.is_some()] title=[a.refusal.as_deref()] { (a.label) }
             }
         }
-        @let whys: Vec<&str> = actions.iter().filter_map(|a| a.refusal.as_deref()).collect();
+        @let whys = refusals(actions);
         @if !whys.is_empty() {
             ul.whys {
                 @for why in &whys { li.why { (why) } }
             }
         }
     }
+}
+
+/// The distinct reasons the actions are refused, in order (one verb refused for two
+/// buttons is said once).
+fn refusals(actions: &[Action]) -> Vec<&str> {
+    let mut whys: Vec<&str> = Vec::new();
+    for why in actions.iter().filter_map(|a| a.refusal.as_deref()) {
+        if !whys.contains(&why) {
+            whys.push(why);
+        }
+    }
+    whys
 }
 
 fn window_text(state: Option<&Result<WindowState, String>>) -> Option<(bool, String)> {
@@ -414,13 +465,15 @@ fn window_text(state: Option<&Result<WindowState, String>>) -> Option<(bool, Str
     }
 }
 
-fn stage_node(data: &ProjectData, stage: &Stage, style: &str) -> Markup {
+/// Whether the Stage verifies its Freight: it has a `verification` or registered
+/// Applications (docs/resources.md, "Health and verification").
+fn verifies(stage: &Stage, status: &StageStatus) -> bool {
+    stage.spec.verification.is_some() || !status.applications.is_empty()
+}
+
+/// The buttons a Stage node offers, each with the reason it is refused, if it is.
+fn stage_actions(data: &ProjectData, stage: &Stage, status: &StageStatus) -> Vec<Action> {
     let name = stage.metadata.name.clone().unwrap_or_default();
-    let status = stage.status.clone().unwrap_or_default();
-    let current = status
-        .current_freight
-        .as_ref()
-        .and_then(|c| data.freight.get(&c.name).map(|f| (c, f)));
     let perms = &data.permissions;
     let no_freight = data
         .selected
@@ -446,13 +499,31 @@ fn stage_node(data: &ProjectData, stage: &Stage, style: &str) -> Markup {
             promotion: None,
         },
     ];
-    if stage.spec.verification.is_some() {
+    if verifies(stage, status) {
+        let verify_refusal = perms.refusal(Verb::Verify, "stages", Some(&name));
         actions.push(Action {
             action: "verify",
             label: "Verify",
-            refusal: perms.refusal(Verb::Verify, "stages", Some(&name)),
+            refusal: verify_refusal.clone().or_else(|| {
+                status
+                    .current_freight
+                    .is_none()
+                    .then(|| format!("no Freight in `{name}` to verify yet"))
+            }),
             promotion: None,
         });
+        if status
+            .verification
+            .as_ref()
+            .is_some_and(|v| !v.phase.is_terminal())
+        {
+            actions.push(Action {
+                action: "abort-verification",
+                label: "Stop verification",
+                refusal: verify_refusal,
+                promotion: None,
+            });
+        }
     }
     if let Some(p) = &status.current_promotion {
         actions.push(Action {
@@ -470,8 +541,81 @@ fn stage_node(data: &ProjectData, stage: &Stage, style: &str) -> Markup {
             promotion: None,
         });
     }
+    actions
+}
+
+/// What a Stage node says about health: the verdict, and Argo CD's message when it is
+/// worth reading on the node (Unhealthy).
+fn health_of(stage: &Stage, status: &StageStatus) -> Option<(HealthState, String)> {
+    match &status.health {
+        Some(h) => Some((h.status, h.message.clone())),
+        // A Stage whose health will be judged but has not been read yet.
+        None if stage.spec.health.is_some() || !status.applications.is_empty() => {
+            Some((HealthState::Unknown, "not read from Argo CD yet".to_owned()))
+        }
+        None => None,
+    }
+}
+
+/// The verification's line on a Stage node.
+fn verification_text(v: &VerificationInfo) -> String {
+    match v.phase {
+        VerificationPhase::Pending => "verification: waiting for health".to_owned(),
+        VerificationPhase::Running => {
+            let successful: u32 = v.metrics.iter().map(|m| m.successful).sum();
+            let measured: u32 = v.metrics.iter().map(|m| m.count).sum();
+            if measured == 0 {
+                "verifying: measuring".to_owned()
+            } else {
+                format!("verifying: {successful}/{measured} successful")
+            }
+        }
+        phase => format!("verification: {phase:?}"),
+    }
+}
+
+/// Whether the verification's message is shown on the node, not only in its title.
+fn verification_message_shown(v: &VerificationInfo) -> bool {
+    matches!(
+        v.phase,
+        VerificationPhase::Failed | VerificationPhase::Inconclusive | VerificationPhase::Error
+    ) && !v.message.is_empty()
+}
+
+/// The Stage's running Promotion when it has written to git and waits (for a sync).
+fn written_to_git<'a>(data: &'a ProjectData, status: &StageStatus) -> Option<&'a Promotion> {
+    let p = data.running.get(status.current_promotion.as_ref()?)?;
+    let s = p.status.as_ref()?;
+    (s.written_to_git.is_some() && matches!(s.phase, PromotionPhase::Running)).then_some(p)
+}
+
+/// What the written-to-git line says it waits for.
+fn waiting_for(promotion: &Promotion) -> &'static str {
+    let message = promotion
+        .status
+        .as_ref()
+        .map(|s| s.message.as_str())
+        .unwrap_or_default();
+    if message.contains("waiting for sync") {
+        "waiting for sync"
+    } else {
+        "waiting"
+    }
+}
+
+fn stage_node(data: &ProjectData, stage: &Stage, place: &Place) -> Markup {
+    let name = stage.metadata.name.clone().unwrap_or_default();
+    let status = stage.status.clone().unwrap_or_default();
+    let current = status
+        .current_freight
+        .as_ref()
+        .and_then(|c| data.freight.get(&c.name).map(|f| (c, f)));
+    let actions = stage_actions(data, stage, &status);
+    let health = health_of(stage, &status);
+    let written = written_to_git(data, &status);
     html! {
-        div.node.stage data-stage=(name) style=(style) {
+        div.node.stage data-stage=(name) data-node=(place.index) data-layer=(place.layer)
+            data-row=(place.row) style=(place.style) {
             div.kind { "Stage" }
             a.name href={ "/projects/" (data.project) "/stages/" (name) } { (name) }
             div.current {
@@ -484,18 +628,39 @@ fn stage_node(data: &ProjectData, stage: &Stage, style: &str) -> Markup {
                     (None, _) => { span.none { "no Freight yet" } }
                 }
             }
+            @if let Some((state, message)) = &health {
+                @let label = format!("{state:?}");
+                div class={ "state health " (label.to_lowercase()) } data-health=(label)
+                    title=[(!message.is_empty()).then_some(message)] {
+                    span.dot aria-hidden="true" {}
+                    "health: " strong { (label) }
+                    @if *state == HealthState::Unhealthy && !message.is_empty() {
+                        div.detail { (message) }
+                    }
+                }
+            }
+            @if let Some(v) = &status.verification {
+                @let phase = format!("{:?}", v.phase);
+                div class={ "state verification " (phase.to_lowercase()) } data-phase=(phase)
+                    data-freight=(v.freight) title=[(!v.message.is_empty()).then_some(&v.message)] {
+                    span.dot aria-hidden="true" {}
+                    (verification_text(v))
+                    @if verification_message_shown(v) {
+                        div.detail { (v.message) }
+                    }
+                }
+            }
+            @if let Some(p) = written {
+                @let w = p.status.as_ref().and_then(|s| s.written_to_git.as_ref());
+                div.state.written-to-git title=[p.status.as_ref().map(|s| s.message.as_str())] {
+                    span.dot aria-hidden="true" {}
+                    "written to git, " (waiting_for(p))
+                    @if let Some(w) = w {
+                        div.detail { code { (w.name) } " at " (view::commit_link(&w.repo_url, &w.commit)) }
+                    }
+                }
+            }
             div.badges {
-                @let health = status.health.as_ref().map(|h| h.status).unwrap_or_default();
-                @if status.health.is_some() {
-                    span class={ "badge health " (format!("{health:?}").to_lowercase()) } title=[status.health.as_ref().map(|h| h.message.as_str())] {
-                        "health: " (format!("{health:?}"))
-                    }
-                }
-                @if let Some(v) = &status.verification {
-                    span class={ "badge verification " (format!("{:?}", v.phase).to_lowercase()) } title=(v.message) {
-                        "verification: " (format!("{:?}", v.phase))
-                    }
-                }
                 @if let Some(p) = &status.current_promotion {
                     a.badge.promoting href={ "/projects/" (data.project) "/promotions/" (p) } { "promoting: " (p) }
                 }
@@ -506,13 +671,124 @@ fn stage_node(data: &ProjectData, stage: &Stage, style: &str) -> Markup {
                     Some((_, text)) => { span.badge.window.closed { (text) } }
                     None => { span.badge.window.open { "window open" } }
                 }
-                @if health == HealthState::Unhealthy {
-                    span.sr { "unhealthy" }
-                }
             }
             div.actions { (action_buttons(&name, &actions)) }
         }
     }
+}
+
+/// Pixels per line of node text (`app.css`: `.node { line-height: 18px }`) and of the
+/// smaller lines (details, reasons, badges: 15px).
+const LINE: u32 = 18;
+const SMALL_LINE: u32 = 15;
+/// The width text wraps at inside a node, and rough character widths at 14px and 11–12px.
+const INNER_WIDTH: u32 = graph::NODE_WIDTH - 20;
+const CHAR: u32 = 7;
+const SMALL_CHAR: u32 = 6;
+
+/// Lines `text` takes when wrapped at the node's width.
+fn lines(text: &str, char_width: u32) -> u32 {
+    let width = text.chars().count() as u32 * char_width;
+    width.div_ceil(INNER_WIDTH).max(1)
+}
+
+/// Rows that boxes of these widths take when they wrap in the node.
+fn rows(widths: impl IntoIterator<Item = u32>) -> u32 {
+    let (mut rows, mut used) = (0, INNER_WIDTH);
+    for w in widths {
+        let w = w.min(INNER_WIDTH);
+        if used + w > INNER_WIDTH {
+            rows += 1;
+            used = 0;
+        }
+        used += w + 4;
+    }
+    rows
+}
+
+/// Each node's height, estimated from what it shows (the script measures the real ones):
+/// a Warehouse is as tall as its three lines, a Stage as its content.
+fn node_heights(data: &ProjectData) -> Vec<u32> {
+    let stages: HashMap<&str, &Stage> = data
+        .stages
+        .iter()
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, s)))
+        .collect();
+    // Padding and border, top and bottom.
+    let frame = 2 * 6 + 2;
+    data.layout
+        .nodes
+        .iter()
+        .map(|n| match &n.node {
+            NodeRef::Warehouse(_) => frame + SMALL_LINE + LINE + SMALL_LINE,
+            NodeRef::Stage(name) => match stages.get(name.as_str()) {
+                Some(stage) => frame + stage_height(data, stage),
+                None => graph::NODE_HEIGHT,
+            },
+        })
+        .collect()
+}
+
+fn stage_height(data: &ProjectData, stage: &Stage) -> u32 {
+    let name = stage.metadata.name.clone().unwrap_or_default();
+    let status = stage.status.clone().unwrap_or_default();
+    // Kind, name, current Freight (its artifacts wrap after the alias).
+    let mut height = SMALL_LINE + LINE;
+    let current: Vec<u32> = match status
+        .current_freight
+        .as_ref()
+        .and_then(|c| data.freight.get(&c.name))
+    {
+        Some(f) => std::iter::once(freight_label(f).len() as u32 * CHAR)
+            .chain(
+                f.spec
+                    .images
+                    .iter()
+                    .map(|i| view::image_label(i).len() as u32 * SMALL_CHAR),
+            )
+            .chain(
+                f.spec
+                    .commits
+                    .iter()
+                    .map(|c| (view::repo_name(&c.repo_url).len() as u32 + 8) * SMALL_CHAR),
+            )
+            .collect(),
+        None => vec![100],
+    };
+    height += rows(current) * LINE + 4;
+    if let Some((state, message)) = health_of(stage, &status) {
+        height += LINE;
+        if state == HealthState::Unhealthy && !message.is_empty() {
+            height += lines(&message, SMALL_CHAR) * SMALL_LINE;
+        }
+    }
+    if let Some(v) = &status.verification {
+        height += LINE;
+        if verification_message_shown(v) {
+            height += lines(&v.message, SMALL_CHAR) * SMALL_LINE;
+        }
+    }
+    if written_to_git(data, &status).is_some() {
+        height += LINE + SMALL_LINE;
+    }
+    let mut badges: Vec<u32> = Vec::new();
+    if let Some(p) = &status.current_promotion {
+        badges.push((p.len() as u32 + 11) * SMALL_CHAR + 14);
+    }
+    if let Some(h) = &status.hold {
+        badges.push((h.by.len() as u32 + 8) * SMALL_CHAR + 14);
+    }
+    let window = window_text(data.windows.get(&name))
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| "window open".to_owned());
+    badges.push(window.len() as u32 * SMALL_CHAR + 14);
+    height += rows(badges) * (SMALL_LINE + 4) + 4;
+    let actions = stage_actions(data, stage, &status);
+    height += rows(actions.iter().map(|a| a.label.len() as u32 * CHAR + 22)) * 30;
+    for why in refusals(&actions) {
+        height += lines(why, SMALL_CHAR) * SMALL_LINE;
+    }
+    height
 }
 
 fn timeline(data: &ProjectData) -> Markup {

@@ -1,19 +1,26 @@
-//! `/projects/{p}/stages/{s}`: one Stage's history. Promotions (newest first: Freight,
-//! actor, phase, time, the failed step's reason, pull requests), verifications (the
-//! current one and `status.verificationHistory`, with metric counts), and the audit trail
-//! read from the stage branch in git through the same code as the audit API, with links
-//! to commits when the repository is served over http(s).
+//! `/projects/{p}/stages/{s}`: one Stage's health and history. Health (the verdict and,
+//! per Argo CD Application, its health, synced revision and message), promotions (newest
+//! first: Freight by alias, actor, phase, time, the failed step's reason, pull requests),
+//! verifications (the current one and `status.verificationHistory`: phase, Freight,
+//! actor, start and finish, message, and per metric its counts and newest measurements),
+//! and the audit trail read from the stage branch in git through the same code as the
+//! audit API, with links to commits when the repository is served over http(s).
+//!
+//! Reads: the Stage, the project's newest Promotions (one indexed read), one batched read
+//! of the Freight they and the verifications name (for aliases), and the audit trail.
 
 use axum::extract::{Path, Query, State};
 use maud::{Markup, html};
 
-use crate::api::{Kind, Promotion, Stage, Verb, VerificationInfo};
+use std::collections::HashMap;
+
+use crate::api::{Freight, Kind, MetricResult, Promotion, Stage, Verb, VerificationInfo};
 use crate::promotion::audit::AuditEntry;
 use crate::server::AppState;
 use crate::server::promotions::{AuditParams, audit_trail};
 
 use super::actions::load_stage_checked;
-use super::view::{self, commit_link};
+use super::view::{self, commit_link, freight_label};
 use super::{UiError, Viewer, layout};
 
 /// How many of the project's newest Promotions are searched for this Stage's.
@@ -41,6 +48,7 @@ pub(crate) async fn page(
             .filter(|p| p.spec.stage == name)
             .collect();
     }
+    let aliases = aliases(&state, &project, &stage, &promotions).await?;
     let audit = audit_trail(
         State(state.clone()),
         Path((project.clone(), name.clone())),
@@ -64,12 +72,62 @@ pub(crate) async fn page(
             section #stage data-stage=(name) {
                 h1 { "Stage " (name) }
                 (summary(&stage))
-                (promotion_history(&project, &promotions))
-                (verification_history(&stage))
+                (health_section(&stage, &repo))
+                (promotion_history(&project, &promotions, &aliases))
+                (verification_history(&stage, &aliases))
                 (audit_section(&repo, &audit))
             }
         },
     ))
+}
+
+/// The aliases of the Freight the promotions and verifications name, by id, in one read.
+async fn aliases(
+    state: &AppState,
+    project: &str,
+    stage: &Stage,
+    promotions: &[Promotion],
+) -> Result<HashMap<String, String>, UiError> {
+    let status = stage.status.clone().unwrap_or_default();
+    let mut ids: Vec<String> = promotions
+        .iter()
+        .map(|p| p.spec.freight.clone())
+        .chain(status.verification.iter().map(|v| v.freight.clone()))
+        .chain(
+            status
+                .verification_history
+                .iter()
+                .map(|v| v.freight.clone()),
+        )
+        .filter(|id| !id.is_empty())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut aliases = HashMap::new();
+    if let Some(c) = &status.current_freight
+        && !c.alias.is_empty()
+    {
+        aliases.insert(c.name.clone(), c.alias.clone());
+    }
+    if ids.is_empty() {
+        return Ok(aliases);
+    }
+    for stored in state.store.get_many(Kind::Freight, project, &ids).await? {
+        if let Ok(f) = stored.to_typed::<Freight>() {
+            aliases.insert(stored.key.name.clone(), freight_label(&f));
+        }
+    }
+    Ok(aliases)
+}
+
+/// A Freight by its alias (when known), with its id in the title.
+fn freight_ref(id: &str, aliases: &HashMap<String, String>) -> Markup {
+    match aliases.get(id).filter(|a| a.as_str() != id) {
+        Some(alias) => {
+            html! { span.freight-ref title=(id) { strong.alias { (alias) } " " code.id { (view::short(id)) } } }
+        }
+        None => html! { code.freight-ref { (id) } },
+    }
 }
 
 fn summary(stage: &Stage) -> Markup {
@@ -85,10 +143,6 @@ fn summary(stage: &Stage) -> Markup {
                 dt { "Branch" }
                 dd { code { (b.name) } " in " (b.repo_url) " at " (commit_link(&b.repo_url, &b.commit)) }
             }
-            @if let Some(h) = &status.health {
-                dt { "Health" }
-                dd { (format!("{:?}", h.status)) @if !h.message.is_empty() { " — " (h.message) } }
-            }
             @if let Some(h) = &status.hold {
                 dt { "Hold" }
                 dd { "by " (h.by) ": " (h.reason) }
@@ -101,7 +155,11 @@ fn summary(stage: &Stage) -> Markup {
     }
 }
 
-fn promotion_history(project: &str, promotions: &[Promotion]) -> Markup {
+fn promotion_history(
+    project: &str,
+    promotions: &[Promotion],
+    aliases: &HashMap<String, String>,
+) -> Markup {
     html! {
         section #promotions {
             h2 { "Promotions" }
@@ -116,7 +174,7 @@ fn promotion_history(project: &str, promotions: &[Promotion]) -> Markup {
                         @let failed = status.step_execution_metadata.iter().find(|s| s.status == "Failed" || s.status == "Errored");
                         tr data-promotion=(name) {
                             td { a href={ "/projects/" (project) "/promotions/" (name) } { (name) } }
-                            td { code { (p.spec.freight) } }
+                            td { (freight_ref(&p.spec.freight, aliases)) }
                             td { (actor) }
                             td class=(format!("{:?}", status.phase).to_lowercase()) { (format!("{:?}", status.phase)) }
                             td { (view::time(status.finished_at.as_ref().or(status.started_at.as_ref()).or(p.metadata.creation_timestamp.as_ref()))) }
@@ -135,21 +193,48 @@ fn promotion_history(project: &str, promotions: &[Promotion]) -> Markup {
     }
 }
 
-fn verification_row(v: &VerificationInfo) -> Markup {
+/// How many of a metric's newest measurements a run shows.
+const MEASUREMENTS_SHOWN: usize = 5;
+
+fn health_section(stage: &Stage, repo: &str) -> Markup {
+    let status = stage.status.clone().unwrap_or_default();
+    let Some(health) = &status.health else {
+        return html! {
+            @if !status.applications.is_empty() || stage.spec.health.is_some() {
+                section #health data-health="Unknown" {
+                    h2 { "Health" }
+                    p.empty { "Not read from Argo CD yet." }
+                }
+            }
+        };
+    };
+    let label = format!("{:?}", health.status);
     html! {
-        tr data-verification=(v.id) {
-            td { code { (v.freight) } }
-            td class=(format!("{:?}", v.phase).to_lowercase()) { (format!("{:?}", v.phase)) }
-            td { (v.actor) }
-            td { (view::time(v.start_time.as_ref())) }
-            td { (v.message) }
-            td {
-                @for m in &v.metrics {
-                    div.metric {
-                        strong { (m.name) } " " (format!("{:?}", m.phase)) ": "
-                        (m.count) " measured, " (m.successful) " ok, " (m.failed) " failed, "
-                        (m.inconclusive) " inconclusive, " (m.error) " errors"
-                        @if !m.message.is_empty() { " — " (m.message) }
+        section #health data-health=(label) {
+            h2 { "Health: " span class=(label.to_lowercase()) { (label) } }
+            p {
+                @if !health.message.is_empty() { span.message { (health.message) } " · " }
+                @if let Some(since) = &health.since { "since " (view::time(Some(since))) }
+                @if let Some(checked) = &health.checked_at { ", checked " (view::time(Some(checked))) }
+            }
+            @if !health.applications.is_empty() {
+                table.applications {
+                    thead { tr { th { "Application" } th { "Argo CD health" } th { "Synced revision" } th { "Verdict" } th { "Message" } } }
+                    tbody {
+                        @for app in &health.applications {
+                            @let verdict = format!("{:?}", app.status);
+                            tr data-application=(app.name) data-health=(verdict) {
+                                td { (app.name) }
+                                td { (if app.argocd_health.is_empty() { "—" } else { &app.argocd_health }) }
+                                td {
+                                    @if app.synced_revision.is_empty() { "—" }
+                                    @else if is_commit(&app.synced_revision) { (commit_link(repo, &app.synced_revision)) }
+                                    @else { code { (app.synced_revision) } }
+                                }
+                                td class=(verdict.to_lowercase()) { (verdict) }
+                                td { (app.message) }
+                            }
+                        }
                     }
                 }
             }
@@ -157,7 +242,59 @@ fn verification_row(v: &VerificationInfo) -> Markup {
     }
 }
 
-fn verification_history(stage: &Stage) -> Markup {
+/// Whether a revision is a commit id (a tag or a Helm chart version is not linked).
+fn is_commit(revision: &str) -> bool {
+    revision.len() >= 7 && revision.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+fn metric_row(m: &MetricResult) -> Markup {
+    let skip = m.measurements.len().saturating_sub(MEASUREMENTS_SHOWN);
+    html! {
+        div.metric data-metric=(m.name) data-phase=(format!("{:?}", m.phase)) {
+            strong { (m.name) } " "
+            span class=(format!("{:?}", m.phase).to_lowercase()) { (format!("{:?}", m.phase)) } " "
+            span.counts title="successful/failed/inconclusive/error of the measurements taken" {
+                (m.successful) "/" (m.failed) "/" (m.inconclusive) "/" (m.error)
+            }
+            " of " (m.count) " measured"
+            @if !m.message.is_empty() { " — " span.message { (m.message) } }
+            @if !m.measurements.is_empty() {
+                // Newest first, numbered as taken (the kept ones are the newest).
+                @let taken = (m.count as usize).max(m.measurements.len());
+                @let first = taken - m.measurements.len();
+                ol.measurements reversed start=(taken) {
+                    @for (i, ms) in m.measurements.iter().enumerate().skip(skip).rev() {
+                        li data-measurement=(first + i + 1) class=(format!("{:?}", ms.phase).to_lowercase()) {
+                            code.value { (if ms.value.is_empty() { "—" } else { &ms.value }) } " "
+                            (format!("{:?}", ms.phase))
+                            @if !ms.message.is_empty() { " — " (ms.message) }
+                            @if let Some(t) = ms.finished_at.as_ref().or(ms.started_at.as_ref()) {
+                                " " small { (view::time(Some(t))) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn verification_row(v: &VerificationInfo, aliases: &HashMap<String, String>) -> Markup {
+    let phase = format!("{:?}", v.phase);
+    html! {
+        tr data-verification=(v.id) data-phase=(phase) {
+            td { (freight_ref(&v.freight, aliases)) }
+            td class=(phase.to_lowercase()) { (phase) }
+            td { (v.actor) }
+            td { (view::time(v.start_time.as_ref())) }
+            td { (view::time(v.finish_time.as_ref())) }
+            td.message { (v.message) }
+            td { @for m in &v.metrics { (metric_row(m)) } }
+        }
+    }
+}
+
+fn verification_history(stage: &Stage, aliases: &HashMap<String, String>) -> Markup {
     let status = stage.status.clone().unwrap_or_default();
     let mut all: Vec<&VerificationInfo> = status.verification.iter().collect();
     all.extend(
@@ -170,9 +307,9 @@ fn verification_history(stage: &Stage) -> Markup {
         section #verifications {
             h2 { "Verifications" }
             @if all.is_empty() { p.empty { "None yet." } } @else {
-                table {
-                    thead { tr { th { "Freight" } th { "Phase" } th { "By" } th { "Started" } th { "Message" } th { "Metrics" } } }
-                    tbody { @for v in all { (verification_row(v)) } }
+                table.history {
+                    thead { tr { th { "Freight" } th { "Phase" } th { "By" } th { "Started" } th { "Finished" } th { "Message" } th { "Metrics (successful/failed/inconclusive/error)" } } }
+                    tbody { @for v in all { (verification_row(v, aliases)) } }
                 }
             }
         }

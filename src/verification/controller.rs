@@ -142,16 +142,16 @@ impl VerificationController {
         stored: &StoredObject,
         credentials: &mut BTreeMap<String, ProjectCredentials>,
     ) -> Result<Look, StoreError> {
+        if !needs_a_look(&stored.object) {
+            self.next_health_look.remove(&stored.key);
+            return Ok(Look { wake_at: None });
+        }
         let stage: Stage = stored.to_typed()?;
         let status = stage.status.clone().unwrap_or_default();
         let run = status
             .verification
             .clone()
             .filter(|r| !r.phase.is_terminal());
-        if status.applications.is_empty() && run.is_none() {
-            self.next_health_look.remove(&stored.key);
-            return Ok(Look { wake_at: None });
-        }
         let project = stored.key.namespace.clone().unwrap_or_default();
         let now = Timestamp::now();
         let mut health = status.health.clone();
@@ -426,6 +426,19 @@ impl VerificationController {
         }
         Ok(())
     }
+}
+
+/// Whether a Stage has Applications to watch or a run to drive, read from its JSON so that
+/// the many Stages with neither cost no parsing on every turn of the loop.
+fn needs_a_look(stage: &serde_json::Value) -> bool {
+    let status = &stage["status"];
+    status["applications"]
+        .as_array()
+        .is_some_and(|apps| !apps.is_empty())
+        || matches!(
+            status["verification"]["phase"].as_str(),
+            Some("Pending" | "Running")
+        )
 }
 
 /// Whether a fresh health reading is worth writing (its `checkedAt` alone is not).

@@ -2,6 +2,7 @@
 // - Action buttons open the confirmation dialog (#confirm), whose body the server renders.
 // - #confirm-go calls the JSON API with the session cookie and the CSRF token.
 // - Server-sent events (/ui/events) tell the page to re-fetch what it shows.
+// - The pipeline graph is re-stacked with the node heights the browser measured.
 "use strict";
 
 (function () {
@@ -25,6 +26,67 @@
     }
     const body = await response.text();
     return { ok: response.ok, status: response.status, body: body };
+  }
+
+  // ---- the pipeline graph: boxes as tall as their content ----
+  // graph.rs stacks each column from estimated heights; here the measured ones are used
+  // (same margin and gap, carried by the .graph element) and the edges redrawn to meet
+  // each box at its middle, as graph.rs draws them.
+  function relayout() {
+    const graph = document.querySelector(".graph");
+    if (!graph) return;
+    const margin = Number(graph.dataset.margin) || 16;
+    const gap = Number(graph.dataset.gap) || 20;
+    const nodes = Array.from(graph.querySelectorAll(".node[data-node]")).map(function (el) {
+      return {
+        el: el,
+        index: el.dataset.node,
+        layer: Number(el.dataset.layer),
+        row: Number(el.dataset.row),
+        left: el.offsetLeft,
+        width: el.offsetWidth,
+        height: el.offsetHeight,
+        top: 0,
+      };
+    });
+    nodes.sort(function (a, b) {
+      return a.layer - b.layer || a.row - b.row;
+    });
+    const byIndex = {};
+    let column = null;
+    let next = margin;
+    let bottom = margin;
+    for (const n of nodes) {
+      if (n.layer !== column) {
+        column = n.layer;
+        next = margin;
+      }
+      n.top = next;
+      next += n.height + gap;
+      bottom = Math.max(bottom, n.top + n.height);
+      byIndex[n.index] = n;
+    }
+    for (const n of nodes) n.el.style.top = n.top + "px";
+    const height = bottom + margin;
+    graph.style.height = height + "px";
+    const svg = graph.querySelector("svg.edges");
+    if (svg) svg.setAttribute("height", String(height));
+    for (const path of graph.querySelectorAll("path[data-from]")) {
+      const a = byIndex[path.dataset.from];
+      const b = byIndex[path.dataset.to];
+      if (!a || !b) continue;
+      const x1 = a.left + a.width;
+      const y1 = Math.round(a.top + a.height / 2);
+      const x2 = b.left;
+      const y2 = Math.round(b.top + b.height / 2);
+      const bend = Math.max(0, Math.floor((x2 - x1) / 2));
+      path.setAttribute(
+        "d",
+        x2 > x1
+          ? "M" + x1 + "," + y1 + " C" + (x1 + bend) + "," + y1 + " " + (x2 - bend) + "," + y2 + " " + x2 + "," + y2
+          : "M" + x1 + "," + y1 + " L" + x2 + "," + y2,
+      );
+    }
   }
 
   // ---- the confirmation dialog ----
@@ -163,6 +225,7 @@
         if (answer.ok && lastLive !== answer.body) {
           live.innerHTML = answer.body;
           lastLive = answer.body;
+          relayout();
         }
       }
       const slot = document.getElementById("promotion-slot");
@@ -192,6 +255,8 @@
       dialog.close();
     }
   });
+
+  relayout();
 
   if (project && window.EventSource) {
     const events = new EventSource("/ui/events?project=" + encodeURIComponent(project));
