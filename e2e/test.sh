@@ -46,6 +46,11 @@ if ! python3 -c 'import helm_python' 2>/dev/null; then
   python3 -m pip install -q helm-python-sdk 2>/dev/null \
     || python3 -m pip install -q --break-system-packages helm-python-sdk
 fi
+# A real OpenID provider for the OIDC login tests (e2e/src/oidc_provider.rs).
+if ! python3 -c 'import oidc_provider_mock' 2>/dev/null; then
+  python3 -m pip install -q oidc-provider-mock 2>/dev/null \
+    || python3 -m pip install -q --break-system-packages oidc-provider-mock
+fi
 
 # --- build and test --------------------------------------------------------------------
 # The e2e tests start the binary built here.

@@ -32,6 +32,7 @@
 pub mod argocd;
 pub mod browser;
 mod credentials;
+pub mod deploy;
 mod dray;
 mod git_repo;
 mod git_server;

@@ -173,6 +173,13 @@ impl Pipeline {
         self.json(&["get", "freight", id, "-o", "json"])
     }
 
+    /// The newest Freight's id and alias.
+    pub fn newest_freight(&self) -> Result<(String, String)> {
+        let freight = self.freight()?;
+        let newest = freight.first().context("no freight")?;
+        Ok((id(newest), alias(newest)))
+    }
+
     /// The alias of the newest Freight.
     pub fn newest_alias(&self) -> Result<String> {
         Ok(alias(self.freight()?.first().context("no freight")?))

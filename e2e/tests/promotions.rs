@@ -1,7 +1,6 @@
 //! Promotions end to end: real registry, real git over HTTP, real `kubectl kustomize`,
 //! `dray serve` running the quickstart's PromotionTask into `stage/<stage>` branches.
 
-
 use anyhow::{Context, Result, bail};
 use dray_e2e::pipeline::{Pipeline, alias, promotion_name, text};
 use dray_e2e::{GitRepo, oci};

@@ -9,97 +9,21 @@
 //! that fails and takes the Freight's way to staging away, and the Stage page's health and
 //! verification history. Screenshots land in `target/e2e-artifacts/`.
 
-use std::process::Output;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use dray_e2e::argocd::{AppSpec, ArgoCd};
 use dray_e2e::browser::Browser;
-use dray_e2e::prometheus::Prometheus;
-use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
+use dray_e2e::deploy::{Deploy, DeployOptions, QUERY};
+use dray_e2e::oci;
+use dray_e2e::pipeline::{Pipeline, text};
 use fantoccini::Locator;
 use serde_json::Value;
 
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
 /// The quickstart project without its auto-promotion policy; `prod` soaks for an hour.
-struct Pipeline {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
-    config: GitRepo,
-    config_url: String,
-    dray: Dray,
-}
-
-impl Pipeline {
-    fn start() -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let p = Pipeline {
-            world,
-            registry,
-            _git: git,
-            config,
-            config_url,
-            dray,
-        };
-        let dir = p.world.unique_dir("project")?;
-        std::fs::create_dir_all(&dir)?;
-        for entry in std::fs::read_dir(workspace_root().join("examples/quickstart/project"))? {
-            let path = entry?.path();
-            if path.file_name().is_some_and(|n| n == "config.yaml") {
-                continue;
-            }
-            let yaml = std::fs::read_to_string(&path)?
-                .replace("127.0.0.1:5000", &p.registry.host())
-                .replace("http://127.0.0.1:8080/config.git", &p.config_url)
-                .replace("interval: 5m", "interval: 1h")
-                .replace("requiredSoakTime: 1m", "requiredSoakTime: 1h");
-            std::fs::write(dir.join(path.file_name().context("name")?), yaml)?;
-        }
-        let applied = p
-            .dray
-            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", text(&applied));
-        }
-        Ok(p)
-    }
-
-    fn cli(&self, args: &[&str]) -> Result<Output> {
-        let mut all = vec!["-p", "demo"];
-        all.extend_from_slice(args);
-        self.dray.cli(all)
-    }
-
-    /// The newest Freight: (id, alias).
-    fn newest_freight(&self) -> Result<(String, String)> {
-        let freight: Vec<Value> =
-            serde_json::from_slice(&self.cli(&["get", "freight", "-o", "json"])?.stdout)?;
-        let newest = freight.first().context("no freight")?;
-        Ok((
-            newest["metadata"]["name"]
-                .as_str()
-                .context("id")?
-                .to_owned(),
-            newest["alias"].as_str().context("alias")?.to_owned(),
-        ))
-    }
+fn quickstart() -> Result<Pipeline> {
+    let p = Pipeline::start()?;
+    p.apply_quickstart(|yaml| yaml.replace("requiredSoakTime: 1m", "requiredSoakTime: 1h"))?;
+    Ok(p)
 }
 
 async fn log_in(browser: &Browser, base: &str, token: &str) -> Result<()> {
@@ -119,7 +43,7 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     if !Browser::is_available() {
         bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
     }
-    let p = tokio::task::block_in_place(Pipeline::start)?;
+    let p = tokio::task::block_in_place(quickstart)?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     let (id, alias) = tokio::task::block_in_place(|| -> Result<(String, String)> {
         let refreshed = p.cli(&["refresh", "warehouse", "app", "--wait"])?;
@@ -300,175 +224,6 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     Ok(())
 }
 
-const ARGOCD_TOKEN: &str = "argocd-ui-token";
-const QUERY: &str = r#"sum(rate(http_requests_total{service="shop-dev",code!~"5.."}[1m])) / sum(rate(http_requests_total{service="shop-dev"}[1m]))"#;
-
-/// The quickstart's Warehouse and render task; `dev` renders, pushes, syncs `shop-dev`
-/// through the Argo CD double and is verified by a success-rate analysis against the
-/// Prometheus double (as in `verification.rs`); `staging` takes Freight verified in `dev`.
-struct VerifyPipeline {
-    world: TestWorld,
-    registry: Registry,
-    _git: GitServer,
-    argocd: ArgoCd,
-    prometheus: Prometheus,
-    dray: Dray,
-}
-
-fn verify_project(p: &VerifyPipeline, config_url: &str) -> String {
-    format!(
-        r#"apiVersion: dray.dev/v1alpha1
-kind: Credential
-metadata: {{name: argocd, namespace: demo}}
-spec: {{type: argocd, repoURL: "{api}", token: {ARGOCD_TOKEN}}}
----
-apiVersion: dray.dev/v1alpha1
-kind: AnalysisTemplate
-metadata: {{name: success-rate, namespace: demo}}
-spec:
-  args:
-    - name: service
-  metrics:
-    - name: success-rate
-      interval: 300ms
-      count: 2
-      successCondition: result[0] >= 0.95
-      failureLimit: 1
-      provider:
-        prometheus:
-          address: "{prom}"
-          query: 'sum(rate(http_requests_total{{service="{{{{args.service}}}}",code!~"5.."}}[1m])) / sum(rate(http_requests_total{{service="{{{{args.service}}}}"}}[1m]))'
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {{name: dev, namespace: demo}}
-spec:
-  requestedFreight:
-    - origin: {{kind: Warehouse, name: app}}
-      sources: {{direct: true}}
-  health:
-    stabilizationWindow: 1s
-    timeout: 30s
-  verification:
-    analysisTemplates: [{{name: success-rate}}]
-    args:
-      - name: service
-        value: shop-${{{{ ctx.stage }}}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          as: render
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-        - uses: argocd-update
-          as: deploy
-          retry: {{timeout: 2m}}
-          config:
-            apiServer: "{api}"
-            pollInterval: 200ms
-            apps:
-              - name: shop-dev
-                sources:
-                  - repoURL: "{config_url}"
-                    desiredRevision: ${{{{ outputs["render::push"].commit }}}}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {{name: staging, namespace: demo}}
-spec:
-  requestedFreight:
-    - origin: {{kind: Warehouse, name: app}}
-      sources: {{stages: [dev]}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-"#,
-        api = p.argocd.base_url(),
-        prom = p.prometheus.url(),
-        registry = p.registry.host(),
-    )
-}
-
-impl VerifyPipeline {
-    fn start() -> Result<Self> {
-        let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
-        let argocd = ArgoCd::start(&world, ARGOCD_TOKEN, "ops")?;
-        argocd.add_app(&AppSpec::new(
-            "shop-dev",
-            &config_url,
-            "stage/dev",
-            Some("demo:dev"),
-        ));
-        let prometheus = Prometheus::start(&world)?;
-        prometheus.set_value(QUERY, 0.99);
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let p = VerifyPipeline {
-            world,
-            registry,
-            _git: git,
-            argocd,
-            prometheus,
-            dray,
-        };
-        let dir = p.world.unique_dir("project")?;
-        std::fs::create_dir_all(&dir)?;
-        let quickstart = workspace_root().join("examples/quickstart/project");
-        for file in ["project.yaml", "warehouse.yaml", "task.yaml"] {
-            let yaml = std::fs::read_to_string(quickstart.join(file))?
-                .replace("127.0.0.1:5000", &p.registry.host())
-                .replace("http://127.0.0.1:8080/config.git", &config_url)
-                .replace("interval: 5m", "interval: 1h");
-            std::fs::write(dir.join(file), yaml)?;
-        }
-        std::fs::write(dir.join("zz-verify.yaml"), verify_project(&p, &config_url))?;
-        let applied = p
-            .dray
-            .cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", text(&applied));
-        }
-        Ok(p)
-    }
-
-    fn cli(&self, args: &[&str]) -> Result<Output> {
-        let mut all = vec!["-p", "demo"];
-        all.extend_from_slice(args);
-        self.dray.cli(all)
-    }
-
-    /// The newest Freight: (id, alias).
-    fn newest_freight(&self) -> Result<(String, String)> {
-        let output = self.cli(&["get", "freight", "-o", "json"])?;
-        if !output.status.success() {
-            bail!("get freight failed: {}", text(&output));
-        }
-        let freight: Vec<Value> = serde_json::from_slice(&output.stdout)?;
-        let newest = freight.first().context("no freight")?;
-        Ok((
-            newest["metadata"]["name"]
-                .as_str()
-                .context("id")?
-                .to_owned(),
-            newest["alias"].as_str().context("alias")?.to_owned(),
-        ))
-    }
-}
-
-/// Clicks the node's `action` button, then Confirm once the dialog allows it.
 async fn act(browser: &Browser, action: &str, stage: &str, says: &str) -> Result<()> {
     browser
         .wait_for(
@@ -494,7 +249,13 @@ async fn deploy_and_verify_show_live_and_a_failed_reverification_blocks_staging(
     if !Browser::is_available() {
         bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
     }
-    let p = tokio::task::block_in_place(VerifyPipeline::start)?;
+    let p = tokio::task::block_in_place(|| {
+        Deploy::start(DeployOptions {
+            health_timeout: "30s",
+            sync_timeout: "2m",
+            ..Default::default()
+        })
+    })?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     let (id, alias) = tokio::task::block_in_place(|| -> Result<(String, String)> {
         let refreshed = p.cli(&["refresh", "warehouse", "app", "--wait"])?;

@@ -8,158 +8,18 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
-use dray_e2e::argocd::{AppSpec, ArgoCd};
-use dray_e2e::pipeline::{self, Pipeline, text};
-use dray_e2e::prometheus::{Answer, Prometheus};
+use anyhow::{Context, Result};
+use dray_e2e::deploy::{Deploy, DeployOptions, QUERY};
+use dray_e2e::pipeline::{self, text};
+use dray_e2e::prometheus::Answer;
 use serde_json::Value;
 
-const ARGOCD_TOKEN: &str = "argocd-e2e-token";
-const QUERY: &str = r#"sum(rate(http_requests_total{service="shop-dev",code!~"5.."}[1m])) / sum(rate(http_requests_total{service="shop-dev"}[1m]))"#;
-
-/// The quickstart's services, an Argo CD double with `shop-dev` on `stage/dev`, and a
-/// Prometheus double answering the success-rate query with 0.99.
-struct Deploy {
-    p: Pipeline,
-    argocd: ArgoCd,
-    prometheus: Prometheus,
-}
-
-/// The project: the quickstart's Warehouse and render task; `dev` renders, pushes, syncs
-/// `shop-dev` through Argo CD and is verified by a success-rate analysis; `staging` takes
-/// Freight verified in `dev`.
-fn project(d: &Deploy, queue_policy: &str) -> String {
-    format!(
-        r#"apiVersion: dray.dev/v1alpha1
-kind: Credential
-metadata: {{name: argocd, namespace: demo}}
-spec: {{type: argocd, repoURL: "{api}", token: {ARGOCD_TOKEN}}}
----
-apiVersion: dray.dev/v1alpha1
-kind: AnalysisTemplate
-metadata: {{name: success-rate, namespace: demo}}
-spec:
-  args:
-    - name: service
-  metrics:
-    - name: success-rate
-      interval: 300ms
-      count: 2
-      successCondition: result[0] >= 0.95
-      failureLimit: 1
-      provider:
-        prometheus:
-          address: "{prom}"
-          query: 'sum(rate(http_requests_total{{service="{{{{args.service}}}}",code!~"5.."}}[1m])) / sum(rate(http_requests_total{{service="{{{{args.service}}}}"}}[1m]))'
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {{name: dev, namespace: demo}}
-spec:
-  queuePolicy: {queue_policy}
-  requestedFreight:
-    - origin: {{kind: Warehouse, name: app}}
-      sources: {{direct: true}}
-  health:
-    stabilizationWindow: 1s
-    timeout: 4s
-  verification:
-    analysisTemplates: [{{name: success-rate}}]
-    args:
-      - name: service
-        value: shop-${{{{ ctx.stage }}}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          as: render
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-        - uses: argocd-update
-          as: deploy
-          retry: {{timeout: 1m}}
-          config:
-            apiServer: "{api}"
-            pollInterval: 200ms
-            apps:
-              - name: shop-dev
-                sources:
-                  - repoURL: "{config_url}"
-                    desiredRevision: ${{{{ outputs["render::push"].commit }}}}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {{name: staging, namespace: demo}}
-spec:
-  requestedFreight:
-    - origin: {{kind: Warehouse, name: app}}
-      sources: {{stages: [dev]}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-"#,
-        api = d.argocd.base_url(),
-        prom = d.prometheus.url(),
-        registry = d.p.registry.host(),
-        config_url = d.p.config_url,
-    )
-}
-
-impl Deploy {
-    fn start(queue_policy: &str) -> Result<Self> {
-        let p = Pipeline::start()?;
-        let argocd = ArgoCd::start(&p.world, ARGOCD_TOKEN, "ops")?;
-        argocd.add_app(&AppSpec::new(
-            "shop-dev",
-            &p.config_url,
-            "stage/dev",
-            Some("demo:dev"),
-        ));
-        let prometheus = Prometheus::start(&p.world)?;
-        prometheus.set(QUERY, Answer::Value(0.99));
-        let d = Deploy {
-            p,
-            argocd,
-            prometheus,
-        };
-        d.p.apply_base()?;
-        d.p.apply(&project(&d, queue_policy))?;
-        Ok(d)
-    }
-
-    /// The newest Freight's id and alias.
-    fn newest_freight(&self) -> Result<(String, String)> {
-        let freight = self.p.freight()?;
-        let newest = freight.first().context("no freight")?;
-        Ok((pipeline::id(newest), pipeline::alias(newest)))
-    }
-
-    /// Waits (bounded) until the verification of `freight` in `dev` has ended; returns it.
-    fn verification_of(&self, freight: &str) -> Result<Value> {
-        for _ in 0..600 {
-            let stage = self.p.stage("dev")?;
-            let run = &stage["status"]["verification"];
-            if run["freight"] == freight
-                && !matches!(run["phase"].as_str(), Some("Pending" | "Running") | None)
-            {
-                return Ok(run.clone());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        bail!(
-            "the verification of `{freight}` in dev did not end within 60s: {:#}",
-            self.p.stage("dev")?["status"]
-        )
-    }
-}
-
-async fn pipeline(queue_policy: &str, tags: &[&str]) -> Result<Deploy> {
-    let d = tokio::task::block_in_place(|| Deploy::start(queue_policy))?;
+async fn pipeline(queue_policy: &'static str, tags: &[&str]) -> Result<Deploy> {
+    let options = DeployOptions {
+        queue_policy,
+        ..Default::default()
+    };
+    let d = tokio::task::block_in_place(|| Deploy::start(options))?;
     for tag in tags {
         d.p.release(tag).await?;
     }

@@ -22,9 +22,14 @@
 //! may create `rolebindings` in a project may give themselves any role there, as in
 //! Kubernetes without its `escalate`/`bind` checks: grant it as you would `dray-admin`.
 //!
-//! OIDC: not built yet. Bearer tokens from an identity provider (verified against its
-//! JWKS, user and groups from claims) would be a second way to resolve a [`Caller`] here;
-//! `dray serve` has no flag for it, and `--auth` accepts only `token` and `none`.
+//! OIDC: the web UI can log in through an OpenID provider (`dray serve --oidc-issuer …`,
+//! see [`crate::ui::oidc`]). Such a session's [`Caller`] is the user and groups from the
+//! verified ID token's claims; project `RoleBinding`s naming the user or one of the groups
+//! (`kind: Group`) apply as for a token's user. Cluster-wide roles come only from the
+//! cluster bindings `dray token create` records, by user or group name: an OIDC user has
+//! none unless such a binding names them (user and group names are one namespace across
+//! tokens and OIDC, so use a username claim the provider controls, like `email`). The API
+//! itself still takes only Dray's bearer tokens, not the provider's.
 
 use std::sync::Arc;
 
@@ -37,7 +42,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::api::{Kind, ObjectKey, Role, RoleBinding, SubjectKind, Verb};
 use crate::store::{Store, TokenStore};
-use crate::ui::session;
+use crate::ui::session::{self, Identity, Session};
 
 use super::AppState;
 use super::error::ApiError;
@@ -300,7 +305,7 @@ pub(crate) async fn authenticate(
     let caller = match state.auth.mode {
         AuthMode::None => Ok(Caller::anonymous()),
         AuthMode::Token => match (headers.get(AUTHORIZATION), session::cookie_id(headers)) {
-            (None, Some(id)) => from_session(&state.auth, &id, request.method(), headers).await,
+            (None, Some(id)) => from_session(&state, &id, request.method(), headers).await,
             (bearer, _) => resolve(&state.auth, bearer).await,
         },
     };
@@ -326,12 +331,12 @@ pub(crate) async fn authenticate(
 /// session's CSRF token in `X-CSRF-Token`: a cross-site page can make the browser send the
 /// cookie, but cannot read the token.
 async fn from_session(
-    auth: &Auth,
+    state: &AppState,
     id: &str,
     method: &Method,
     headers: &HeaderMap,
 ) -> Result<Caller, ApiError> {
-    let session = session::lookup(id).ok_or_else(|| {
+    let session = state.sessions.lookup(id).ok_or_else(|| {
         ApiError::unauthenticated("the session has expired or is unknown")
             .with_hint("log in again at /login")
     })?;
@@ -344,14 +349,35 @@ async fn from_session(
             "the UI sends it for you (reload the page); scripts should use `Authorization: Bearer <token>` instead of the cookie",
         ));
     }
-    match caller_for_token_hash(auth, &session.token_hash).await? {
+    match caller_for_session(&state.auth, &session).await? {
         Some(caller) => Ok(caller),
         None => {
-            session::remove(id);
+            state.sessions.remove(id);
             Err(
                 ApiError::unauthenticated("the API token this session was made with is gone")
                     .with_hint("log in again at /login with a valid token"),
             )
+        }
+    }
+}
+
+/// The caller a UI session stands for: a token session's token is looked up again (none
+/// when it was removed); an OIDC session's user and groups are taken as the provider
+/// vouched for them, with the cluster-wide roles bindings give those names.
+pub(crate) async fn caller_for_session(
+    auth: &Auth,
+    session: &Session,
+) -> Result<Option<Caller>, ApiError> {
+    match &session.identity {
+        Identity::Token { token_hash } => caller_for_token_hash(auth, token_hash).await,
+        Identity::Oidc { user, groups } => {
+            let cluster_roles = auth.tokens.cluster_roles(user, groups).await?;
+            Ok(Some(Caller {
+                user: user.clone(),
+                groups: groups.clone(),
+                cluster_roles,
+                unrestricted: false,
+            }))
         }
     }
 }

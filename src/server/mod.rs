@@ -46,6 +46,10 @@ pub struct AppState {
     pub discovery: Option<Arc<DiscoveryServices>>,
     /// How callers are authenticated, and their tokens.
     pub auth: Arc<Auth>,
+    /// The web UI's login sessions (this server's own, never shared with another router).
+    pub sessions: Arc<crate::ui::session::Sessions>,
+    /// The OpenID provider the web UI can log in through, when configured.
+    pub oidc: Option<Arc<crate::ui::oidc::Oidc>>,
 }
 
 /// The discovery clients shared by the Warehouse controller and the API.

@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub tools: dray_steps::ToolPaths,
     /// How API requests are authenticated.
     pub auth: AuthMode,
+    /// OIDC login for the web UI, when configured.
+    pub oidc: Option<crate::ui::oidc::OidcOptions>,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -54,6 +56,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
         AuthMode::None => warn_no_auth(),
     }
+    let oidc = match options.oidc.clone() {
+        Some(oidc_options) => Some(Arc::new(start_oidc(oidc_options).await?)),
+        None => None,
+    };
     let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
@@ -70,6 +76,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             mode: options.auth,
             tokens: token_store,
         }),
+        sessions: Arc::new(crate::ui::session::Sessions::new()),
+        oidc,
     };
     let shutdown = CancellationToken::new();
     let warehouses = WarehouseController::new(
@@ -142,6 +150,25 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Sets up OIDC login and runs discovery once (at most `PROVIDER_TIMEOUT`): a provider
+/// that cannot be reached does not stop the server; the login page says why, and the next
+/// login tries again.
+async fn start_oidc(
+    options: crate::ui::oidc::OidcOptions,
+) -> anyhow::Result<crate::ui::oidc::Oidc> {
+    let oidc = crate::ui::oidc::Oidc::new(options)?;
+    let issuer = oidc.options().issuer.clone();
+    match oidc.discover().await {
+        Ok(()) => {
+            tracing::info!(%issuer, redirect_url = %oidc.options().redirect_url, "OIDC login enabled")
+        }
+        Err(error) => {
+            tracing::warn!(%issuer, %error, "OIDC discovery failed; the login page will say so and retry on the next login")
+        }
+    }
+    Ok(oidc)
 }
 
 /// Shows the bootstrap token once, on stderr and never through tracing (whose output may

@@ -41,6 +41,8 @@ impl TestServer {
                     mode,
                     tokens: store,
                 }),
+                sessions: Default::default(),
+                oidc: None,
             },
             admin,
             dir,

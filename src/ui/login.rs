@@ -1,7 +1,9 @@
 //! Logging in and out of the web UI: `GET /login` (the form), `POST /login` (an API
 //! token in, a session cookie out) and `POST /logout`. The token is checked exactly as the
 //! API checks a bearer token (its SHA-256 against the token store) and is never echoed,
-//! logged or put in the cookie.
+//! logged or put in the cookie. When OIDC is configured the form has a "Log in with
+//! <issuer host>" button (`#oidc-login`, a link to `/auth/login`, see [`super::oidc`]) above
+//! the token form, and says so when the provider cannot be reached.
 
 use axum::Form;
 use axum::extract::State;
@@ -31,7 +33,11 @@ pub(crate) struct LogoutForm {
     csrf: String,
 }
 
-fn form_page(error: Option<&str>) -> Markup {
+fn form_page(state: &AppState, error: Option<&str>) -> Markup {
+    let oidc = state
+        .oidc
+        .as_ref()
+        .map(|oidc| (oidc.issuer_host(), oidc.unavailable()));
     layout::page(
         "Log in",
         None,
@@ -39,9 +45,21 @@ fn form_page(error: Option<&str>) -> Markup {
         html! {
             section.login {
                 h1 { "Log in to Dray" }
+                @if let Some((host, unavailable)) = &oidc {
+                    p.oidc {
+                        a.button #oidc-login href="/auth/login" { "Log in with " (host) }
+                    }
+                    @if let Some(why) = unavailable {
+                        p.error #oidc-unavailable role="status" {
+                            "OIDC login is unavailable: " (why)
+                            ". The button tries the provider again; an API token works meanwhile."
+                        }
+                    }
+                    p.hint { "or with an API token:" }
+                }
                 form method="post" action="/login" {
                     label for="token" { "API token" }
-                    input #token type="password" name="token" autocomplete="off" required autofocus;
+                    input #token type="password" name="token" autocomplete="off" required autofocus[oidc.is_none()];
                     button #login type="submit" { "Log in" }
                 }
                 @if let Some(error) = error {
@@ -53,12 +71,17 @@ fn form_page(error: Option<&str>) -> Markup {
     )
 }
 
+/// The login page showing `message` as the error, with `status`.
+pub(crate) fn error_response(state: &AppState, status: StatusCode, message: &str) -> Response {
+    (status, form_page(state, Some(message))).into_response()
+}
+
 /// `GET /login`.
 pub(crate) async fn form(State(state): State<AppState>) -> Response {
     if state.auth.mode == AuthMode::None {
         return Redirect::to("/").into_response();
     }
-    form_page(None).into_response()
+    form_page(&state, None).into_response()
 }
 
 /// `POST /login`: a valid token starts a session and goes to the projects.
@@ -73,9 +96,10 @@ pub(crate) async fn login(
     if !session::same_origin(&headers) {
         return (
             StatusCode::FORBIDDEN,
-            form_page(Some(
-                "this login came from another site; log in from this page",
-            )),
+            form_page(
+                &state,
+                Some("this login came from another site; log in from this page"),
+            ),
         )
             .into_response();
     }
@@ -83,7 +107,7 @@ pub(crate) async fn login(
     if token.is_empty() {
         return (
             StatusCode::BAD_REQUEST,
-            form_page(Some("enter an API token")),
+            form_page(&state, Some("enter an API token")),
         )
             .into_response();
     }
@@ -94,7 +118,10 @@ pub(crate) async fn login(
             tracing::warn!(%error, "login: cannot read the token store");
             return (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                form_page(Some("the token store cannot be read; see the server log")),
+                form_page(
+                    &state,
+                    Some("the token store cannot be read; see the server log"),
+                ),
             )
                 .into_response();
         }
@@ -103,23 +130,28 @@ pub(crate) async fn login(
         tracing::info!("login refused: unknown token");
         return (
             StatusCode::UNAUTHORIZED,
-            form_page(Some(
-                "that API token is not valid; check it, or ask an admin for a new one",
-            )),
+            form_page(
+                &state,
+                Some("that API token is not valid; check it, or ask an admin for a new one"),
+            ),
         )
             .into_response();
     };
-    let (id, _) = session::create(&hash, &record.user);
+    let (id, _) = state.sessions.create_for_token(&hash, &record.user);
     tracing::info!(user = %record.user, "logged in to the UI");
     let cookie = session::set_cookie(&id, session::is_https(&headers));
     ([(SET_COOKIE, cookie)], Redirect::to("/")).into_response()
 }
 
 /// `POST /logout`: ends the session (the form carries its CSRF token).
-pub(crate) async fn logout(headers: HeaderMap, Form(form): Form<LogoutForm>) -> Response {
+pub(crate) async fn logout(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<LogoutForm>,
+) -> Response {
     let secure = session::is_https(&headers);
     if let Some(id) = session::cookie_id(&headers) {
-        let Some(found) = session::lookup(&id) else {
+        let Some(found) = state.sessions.lookup(&id) else {
             return (
                 [(SET_COOKIE, session::clear_cookie(secure))],
                 Redirect::to("/login"),
@@ -137,7 +169,7 @@ pub(crate) async fn logout(headers: HeaderMap, Form(form): Form<LogoutForm>) -> 
             )
                 .into_response();
         }
-        session::remove(&id);
+        state.sessions.remove(&id);
         tracing::info!(user = %found.user, "logged out of the UI");
     }
     (

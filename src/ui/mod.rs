@@ -10,6 +10,7 @@
 //!
 //! - [`session`]: login sessions, cookie, CSRF token;
 //! - `login`: `GET/POST /login`, `POST /logout`;
+//! - [`oidc`]: `GET /auth/login`, `GET /auth/callback` (OpenID Connect login);
 //! - `layout`: the page shell, assets, security headers;
 //! - `project_page`: `/` and `/projects/{p}` (pipeline graph, Freight timeline,
 //!   availability of the selected Freight);
@@ -24,6 +25,7 @@ mod events;
 mod graph;
 mod layout;
 mod login;
+pub mod oidc;
 mod project_page;
 pub mod session;
 mod stage_page;
@@ -47,6 +49,8 @@ pub fn router() -> Router<AppState> {
         .route("/", get(project_page::index))
         .route("/login", get(login::form).post(login::login))
         .route("/logout", post(login::logout))
+        .route("/auth/login", get(oidc::start))
+        .route("/auth/callback", get(oidc::callback))
         .route("/ui/assets/app.css", get(layout::css))
         .route("/ui/assets/app.js", get(layout::js))
         .route("/ui/events", get(events::stream))
@@ -108,15 +112,15 @@ impl FromRequestParts<AppState> for Viewer {
             }
         };
         let id = session::cookie_id(&parts.headers).ok_or_else(to_login)?;
-        let found = session::lookup(&id).ok_or_else(to_login)?;
-        match auth::caller_for_token_hash(&state.auth, &found.token_hash).await {
+        let found = state.sessions.lookup(&id).ok_or_else(to_login)?;
+        match auth::caller_for_session(&state.auth, &found).await {
             Ok(Some(caller)) => Ok(Viewer {
                 caller,
                 csrf: found.csrf,
                 logged_in: true,
             }),
             Ok(None) => {
-                session::remove(&id);
+                state.sessions.remove(&id);
                 Err(to_login())
             }
             Err(error) => Err(UiError(error).into_response()),

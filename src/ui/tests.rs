@@ -128,6 +128,8 @@ impl Ui {
                     mode,
                     tokens: store,
                 }),
+                sessions: Default::default(),
+                oidc: None,
             },
             admin,
             _dir: dir,
@@ -833,4 +835,366 @@ async fn every_action_confirms_with_its_api_call() {
         abort_button.contains("data-promotion=\"dev-first-1\""),
         "{abort_button}"
     );
+}
+
+/// A Running Promotion of `freight` into `stage` that has pushed `commit` and waits for
+/// Argo CD to sync it.
+async fn written_to_git_promotion(ui: &Ui, name: &str, stage: &str, freight: &str, commit: &str) {
+    ui.store()
+        .create(json!({
+            "apiVersion": "dray.dev/v1alpha1",
+            "kind": "Promotion",
+            "metadata": {"name": name, "namespace": "demo",
+                         "annotations": {"dray.dev/actor": "ann"}},
+            "spec": {"stage": stage, "freight": freight,
+                     "steps": [{"uses": "git-push", "as": "push"}, {"uses": "argocd-update", "as": "deploy"}]}
+        }))
+        .await
+        .unwrap();
+    let key = ObjectKey::namespaced(Kind::Promotion, "demo", name);
+    ui.store()
+        .update_status(
+            &key,
+            json!({"phase": "Running",
+                   "message": format!("written to git (`stage/{stage}` at {commit}), waiting for sync: step `deploy` is waiting for Application `shop` to sync"),
+                   "writtenToGit": {"repoURL": "http://127.0.0.1:9/config.git", "name": format!("stage/{stage}"), "commit": commit},
+                   "stepExecutionMetadata": [
+                       {"alias": "push", "status": "Succeeded", "attempts": 1},
+                       {"alias": "deploy", "status": "Running", "attempts": 1, "message": "waiting for Application `shop` to sync"}]}),
+            None,
+        )
+        .await
+        .unwrap();
+}
+
+/// `dev` Unhealthy with a failed verification, `staging` Healthy and measuring, `prod`
+/// written to git and waiting for sync; messages carry markup that must stay text.
+async fn deploy_and_verify_world(ui: &Ui) {
+    ui.add_freight("f1", "first", "1.0.0").await;
+    ui.add_freight("f2", "second", "2.0.0").await;
+    let apps = json!([{"name": "shop", "apiServer": "http://127.0.0.1:9", "desiredRevisions": ["100000000000000000000000000000000000000"]}]);
+    ui.set_stage_status(
+        "dev",
+        json!({"currentFreight": {"name": "f1", "alias": "first"},
+               "branch": {"repoURL": "http://127.0.0.1:9/config.git", "name": "stage/dev", "commit": "100000000000000000000000000000000000000"},
+               "applications": apps,
+               "health": {"status": "Unhealthy", "message": "shop: <img src=x onerror=alert(1)> CrashLoopBackOff",
+                          "applications": [{"name": "shop", "status": "Unhealthy", "argocdHealth": "Degraded",
+                                            "syncedRevision": "100000000000000000000000000000000000000",
+                                            "message": "<b>0 of 2</b> replicas available"}]},
+               "verification": {"id": "v2", "freight": "f1", "phase": "Failed", "actor": "ann",
+                                "message": "metric `rate`: failed (2) > failureLimit (1) <i>x</i>",
+                                "startTime": "2026-01-01T10:00:00Z", "finishTime": "2026-01-01T10:01:00Z",
+                                "metrics": [{"name": "rate", "phase": "Failed", "count": 2, "successful": 0, "failed": 2,
+                                             "message": "failed (2) > failureLimit (1)",
+                                             "measurements": [
+                                                 {"phase": "Failed", "value": "[0.42]", "message": "<u>cond</u> false"},
+                                                 {"phase": "Failed", "value": "[0.41]"}]}]},
+               "verificationHistory": [
+                   {"id": "v2", "freight": "f1", "phase": "Failed", "actor": "ann", "message": "metric `rate`: failed (2) > failureLimit (1) <i>x</i>"},
+                   {"id": "v1", "freight": "f1", "phase": "Successful", "actor": "dray", "message": "all 1 metrics successful",
+                    "metrics": [{"name": "rate", "phase": "Successful", "count": 2, "successful": 2}]}]}),
+    )
+    .await;
+    ui.set_stage_status(
+        "staging",
+        json!({"currentFreight": {"name": "f1", "alias": "first"},
+               "applications": apps,
+               "health": {"status": "Healthy", "message": "all 1 Applications Healthy"},
+               "verification": {"id": "v3", "freight": "f1", "phase": "Running", "actor": "dray",
+                                "message": "analysis running",
+                                "metrics": [{"name": "rate", "phase": "Running", "count": 3, "successful": 2, "failed": 1}]}}),
+    )
+    .await;
+    written_to_git_promotion(
+        ui,
+        "prod-second-1",
+        "prod",
+        "f2",
+        "abcdef0123456789abcdef0123456789abcdef01",
+    )
+    .await;
+    ui.set_stage_status(
+        "prod",
+        json!({"currentPromotion": "prod-second-1",
+               "health": {"status": "Progressing", "message": "shop: not synced to abcdef0 yet"}}),
+    )
+    .await;
+}
+
+/// The element (its opening tag up to the next node) of the first tag matching `needles`.
+fn node_of<'a>(page: &'a str, stage: &str) -> &'a str {
+    let start = page
+        .find(&format!("class=\"node stage\" data-stage=\"{stage}\""))
+        .unwrap_or_else(|| panic!("no node for {stage}"));
+    let rest = &page[start..];
+    let end = rest[1..]
+        .find("class=\"node ")
+        .map_or(rest.len(), |i| i + 1);
+    &rest[..end]
+}
+
+#[tokio::test]
+async fn stage_nodes_show_health_verification_and_written_to_git_escaped() {
+    let ui = Ui::new(AuthMode::None).await;
+    deploy_and_verify_world(&ui).await;
+    let page = ui.get("/projects/demo", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    assert!(!body.contains("<img src=x"), "unescaped health message");
+    assert!(!body.contains("<i>x</i>"), "unescaped verification message");
+
+    // What the script re-stacks the graph with: each node's place, each edge's ends.
+    let graph = tag_with(body, &["class=\"graph\""]).expect("the graph");
+    assert!(
+        graph.contains("data-margin=\"16\" data-gap=\"20\""),
+        "{graph}"
+    );
+    assert!(
+        tag_with(
+            body,
+            &[
+                "data-warehouse=\"app\"",
+                "data-layer=\"0\"",
+                "data-row=\"0\""
+            ]
+        )
+        .is_some()
+    );
+    assert!(tag_with(body, &["path d=", "data-from=\"0\"", "data-to="]).is_some());
+
+    let dev = node_of(body, "dev");
+    let health = tag_with(dev, &["data-health=\"Unhealthy\""]).expect("dev's health");
+    assert!(
+        health.contains("class=\"state health unhealthy\""),
+        "{health}"
+    );
+    assert!(
+        health.contains("title=\"shop: &lt;img src=x onerror=alert(1)&gt; CrashLoopBackOff\""),
+        "{health}"
+    );
+    // Unhealthy: Argo CD's message is on the node, not only in the title.
+    assert!(dev.contains(
+        "<div class=\"detail\">shop: &lt;img src=x onerror=alert(1)&gt; CrashLoopBackOff</div>"
+    ));
+    let verification = tag_with(dev, &["data-phase=\"Failed\""]).expect("dev's verification");
+    assert!(
+        verification.contains("state verification failed"),
+        "{verification}"
+    );
+    assert!(dev.contains("verification: Failed"));
+    assert!(dev.contains(
+        "<div class=\"detail\">metric `rate`: failed (2) &gt; failureLimit (1) &lt;i&gt;x&lt;/i&gt;</div>"
+    ));
+    // Ended: Verify again, no Stop.
+    assert!(tag_with(dev, &["data-action=\"verify\""]).is_some());
+    assert!(tag_with(dev, &["data-action=\"abort-verification\""]).is_none());
+    assert!(!dev.contains("written-to-git"));
+
+    let staging = node_of(body, "staging");
+    assert!(
+        tag_with(staging, &["data-health=\"Healthy\""]).is_some(),
+        "{staging}"
+    );
+    // Healthy: the message stays in the title.
+    assert!(!staging.contains("<div class=\"detail\">all 1 Applications Healthy"));
+    assert!(
+        tag_with(staging, &["data-phase=\"Running\""]).is_some(),
+        "{staging}"
+    );
+    assert!(staging.contains("verifying: 2/3 successful"), "{staging}");
+    let stop = tag_with(
+        staging,
+        &[
+            "data-action=\"abort-verification\"",
+            "data-stage=\"staging\"",
+        ],
+    )
+    .expect("Stop verification while it runs");
+    assert!(!stop.contains("disabled"), "{stop}");
+    assert!(staging.contains(">Stop verification<"));
+
+    let prod = node_of(body, "prod");
+    assert!(
+        tag_with(prod, &["data-health=\"Progressing\""]).is_some(),
+        "{prod}"
+    );
+    let written = tag_with(prod, &["class=\"state written-to-git\""]).expect("written to git");
+    assert!(written.contains("waiting for sync"), "{written}");
+    assert!(prod.contains("written to git, waiting for sync"), "{prod}");
+    assert!(prod.contains(
+        "href=\"http://127.0.0.1:9/config/commit/abcdef0123456789abcdef0123456789abcdef01\""
+    ));
+    // Not a failure: nothing on the node is in the failed or unhealthy style.
+    assert!(
+        !prod.contains("failed") && !prod.contains("unhealthy"),
+        "{prod}"
+    );
+    // A Stage that judges no health shows no health at all.
+    ui.set_stage_status("prod", json!({})).await;
+    let body = ui.get("/projects/demo", None).await.body;
+    assert!(!node_of(&body, "prod").contains("data-health"));
+}
+
+#[tokio::test]
+async fn a_viewer_sees_verify_and_stop_verification_disabled_with_the_reason() {
+    let ui = Ui::new(AuthMode::Token).await;
+    deploy_and_verify_world(&ui).await;
+    let viewer = ui.login(VIEWER_TOKEN).await;
+    let page = ui.get("/projects/demo", Some(&viewer)).await.body;
+    let staging = node_of(&page, "staging");
+    let why = "user `vic` may not verify stages/staging";
+    for action in ["verify", "abort-verification"] {
+        let button = tag_with(
+            staging,
+            &[
+                &format!("data-action=\"{action}\""),
+                "data-stage=\"staging\"",
+            ],
+        )
+        .unwrap_or_else(|| panic!("a {action} button"));
+        assert!(button.contains("disabled"), "{button}");
+        assert!(button.contains(&format!("title=\"{why}\"")), "{button}");
+    }
+    // The reason is said once under the buttons, not once per button.
+    assert_eq!(staging.matches(&format!(">{why}<")).count(), 1, "{staging}");
+    let confirm = ui
+        .get(
+            "/projects/demo/stages/staging/confirm?action=abort-verification",
+            Some(&viewer),
+        )
+        .await;
+    assert_eq!(confirm.status, StatusCode::OK, "{}", confirm.body);
+    assert!(confirm.body.contains(&format!("data-refused=\"{why}\"")));
+    // And the API agrees.
+    let refused = ui
+        .post_json(
+            "/api/v1/projects/demo/stages/staging/verify",
+            &viewer,
+            Some(&csrf_of(&page)),
+            json!({"abort": true}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+
+    let admin = ui.login(&ui.admin).await;
+    let page = ui.get("/projects/demo", Some(&admin)).await.body;
+    let staging = node_of(&page, "staging");
+    for action in ["verify", "abort-verification"] {
+        let button = tag_with(staging, &[&format!("data-action=\"{action}\"")]).unwrap();
+        assert!(!button.contains("disabled"), "{button}");
+    }
+    let confirm = ui
+        .get(
+            "/projects/demo/stages/staging/confirm?action=abort-verification",
+            Some(&admin),
+        )
+        .await
+        .body;
+    assert!(confirm.contains("data-url=\"/api/v1/projects/demo/stages/staging/verify\""));
+    assert!(
+        confirm.contains("data-body=\"{&quot;abort&quot;:true}\""),
+        "{confirm}"
+    );
+    assert!(!confirm.contains("data-refused"));
+    // Nothing to stop once it ended.
+    let ended = ui
+        .get(
+            "/projects/demo/stages/dev/confirm?action=abort-verification",
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(ended.status, StatusCode::CONFLICT, "{}", ended.body);
+    assert!(ended.body.contains("no verification waiting or running"));
+}
+
+#[tokio::test]
+async fn the_stage_page_shows_health_and_each_verification_with_aliases() {
+    let ui = Ui::new(AuthMode::None).await;
+    deploy_and_verify_world(&ui).await;
+    let page = ui.get("/projects/demo/stages/dev", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let body = &page.body;
+    assert!(
+        !body.contains("<img src=x") && !body.contains("<b>0 of 2") && !body.contains("<u>cond")
+    );
+    let health = body
+        .split("id=\"health\"")
+        .nth(1)
+        .expect("a Health section");
+    let app = health
+        .split("data-application=\"shop\"")
+        .nth(1)
+        .expect("the Application");
+    let app = app.split("</tr>").next().unwrap();
+    assert!(app.contains(">Degraded<"), "{app}");
+    assert!(
+        app.contains(
+            "href=\"http://127.0.0.1:9/config/commit/100000000000000000000000000000000000000\""
+        ),
+        "{app}"
+    );
+    assert!(app.contains("<code>1000000</code>"), "{app}");
+    assert!(
+        app.contains("&lt;b&gt;0 of 2&lt;/b&gt; replicas available"),
+        "{app}"
+    );
+
+    let verifications = body.split("id=\"verifications\"").nth(1).unwrap();
+    let failed = verifications
+        .split("data-verification=\"v2\"")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    assert!(
+        failed.contains("<strong class=\"alias\">first</strong>"),
+        "{failed}"
+    );
+    assert!(failed.contains(">Failed<") && failed.contains(">ann<"));
+    assert!(
+        failed.contains("2026-01-01 10:00:00 UTC") && failed.contains("2026-01-01 10:01:00 UTC")
+    );
+    assert!(failed.contains("0/2/0/0"), "{failed}");
+    assert!(failed.contains("failed (2) &gt; failureLimit (1)"));
+    // The newest measurement first, with value, phase and message.
+    let newest = failed.find("[0.41]").expect("the newest measurement");
+    let older = failed.find("[0.42]").expect("an older measurement");
+    assert!(newest < older, "{failed}");
+    assert!(failed.contains("&lt;u&gt;cond&lt;/u&gt; false"));
+    // The current run is not listed twice; the older one follows.
+    assert_eq!(verifications.matches("data-verification=\"v2\"").count(), 1);
+    let ok = verifications
+        .split("data-verification=\"v1\"")
+        .nth(1)
+        .unwrap()
+        .split("</tr>")
+        .next()
+        .unwrap();
+    assert!(
+        ok.contains(">Successful<") && ok.contains("2/0/0/0"),
+        "{ok}"
+    );
+
+    // The promotion history names Freight by alias.
+    let prod = ui.get("/projects/demo/stages/prod", None).await.body;
+    let row = prod
+        .split("data-promotion=\"prod-second-1\"")
+        .nth(1)
+        .unwrap();
+    assert!(
+        row.contains("<strong class=\"alias\">second</strong>"),
+        "{row}"
+    );
+    // So does the Promotion view, which says it is written to git.
+    let view = ui
+        .get("/projects/demo/promotions/prod-second-1/view", None)
+        .await
+        .body;
+    assert!(
+        view.contains("<strong class=\"alias\" title=\"f2\">second</strong>"),
+        "{view}"
+    );
+    assert!(view.contains("data-commit=\"abcdef0123456789abcdef0123456789abcdef01\""));
 }

@@ -1,4 +1,5 @@
-//! `dray serve`: run the embedded server.
+//! `dray serve`: run the embedded server, and turn its `--oidc-*` flags into
+//! [`OidcOptions`] (OIDC login for the web UI).
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -8,6 +9,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::cli::{CliError, env};
 use crate::server::{AuthMode, ServeOptions, serve};
+use crate::ui::oidc::OidcOptions;
 
 /// Arguments of `dray serve`.
 #[derive(clap::Args, Debug)]
@@ -38,9 +40,39 @@ pub struct ServeArgs {
     /// (everyone is `anonymous` with admin rights: local experiments only).
     #[arg(long, value_enum, default_value_t = Auth::Token)]
     pub auth: Auth,
+    /// OIDC login for the web UI: the OpenID provider's issuer URL, exactly as its ID
+    /// tokens' `iss` claim has it. Discovery reads `<issuer>/.well-known/openid-configuration`.
+    #[arg(long, value_name = "URL")]
+    pub oidc_issuer: Option<String>,
+    /// The client id registered at the provider (required with --oidc-issuer).
+    #[arg(long, value_name = "ID")]
+    pub oidc_client_id: Option<String>,
+    /// A file holding the client secret (confidential clients). Without it Dray is a
+    /// public client and relies on PKCE. Never pass a secret on the command line.
+    #[arg(long, value_name = "PATH")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// Where the provider sends the browser back: Dray's external URL + `/auth/callback`
+    /// (register it at the provider). Required with --oidc-issuer unless --listen is a
+    /// loopback address, where it defaults to `http://<listen>/auth/callback`.
+    #[arg(long, value_name = "URL")]
+    pub oidc_redirect_url: Option<String>,
+    /// The ID-token claim naming the user (falls back to `sub` when absent).
+    #[arg(long, value_name = "CLAIM", default_value = "email")]
+    pub oidc_username_claim: String,
+    /// The ID-token claim listing the user's groups (for RoleBindings with `kind: Group`).
+    #[arg(long, value_name = "CLAIM", default_value = "groups")]
+    pub oidc_groups_claim: String,
+    /// The scopes to ask for, space- or comma-separated (`openid` is always asked for).
+    #[arg(
+        long,
+        value_name = "SCOPES",
+        default_value = "openid profile email groups"
+    )]
+    pub oidc_scopes: String,
 }
 
-/// How `dray serve` authenticates API requests. (OIDC is not built yet.)
+/// How `dray serve` authenticates API requests (OIDC, for the web UI, comes on top of
+/// `token` with the `--oidc-*` flags).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Auth {
     /// Bearer API tokens made with `dray token create`.
@@ -73,6 +105,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     if let Err(error) = installed {
         return Err(CliError::Local(format!("cannot set up logging: {error}")));
     }
+    let oidc = oidc_options(&args)?;
     let tools = dray_steps::ToolPaths {
         helm: args.helm,
         kubectl: args.kubectl,
@@ -88,8 +121,198 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             Auth::Token => AuthMode::Token,
             Auth::None => AuthMode::None,
         },
+        oidc,
     };
     serve(options)
         .await
         .map_err(|e| CliError::Local(format!("{e:#}")))
+}
+
+fn usage(message: impl Into<String>, hint: &str) -> CliError {
+    CliError::Usage {
+        message: message.into(),
+        hint: Some(hint.to_owned()),
+    }
+}
+
+/// The OIDC settings the flags ask for; none without `--oidc-issuer`.
+fn oidc_options(args: &ServeArgs) -> Result<Option<OidcOptions>, CliError> {
+    let Some(issuer) = args.oidc_issuer.clone() else {
+        let stray = args.oidc_client_id.is_some()
+            || args.oidc_client_secret_file.is_some()
+            || args.oidc_redirect_url.is_some();
+        if stray {
+            return Err(usage(
+                "--oidc-client-id, --oidc-client-secret-file and --oidc-redirect-url need --oidc-issuer",
+                "add --oidc-issuer <the provider's issuer URL>, or drop the --oidc-* flags",
+            ));
+        }
+        return Ok(None);
+    };
+    if args.auth == Auth::None {
+        return Err(usage(
+            "--oidc-issuer cannot be used with --auth none (nobody logs in when nothing is authenticated)",
+            "drop --auth none to use OIDC login",
+        ));
+    }
+    let client_id = args
+        .oidc_client_id
+        .clone()
+        .filter(|id| !id.trim().is_empty())
+        .ok_or_else(|| {
+            usage(
+                "--oidc-issuer needs --oidc-client-id",
+                "give the client id registered for Dray at the provider",
+            )
+        })?;
+    let client_secret = match &args.oidc_client_secret_file {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                usage(
+                    format!(
+                        "cannot read --oidc-client-secret-file `{}`: {e}",
+                        path.display()
+                    ),
+                    "give a readable file holding only the client secret",
+                )
+            })?;
+            let secret = text.trim();
+            if secret.is_empty() {
+                return Err(usage(
+                    format!("--oidc-client-secret-file `{}` is empty", path.display()),
+                    "put the client secret in it, or drop the flag for a public (PKCE-only) client",
+                ));
+            }
+            Some(secret.to_owned())
+        }
+    };
+    let redirect_url = match &args.oidc_redirect_url {
+        Some(url) => url.clone(),
+        None if args.listen.ip().is_loopback() && args.listen.port() != 0 => {
+            format!("http://{}/auth/callback", args.listen)
+        }
+        None => {
+            return Err(usage(
+                format!(
+                    "--oidc-issuer needs --oidc-redirect-url when --listen ({}) is not a loopback address with a fixed port",
+                    args.listen
+                ),
+                "give Dray's external URL followed by /auth/callback, e.g. --oidc-redirect-url https://dray.example.com/auth/callback (a proxy's Host header is not trusted for it)",
+            ));
+        }
+    };
+    let scopes: Vec<String> = args
+        .oidc_scopes
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    Ok(Some(OidcOptions {
+        issuer,
+        client_id,
+        client_secret,
+        redirect_url,
+        username_claim: args.oidc_username_claim.clone(),
+        groups_claim: args.oidc_groups_claim.clone(),
+        scopes,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("dray").chain(args.iter().copied()))
+            .unwrap()
+            .serve
+    }
+
+    #[test]
+    fn no_issuer_means_no_oidc_but_stray_flags_are_refused() {
+        assert!(oidc_options(&parse(&[])).unwrap().is_none());
+        let error = oidc_options(&parse(&["--oidc-client-id", "dray"])).unwrap_err();
+        assert!(error.to_string().contains("need --oidc-issuer"), "{error}");
+    }
+
+    #[test]
+    fn defaults_and_a_redirect_derived_only_on_loopback() {
+        let options = oidc_options(&parse(&[
+            "--oidc-issuer",
+            "http://127.0.0.1:9400",
+            "--oidc-client-id",
+            "dray",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(options.redirect_url, "http://127.0.0.1:7070/auth/callback");
+        assert_eq!(options.username_claim, "email");
+        assert_eq!(options.groups_claim, "groups");
+        assert_eq!(options.scopes, ["openid", "profile", "email", "groups"]);
+        assert!(options.client_secret.is_none());
+
+        let error = oidc_options(&parse(&[
+            "--listen",
+            "0.0.0.0:7070",
+            "--oidc-issuer",
+            "https://idp.example.com",
+            "--oidc-client-id",
+            "dray",
+        ]))
+        .unwrap_err();
+        assert!(error.to_string().contains("--oidc-redirect-url"), "{error}");
+        let error =
+            oidc_options(&parse(&["--oidc-issuer", "https://idp.example.com"])).unwrap_err();
+        assert!(error.to_string().contains("--oidc-client-id"), "{error}");
+        let error = oidc_options(&parse(&[
+            "--auth",
+            "none",
+            "--oidc-issuer",
+            "https://idp.example.com",
+            "--oidc-client-id",
+            "dray",
+        ]))
+        .unwrap_err();
+        assert!(error.to_string().contains("--auth none"), "{error}");
+    }
+
+    #[test]
+    fn the_secret_comes_from_its_file_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "s3cret\n").unwrap();
+        let args = parse(&[
+            "--listen",
+            "10.0.0.1:80",
+            "--oidc-issuer",
+            "https://idp.example.com",
+            "--oidc-client-id",
+            "dray",
+            "--oidc-client-secret-file",
+            path.to_str().unwrap(),
+            "--oidc-redirect-url",
+            "https://dray.example.com/auth/callback",
+            "--oidc-scopes",
+            "openid,email",
+        ]);
+        let options = oidc_options(&args).unwrap().unwrap();
+        assert_eq!(options.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(options.scopes, ["openid", "email"]);
+        std::fs::write(&path, "  \n").unwrap();
+        assert!(
+            oidc_options(&args)
+                .unwrap_err()
+                .to_string()
+                .contains("is empty")
+        );
+    }
 }
