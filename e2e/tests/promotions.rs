@@ -34,6 +34,11 @@ async fn promote_writes_pinned_manifests_with_trailers_then_is_idempotent_and_ro
             said.contains("Succeeded render-to-stage-branch::git-clone"),
             "live step progress: {said}"
         );
+        // With the steps' own log lines under them.
+        assert!(
+            said.lines().any(|l| l.starts_with("    | ") && l.contains("committed ")),
+            "step logs: {said}"
+        );
         let name = promotion_name(&promoted);
 
         let manifests = q.config.show("stage/dev", "manifests.yaml")?;

@@ -110,4 +110,7 @@ pub struct StepExecution {
     /// When it finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Time>,
+    /// What the step logged, `HH:MM:SS line`, oldest first (the newest 100 lines).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<String>,
 }

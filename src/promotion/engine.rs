@@ -74,6 +74,7 @@ struct Run {
     status: PromotionStatus,
     outputs: Map<String, Value>,
     saved: Map<String, Value>,
+    logs: super::step_log::StepLogs,
 }
 
 impl Run {
@@ -176,6 +177,7 @@ impl Engine {
                 .unwrap_or_default(),
             status: std::mem::take(&mut status),
             promotion,
+            logs: Default::default(),
         };
         if run.status.step_execution_metadata.len() != run.promotion.spec.steps.len() {
             run.status.step_execution_metadata = run
@@ -294,6 +296,7 @@ impl Engine {
                         Ok(true) => {
                             let mut ctx = base.clone();
                             ctx.alias = alias.clone();
+                            ctx.log = run.logs.sink(&run.key.to_string(), index, &alias);
                             ctx.saved_state = run.saved.get(&alias).cloned();
                             ctx.exprs = Arc::new(super::StepExprs::new(
                                 self.exprs.clone(),
@@ -575,6 +578,7 @@ impl Engine {
     }
 
     async fn save(&self, run: &mut Run) -> Result<(), EngineError> {
+        run.logs.drain_into(&mut run.status.step_execution_metadata);
         run.status.state = Some(run.state());
         let status =
             serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;

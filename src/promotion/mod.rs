@@ -10,6 +10,7 @@ pub mod plan;
 pub mod record;
 mod repos;
 pub mod step_exprs;
+pub mod step_log;
 pub mod truth;
 
 pub use credentials::ProjectCredentials;

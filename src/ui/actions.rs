@@ -422,6 +422,12 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
                         @if let Some(e) = exec {
                             @if e.attempts > 1 { " " span.attempts { (e.attempts) " attempts" } }
                             @if !e.message.is_empty() { pre.log { (e.message) } }
+                            @if !e.log.is_empty() {
+                                details.step-log open[step_status == "Running" || step_status == "Failed" || step_status == "Errored"] {
+                                    summary { (e.log.len()) " log line" @if e.log.len() != 1 { "s" } }
+                                    pre.step-log-lines { @for line in &e.log { (line) "\n" } }
+                                }
+                            }
                         }
                     }
                 }

@@ -580,7 +580,8 @@ async fn a_failed_promotion_shows_the_step_and_its_reason() {
             json!({"phase": "Failed", "message": "step `push` failed: rejected",
                    "stepExecutionMetadata": [
                        {"alias": "clone", "status": "Succeeded", "attempts": 1},
-                       {"alias": "push", "status": "Failed", "attempts": 3, "message": "remote rejected the push"}],
+                       {"alias": "push", "status": "Failed", "attempts": 3, "message": "remote rejected the push",
+                        "log": ["13:50:01 pushing to <stage/dev>", "13:50:02 rejected: non-fast-forward"]}],
                    "state": {"outputs": {
                        "open": {"pr": {"url": "https://forge.example/pr/9"}},
                        "push": {"repoURL": "http://127.0.0.1:9/config.git", "branch": "stage/dev", "commit": "abcdef0123456789"}}}}),
@@ -599,6 +600,12 @@ async fn a_failed_promotion_shows_the_step_and_its_reason() {
     assert!(view.contains("step <strong>push</strong> failed: remote rejected the push"));
     assert!(view.contains("data-step=\"clone\" data-status=\"Succeeded\""));
     assert!(view.contains("3 attempts"));
+    // The failed step's log is open and escaped.
+    assert!(view.contains("<details class=\"step-log\" open>"), "{view}");
+    assert!(
+        view.contains("13:50:01 pushing to &lt;stage/dev&gt;\n13:50:02 rejected"),
+        "{view}"
+    );
     assert!(view.contains("href=\"https://forge.example/pr/9\""));
     assert!(view.contains("data-commit=\"abcdef0123456789\""), "{view}");
     assert!(view.contains("href=\"http://127.0.0.1:9/config/commit/abcdef0123456789\""));

@@ -67,6 +67,7 @@ pub async fn follow(
     let path = format!("/api/v1/projects/{project}/promotions/{name}");
     let deadline = tokio::time::Instant::now() + timeout;
     let mut printed: Vec<String> = Vec::new();
+    let mut logged: Vec<Option<String>> = Vec::new();
     loop {
         let promotion: Value = ctx.client.get(&path).await?;
         let steps = promotion
@@ -95,6 +96,27 @@ pub async fn follow(
                     printed.resize(i, String::new());
                     printed.push(line);
                 }
+            }
+            // The step's log lines not printed yet: those after the last one printed (the
+            // status keeps only the newest 100, so count from that line, not from the start).
+            let log: Vec<&str> = step["log"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            if logged.len() <= i {
+                logged.resize(i + 1, None);
+            }
+            let from = logged[i]
+                .as_deref()
+                .and_then(|last| log.iter().rposition(|l| *l == last))
+                .map_or(0, |at| at + 1);
+            for entry in &log[from..] {
+                println!("    | {entry}");
+            }
+            if let Some(last) = log.last() {
+                logged[i] = Some((*last).to_owned());
             }
         }
         let phase = promotion
