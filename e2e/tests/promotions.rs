@@ -36,7 +36,8 @@ async fn promote_writes_pinned_manifests_with_trailers_then_is_idempotent_and_ro
         );
         // With the steps' own log lines under them.
         assert!(
-            said.lines().any(|l| l.starts_with("    | ") && l.contains("committed ")),
+            said.lines()
+                .any(|l| l.starts_with("    | ") && l.contains("committed ")),
             "step logs: {said}"
         );
         let name = promotion_name(&promoted);

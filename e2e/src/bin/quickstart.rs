@@ -161,7 +161,8 @@ async fn main() -> Result<()> {
 
     let token_file = dray.data_dir().join(dray_e2e::BOOTSTRAP_TOKEN_FILE);
     println!();
-    println!("Web UI: {}/", dray.url());
+    println!("Web UI: {}/projects/demo", dray.url());
+    println!("  dev holds {dev}; staging awaits a click: select {dev}, then Promote on staging");
     println!(
         "  log in with the admin token kept (mode 0600) in {}",
         token_file.display()
