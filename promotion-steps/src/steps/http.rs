@@ -38,6 +38,9 @@ use serde_json::{Map, Value, json};
 
 use crate::{Step, StepContext, StepOutcome, parse_config};
 
+/// How a true `failureExpression` or `errorExpression` ends an attempt.
+type Ending = fn(String) -> StepOutcome;
+
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "http";
 
@@ -331,33 +334,27 @@ async fn attempt(ctx: &StepContext, config: &Config, request: &Request) -> StepO
         },
         state: Some(json!({"lastResponse": summary})),
     };
-    if let Some(expr) = &config.failure_expression {
+    // `failureExpression` ends the step at once; `errorExpression` makes the attempt an
+    // error (retried, counted against `retry.errorThreshold`).
+    let endings: [(&str, &Option<String>, Ending); 2] = [
+        ("failureExpression", &config.failure_expression, |m| {
+            StepOutcome::failed(m)
+        }),
+        ("errorExpression", &config.error_expression, |m| {
+            StepOutcome::errored(m)
+        }),
+    ];
+    for (field, expr, end) in endings {
+        let Some(expr) = expr else { continue };
         match eval(expr) {
             Ok(true) => {
-                return StepOutcome::failed(format!(
-                    "`{shown}`: `failureExpression` `{expr}` is true; response: {summary}"
+                return end(format!(
+                    "`{shown}`: `{field}` `{expr}` is true; response: {summary}"
                 ));
             }
             Ok(false) => {}
             Err(e) => {
-                return waiting(Some(format!(
-                    "`failureExpression` cannot be evaluated on it: {e}"
-                )));
-            }
-        }
-    }
-    if let Some(expr) = &config.error_expression {
-        match eval(expr) {
-            Ok(true) => {
-                return StepOutcome::errored(format!(
-                    "`{shown}`: `errorExpression` `{expr}` is true; response: {summary}"
-                ));
-            }
-            Ok(false) => {}
-            Err(e) => {
-                return waiting(Some(format!(
-                    "`errorExpression` cannot be evaluated on it: {e}"
-                )));
+                return waiting(Some(format!("`{field}` cannot be evaluated on it: {e}")));
             }
         }
     }
