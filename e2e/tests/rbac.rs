@@ -188,3 +188,85 @@ async fn auth_none_is_explicit_loud_and_anonymous() -> Result<()> {
     assert_eq!(answer.status(), 200);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_listed_without_its_secret_and_revoked_at_once() -> Result<()> {
+    let world = TestWorld::new()?;
+    let dray = tokio::task::block_in_place(|| start(&world, &[]))?;
+    let carl = tokio::task::block_in_place(|| -> Result<String> {
+        let made = dray.cli([
+            "token",
+            "create",
+            "--user",
+            "carl",
+            "--role",
+            "dray-viewer",
+            "--description",
+            "CI deploys",
+            "--expires-in",
+            "30d",
+        ])?;
+        assert!(made.status.success(), "{}", text(&made));
+        let carl = String::from_utf8(made.stdout.clone())?.trim().to_owned();
+        assert!(carl.starts_with("dray_"), "{carl}");
+
+        let listed = dray.cli(["token", "list", "-o", "json"])?;
+        assert!(listed.status.success(), "{}", text(&listed));
+        let said = text(&listed);
+        assert!(
+            !said.contains(&carl) && !said.contains(dray.token()),
+            "{said}"
+        );
+        let items: Vec<serde_json::Value> = serde_json::from_slice(&listed.stdout)?;
+        let entry = items
+            .iter()
+            .find(|t| t["user"] == "carl")
+            .ok_or_else(|| anyhow::anyhow!("carl's token is not listed: {said}"))?;
+        assert_eq!(entry["description"], "CI deploys");
+        assert_eq!(entry["createdBy"], "admin");
+        assert!(entry["expiresAt"].is_string(), "{entry}");
+        let id = entry["id"].as_str().unwrap_or_default().to_owned();
+        assert!(
+            text(&made).contains(&format!("token `{id}`")),
+            "{}",
+            text(&made)
+        );
+        let table = dray.cli(["token", "list"])?;
+        assert!(
+            text(&table).contains(&id) && text(&table).contains("CI deploys"),
+            "{}",
+            text(&table)
+        );
+
+        let as_carl = |args: &[&str]| {
+            let mut cmd = dray.cli_command();
+            cmd.env(DRAY_TOKEN_ENV, &carl).args(args);
+            cmd.output()
+        };
+        let before = as_carl(&["get", "projects"])?;
+        assert!(before.status.success(), "{}", text(&before));
+
+        let revoked = dray.cli(["token", "revoke", &id])?;
+        assert!(revoked.status.success(), "{}", text(&revoked));
+        assert!(
+            text(&revoked).contains(&format!("token `{id}` of user `carl` revoked")),
+            "{}",
+            text(&revoked)
+        );
+
+        let after = as_carl(&["get", "projects"])?;
+        let said = text(&after);
+        assert_eq!(after.status.code(), Some(1), "{said}");
+        assert!(said.contains("error: the API token is not valid"), "{said}");
+        assert!(said.contains("revoked"), "{said}");
+        assert!(
+            said.contains("hint: pass --token or set DRAY_TOKEN"),
+            "{said}"
+        );
+        let listed = dray.cli(["token", "list", "-o", "json"])?;
+        assert!(!text(&listed).contains(&id), "{}", text(&listed));
+        Ok(carl)
+    })?;
+    assert!(!dray.log().contains(&carl), "a token must never be logged");
+    Ok(())
+}

@@ -444,3 +444,59 @@ async fn deploy_and_verify_show_live_and_a_failed_reverification_blocks_staging(
     browser.screenshot("stage-page-verification").await?;
     Ok(())
 }
+
+/// An open tab's live-update stream ends as soon as `dray serve` is asked to stop, so a
+/// browser never holds a shutdown (or a restart) up; the server does not need its
+/// fallback of closing requests that are still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_live_update_stream_ends_when_the_server_stops() -> Result<()> {
+    let mut p = tokio::task::block_in_place(quickstart)?;
+    let base = p.dray.url();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let login = http
+        .post(format!("{base}/login"))
+        .form(&[("token", p.dray.token())])
+        .send()
+        .await?;
+    let cookie = login
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|c| c.to_str().ok())
+        .find_map(|c| {
+            c.split(';')
+                .next()
+                .filter(|kv| kv.starts_with("dray_session="))
+        })
+        .context("no session cookie after logging in")?
+        .to_owned();
+    let events = http
+        .get(format!("{base}/ui/events?project=demo"))
+        .header(reqwest::header::COOKIE, &cookie)
+        .send()
+        .await?;
+    assert_eq!(events.status(), 200);
+    let mut events = events;
+    let stopped = tokio::task::block_in_place(|| {
+        p.dray
+            .stop(Duration::from_secs(60))
+            .map(|status| status.map(|s| s.success()))
+    })?;
+    assert_eq!(stopped, Some(true), "dray serve did not exit cleanly");
+    // The stream ended (no error, no hang): every chunk read, then the end.
+    let drained = tokio::time::timeout(Duration::from_secs(60), async {
+        while events.chunk().await?.is_some() {}
+        Ok::<_, reqwest::Error>(())
+    })
+    .await
+    .context("the event stream did not end after the server stopped")?;
+    drained?;
+    let log = p.dray.log();
+    assert!(
+        !log.contains("requests still open"),
+        "the stream held the shutdown up:\n{log}"
+    );
+    Ok(())
+}

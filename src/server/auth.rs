@@ -3,7 +3,9 @@
 //!
 //! - [`authenticate`] is the middleware: `Authorization: Bearer <token>` is hashed and
 //!   looked up in the [`TokenStore`]; the [`Caller`] (user, groups, cluster-wide roles) goes
-//!   into the request's extensions. A missing or unknown token is a 401 `unauthenticated`.
+//!   into the request's extensions. A missing, unknown (or revoked) token is a 401
+//!   `unauthenticated`; so is an expired one, naming its id and expiry. Each use is
+//!   recorded as the token's `lastUsedAt`, at most once a minute ([`LAST_USED_EVERY`]).
 //!   Without that header, the web UI's session cookie (`dray_session`, see
 //!   [`crate::ui::session`]) is accepted instead; a state-changing request made with the
 //!   cookie must carry the session's CSRF token in `X-CSRF-Token` or is a 403.
@@ -382,21 +384,46 @@ pub(crate) async fn caller_for_session(
     }
 }
 
-/// The caller the token with this SHA-256 hash stands for, if it exists.
+/// How often a token's `lastUsedAt` is written at most: a busy client must not turn every
+/// request into a write.
+pub(crate) const LAST_USED_EVERY: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// Whether a token last used at `last_used` (RFC 3339, none when never) should have its
+/// use recorded at `now`.
+pub(crate) fn last_use_is_stale(last_used: Option<&str>, now: jiff::Timestamp) -> bool {
+    match last_used.and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+        Some(last) => now.duration_since(last) >= LAST_USED_EVERY,
+        None => true,
+    }
+}
+
+/// The caller the token with this SHA-256 hash stands for, if it exists. An expired token
+/// is a 401 naming its id and expiry. Records the use (at most once a minute per token).
 pub(crate) async fn caller_for_token_hash(
     auth: &Auth,
     hash: &str,
 ) -> Result<Option<Caller>, ApiError> {
-    let Some(record) = auth.tokens.token(hash).await? else {
+    let Some(info) = auth.tokens.token_info(hash).await? else {
         return Ok(None);
     };
-    let cluster_roles = auth
-        .tokens
-        .cluster_roles(&record.user, &record.groups)
-        .await?;
+    let now = jiff::Timestamp::now();
+    if let Some(expired) = info.expired(now) {
+        tracing::info!(user = %info.user, token = %info.id, "refused an expired API token");
+        return Err(ApiError::unauthenticated(format!(
+            "the API token `{}` of user `{}` expired at {expired}",
+            info.id, info.user
+        ))
+        .with_hint("ask an admin for a new token (`dray token create --expires-in …`)"));
+    }
+    if last_use_is_stale(info.last_used_at.as_deref(), now) {
+        if let Err(error) = auth.tokens.touch_token(hash, &tokens::now()).await {
+            tracing::warn!(token = %info.id, %error, "cannot record when an API token was used");
+        }
+    }
+    let cluster_roles = auth.tokens.cluster_roles(&info.user, &info.groups).await?;
     Ok(Some(Caller {
-        user: record.user,
-        groups: record.groups,
+        user: info.user,
+        groups: info.groups,
         cluster_roles,
         unrestricted: false,
     }))
@@ -423,6 +450,9 @@ async fn resolve(auth: &Auth, header: Option<&HeaderValue>) -> Result<Caller, Ap
     caller_for_token_hash(auth, &tokens::hash(token))
         .await?
         .ok_or_else(|| {
-            ApiError::unauthenticated("the API token is not valid").with_hint(TOKEN_HINT)
+            ApiError::unauthenticated(
+                "the API token is not valid: it is unknown, or it was revoked",
+            )
+            .with_hint(TOKEN_HINT)
         })
 }

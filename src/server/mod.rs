@@ -50,6 +50,9 @@ pub struct AppState {
     pub sessions: Arc<crate::ui::session::Sessions>,
     /// The OpenID provider the web UI can log in through, when configured.
     pub oidc: Option<Arc<crate::ui::oidc::Oidc>>,
+    /// Cancelled when the server begins to stop: long-lived answers (the UI's live
+    /// updates) end with it, so a browser tab never holds a shutdown up.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The discovery clients shared by the Warehouse controller and the API.
@@ -65,7 +68,8 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/version", get(version))
         .route("/apply", post(apply_route))
-        .route("/tokens", post(tokens::create))
+        .route("/tokens", get(tokens::list).post(tokens::create))
+        .route("/tokens/{id}", axum::routing::delete(tokens::revoke))
         .route(
             "/projects",
             get(resources::list_projects).post(resources::create_project),

@@ -20,6 +20,9 @@ use crate::store::{SqliteStore, Store, TokenStore};
 use crate::verification::VerificationController;
 
 use super::apply::{ApplyFile, ApplyRequest, apply};
+
+/// How long requests in flight may take to finish once the server is asked to stop.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 use super::auth::{Auth, AuthMode};
 use super::{AppState, DiscoveryServices, router, tokens};
 
@@ -68,6 +71,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         images: images.clone(),
         mirrors: mirrors.clone(),
     });
+    let shutdown = CancellationToken::new();
     let state = AppState {
         store: store.clone(),
         secret_key: secret_key.clone(),
@@ -78,8 +82,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }),
         sessions: Arc::new(crate::ui::session::Sessions::new()),
         oidc,
+        shutdown: shutdown.clone(),
     };
-    let shutdown = CancellationToken::new();
     let warehouses = WarehouseController::new(
         store.clone(),
         secret_key.clone(),
@@ -134,12 +138,21 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}"), "dray is serving");
     let stopping = shutdown.clone();
-    let served = axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            stopping.cancel();
-        })
-        .await;
+    let served = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        stopping.cancel();
+    });
+    // Graceful, but bounded: requests in flight get a few seconds to finish.
+    let served = tokio::select! {
+        served = served => served,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(GRACE).await;
+        } => {
+            tracing::warn!("requests still open {}s after the signal; closing them", GRACE.as_secs());
+            Ok(())
+        }
+    };
     shutdown.cancel();
     if tokio::time::timeout(std::time::Duration::from_secs(10), controllers)
         .await

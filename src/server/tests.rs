@@ -43,6 +43,7 @@ impl TestServer {
                 }),
                 sessions: Default::default(),
                 oidc: None,
+                shutdown: Default::default(),
             },
             admin,
             dir,

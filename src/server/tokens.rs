@@ -1,5 +1,12 @@
 //! API tokens: making one (`POST /api/v1/tokens`, behind `dray token create`) with the
-//! role binding that goes with it, and the bootstrap token of a new data directory.
+//! role binding that goes with it, listing them (`GET /api/v1/tokens`, never a secret or
+//! hash) and revoking one by id (`DELETE /api/v1/tokens/{id}`), and the bootstrap token of
+//! a new data directory.
+//!
+//! Listing needs `list` on `tokens` and revoking `delete` on `tokens` (cluster-wide), except
+//! for the caller's own tokens, which they may always list and revoke. A revoked token is
+//! refused from the next request on, web UI sessions made with it included (they re-resolve
+//! the token on every request).
 //!
 //! A token is `dray_` and 32 random bytes in unpadded base64url. It is shown once; the
 //! store keeps only its SHA-256 ([`hash`]). Tokens never reach the log: routes log the
@@ -10,7 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -24,7 +31,10 @@ use crate::api::{
     API_VERSION, BUILTIN_ROLES, Kind, ObjectKey, RoleBinding, Subject, SubjectKind,
     TOKENS_RESOURCE, Verb,
 };
-use crate::store::{ClusterBinding, Store, StoreError, TokenRecord, TokenStore};
+use crate::store::{
+    BOOTSTRAP_CREATOR, ClusterBinding, Store, StoreError, TokenDetails, TokenInfo, TokenRecord,
+    TokenStore,
+};
 
 use super::AppState;
 use super::auth::Caller;
@@ -41,6 +51,7 @@ const TOKEN_PREFIX: &str = "dray_";
 
 /// The body of `POST /api/v1/tokens`.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenRequest {
     /// The user the token authenticates as.
     pub user: String,
@@ -52,13 +63,27 @@ pub struct TokenRequest {
     /// Groups the user belongs to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
+    /// What the token is for, shown when tokens are listed (at most 200 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// How long the token works, e.g. `30d`, `12h`, `90m` (see [`parse_lifetime`]);
+    /// forever when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<String>,
 }
 
 /// The answer of `POST /api/v1/tokens`: the token, shown this once.
 #[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(rename_all = "camelCase")]
 pub struct TokenResponse {
     /// The token.
     pub token: String,
+    /// Its stable id, for `dray token list` and `dray token revoke`.
+    #[serde(default)]
+    pub id: String,
+    /// When it stops working, if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
     /// The user it authenticates as.
     pub user: String,
     /// The role bound to the user.
@@ -69,6 +94,58 @@ pub struct TokenResponse {
     /// The RoleBinding's name, for a binding in a project.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub binding: Option<String>,
+}
+
+/// The answer of `GET /api/v1/tokens`.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct TokenList {
+    /// The tokens the caller may see, oldest first: all of them with `list` on `tokens`,
+    /// otherwise their own.
+    pub items: Vec<TokenInfo>,
+}
+
+/// The answer of `DELETE /api/v1/tokens/{id}`.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct RevokeResponse {
+    /// The token that no longer works.
+    pub revoked: TokenInfo,
+    /// Something the caller should know, e.g. that the bootstrap token is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+/// The longest lifetime `expiresIn` may ask for: ten years.
+const MAX_LIFETIME_SECS: i64 = 10 * 366 * 86_400;
+
+/// What a wrong `expiresIn` is told.
+pub const LIFETIME_HINT: &str = "give a whole number and a unit: `s`, `m`, `h`, `d` or `w`, e.g. `30d` or `12h` (at most 10 years)";
+
+/// A token lifetime like `30d`: a positive whole number and one of `s`, `m`, `h`, `d`,
+/// `w`, at most ten years. The error says what is wrong.
+pub fn parse_lifetime(text: &str) -> Result<jiff::SignedDuration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(format!("`{text}` is not a lifetime")),
+    };
+    let number: i64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a lifetime"))?;
+    let secs = number.saturating_mul(unit_secs);
+    if secs <= 0 || secs > MAX_LIFETIME_SECS {
+        return Err(format!(
+            "`{text}` is not a lifetime between 1s and 10 years"
+        ));
+    }
+    Ok(jiff::SignedDuration::from_secs(secs))
 }
 
 /// A new random token.
@@ -83,7 +160,8 @@ pub fn hash(token: &str) -> String {
     format!("{:x}", Sha256::digest(token.as_bytes()))
 }
 
-fn now() -> String {
+/// Now, to the second, in RFC 3339.
+pub(crate) fn now() -> String {
     jiff::Timestamp::now()
         .round(jiff::Unit::Second)
         .unwrap_or_else(|_| jiff::Timestamp::now())
@@ -147,6 +225,25 @@ pub(crate) async fn create(
     for group in &request.groups {
         check_subject("group", group)?;
     }
+    let description = check_description(request.description.as_deref())?;
+    let expires_at = match request.expires_in.as_deref() {
+        None => None,
+        Some(text) => {
+            let lifetime = parse_lifetime(text).map_err(|message| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid",
+                    format!("expiresIn: {message}"),
+                )
+                .with_hint(LIFETIME_HINT)
+            })?;
+            let now = jiff::Timestamp::now()
+                .round(jiff::Unit::Second)
+                .unwrap_or_else(|_| jiff::Timestamp::now());
+            let at = now.checked_add(lifetime).map_err(ApiError::internal)?;
+            Some(at.to_string())
+        }
+    };
     let builtin = BUILTIN_ROLES.contains(&request.role.as_str());
     let (cluster, binding) = match &request.project {
         None if !builtin => {
@@ -183,8 +280,18 @@ pub(crate) async fn create(
         groups: request.groups.clone(),
         created_at: now(),
     };
-    state.auth.tokens.create_token(record, cluster).await?;
+    let details = TokenDetails {
+        created_by: Some(caller.user.clone()),
+        description,
+        expires_at: expires_at.clone(),
+    };
+    let id = state
+        .auth
+        .tokens
+        .add_token(record, details, cluster)
+        .await?;
     tracing::info!(
+        token = %id,
         user = %request.user,
         role = %request.role,
         project = request.project.as_deref().unwrap_or("*"),
@@ -195,12 +302,92 @@ pub(crate) async fn create(
         StatusCode::CREATED,
         Json(TokenResponse {
             token,
+            id,
+            expires_at,
             user: request.user,
             role: request.role,
             project: request.project,
             binding,
         }),
     ))
+}
+
+/// A description: trimmed, none when blank, at most 200 characters without control ones.
+fn check_description(description: Option<&str>) -> Result<Option<String>, ApiError> {
+    let Some(text) = description.map(str::trim).filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > 200 || text.chars().any(char::is_control) {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            "the token's description must be one line of at most 200 characters",
+        )
+        .with_hint("shorten it, e.g. `--description \"CI deploys of demo\"`"));
+    }
+    Ok(Some(text.to_owned()))
+}
+
+/// `GET /api/v1/tokens`: every token with `list` on `tokens`, otherwise the caller's own;
+/// never a token or its hash.
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<TokenList>, ApiError> {
+    let all = caller
+        .may(
+            state.store.as_ref(),
+            Verb::List,
+            TOKENS_RESOURCE,
+            None,
+            None,
+        )
+        .await?;
+    let user = (!all).then_some(caller.user.as_str());
+    let items = state.auth.tokens.list_tokens(user).await?;
+    Ok(Json(TokenList { items }))
+}
+
+/// `DELETE /api/v1/tokens/{id}`: revokes a token at once. The caller's own tokens always;
+/// others' with `delete` on `tokens`. Revoking the bootstrap token warns.
+pub(crate) async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    UrlPath(id): UrlPath<String>,
+) -> Result<Json<RevokeResponse>, ApiError> {
+    let found = state.auth.tokens.token_by_id(&id).await?;
+    let own = found.as_ref().is_some_and(|t| t.user == caller.user);
+    if !own {
+        // Asked before saying whether it exists: ids are not to be probed.
+        caller
+            .authorize(
+                state.store.as_ref(),
+                Verb::Delete,
+                TOKENS_RESOURCE,
+                None,
+                Some(&id),
+            )
+            .await?;
+    }
+    let Some(token) = found else {
+        return Err(ApiError::not_found(format!("there is no API token `{id}`"))
+            .with_hint("run `dray token list` to see the tokens and their ids"));
+    };
+    if !state.auth.tokens.revoke_token(&id).await? {
+        return Err(ApiError::not_found(format!("there is no API token `{id}`"))
+            .with_hint("it was revoked meanwhile; run `dray token list` to see the tokens"));
+    }
+    tracing::info!(token = %id, user = %token.user, by = %caller.user, "API token revoked");
+    let warning = token.bootstrap.then(|| {
+        format!(
+            "`{id}` was the bootstrap token of user `{}`; it no longer works. Keep another token with role `dray-admin` (`dray token create --user NAME --role dray-admin`) to administer Dray; if no token at all is left, the next start of `dray serve` writes a new bootstrap token",
+            token.user
+        )
+    });
+    Ok(Json(RevokeResponse {
+        revoked: token,
+        warning,
+    }))
 }
 
 /// Gives `request.role` to `request.user` in `project` with a RoleBinding (made, or
@@ -323,9 +510,21 @@ pub async fn bootstrap(
         name: BOOTSTRAP_USER.to_owned(),
         role: "dray-admin".to_owned(),
     };
-    tokens.create_token(record, Some(binding)).await?;
+    let details = TokenDetails {
+        created_by: Some(BOOTSTRAP_CREATOR.to_owned()),
+        description: Some(format!(
+            "the bootstrap token, written to {}",
+            path.display()
+        )),
+        expires_at: None,
+    };
+    tokens.add_token(record, details, Some(binding)).await?;
     Ok(Some((token, path)))
 }
+
+#[cfg(test)]
+#[path = "tokens_tests.rs"]
+mod route_tests;
 
 #[cfg(test)]
 mod tests {
@@ -339,6 +538,26 @@ mod tests {
         assert_eq!(hash(&a).len(), 64);
         assert_eq!(hash(&a), hash(&a));
         assert_ne!(hash(&a), hash(&b));
+    }
+
+    #[test]
+    fn lifetimes_take_a_number_and_a_unit() {
+        assert_eq!(parse_lifetime("30d").unwrap().as_secs(), 30 * 86_400);
+        assert_eq!(parse_lifetime("12h").unwrap().as_secs(), 12 * 3_600);
+        assert_eq!(parse_lifetime("2w").unwrap().as_secs(), 14 * 86_400);
+        for wrong in [
+            "",
+            "30",
+            "d",
+            "0d",
+            "-1d",
+            "1y",
+            "30 d",
+            "99999999999999999999d",
+            "3651w",
+        ] {
+            assert!(parse_lifetime(wrong).is_err(), "{wrong}");
+        }
     }
 
     #[test]
@@ -362,6 +581,8 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let record = store.token(&hash(&token)).await.unwrap().unwrap();
         assert_eq!(record.user, "admin");
+        let info = store.token_info(&hash(&token)).await.unwrap().unwrap();
+        assert!(info.bootstrap, "{info:?}");
         assert!(bootstrap(&store, dir.path()).await.unwrap().is_none());
     }
 }

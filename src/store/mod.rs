@@ -22,7 +22,9 @@ pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
 pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
-pub use tokens::{ClusterBinding, TokenRecord, TokenStore};
+pub use tokens::{
+    BOOTSTRAP_CREATOR, ClusterBinding, TokenDetails, TokenInfo, TokenRecord, TokenStore,
+};
 
 use async_trait::async_trait;
 

@@ -21,7 +21,7 @@ pub const DATABASE_FILE: &str = "dray.db";
 const CHANGES_KEPT: u64 = 100_000;
 
 /// Schema migrations, applied in order; `PRAGMA user_version` counts how many ran.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // 1: resources and the change feed.
     "CREATE TABLE objects (
         kind TEXT NOT NULL,
@@ -55,6 +55,19 @@ const MIGRATIONS: &[&str] = &[
     // every row. The expression must match `NEWEST_ORDER` exactly for SQLite to use it.
     "CREATE INDEX objects_newest ON objects
         (kind, namespace, rtrim(json_extract(body, '$.metadata.creationTimestamp'), 'Z'), name);",
+    // 4: API tokens get a stable id (random, unrelated to the token), their creator, a
+    // description, an expiry and when they were last used; see `tokens.rs`. Tokens made
+    // before keep working: they get a random id, no expiry, and the first `admin` token
+    // (the bootstrap token is always the first one) is marked as the bootstrap token.
+    "ALTER TABLE api_tokens ADD COLUMN id TEXT;
+     ALTER TABLE api_tokens ADD COLUMN created_by TEXT;
+     ALTER TABLE api_tokens ADD COLUMN description TEXT;
+     ALTER TABLE api_tokens ADD COLUMN expires_at TEXT;
+     ALTER TABLE api_tokens ADD COLUMN last_used_at TEXT;
+     UPDATE api_tokens SET id = lower(hex(randomblob(6)));
+     UPDATE api_tokens SET created_by = 'system:bootstrap'
+        WHERE user = 'admin' AND created_at = (SELECT MIN(created_at) FROM api_tokens);
+     CREATE UNIQUE INDEX api_tokens_id ON api_tokens (id);",
 ];
 
 /// `list_newest`'s sort key: the creation time (RFC 3339 UTC; without its `Z` it sorts as

@@ -3,7 +3,8 @@
 //! change feed moves for a resource in the project (or the Project itself), at most
 //! about four times a second. Comments keep the connection alive every 15 s, and the
 //! stream ends after 10 minutes (the browser's `EventSource` reconnects), so no request
-//! lives forever and a logged-out session stops receiving.
+//! lives forever and a logged-out session stops receiving; it ends at once when the server
+//! begins to stop, so an open tab never holds a shutdown up.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -43,6 +44,7 @@ struct Cursor {
     project: String,
     deadline: Instant,
     sent: bool,
+    shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// Whether any of the changes after `from` concern `project`.
@@ -71,7 +73,12 @@ async fn next(mut cursor: Cursor) -> Option<(Result<Event, Infallible>, Cursor)>
             return None;
         }
         let wait = FEED_WAIT.min(cursor.deadline - now);
-        let latest = match cursor.feed.wait_past(cursor.revision, wait).await {
+        let waited = tokio::select! {
+            waited = cursor.feed.wait_past(cursor.revision, wait) => waited,
+            // The server is stopping: end the stream (the browser reconnects elsewhere).
+            () = cursor.shutdown.cancelled() => return None,
+        };
+        let latest = match waited {
             Some(latest) => latest,
             // A timeout (loop to check the lifetime), or the store closed (end).
             None if Instant::now() >= now + wait => continue,
@@ -111,6 +118,7 @@ pub(crate) async fn stream(
         project: query.project,
         deadline: Instant::now() + STREAM_LIFETIME,
         sent: false,
+        shutdown: state.shutdown.clone(),
     };
     let events = futures::stream::unfold(cursor, next);
     Ok(Sse::new(events).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))

@@ -123,6 +123,11 @@ impl FromRequestParts<AppState> for Viewer {
                 state.sessions.remove(&id);
                 Err(to_login())
             }
+            // The session's token expired: log in again, as for a revoked one.
+            Err(error) if error.status() == StatusCode::UNAUTHORIZED => {
+                state.sessions.remove(&id);
+                Err(to_login())
+            }
             Err(error) => Err(UiError(error).into_response()),
         }
     }

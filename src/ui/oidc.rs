@@ -901,6 +901,7 @@ mod tests {
             }),
             sessions: Default::default(),
             oidc: oidc.map(Arc::new),
+            shutdown: Default::default(),
         };
         let request = axum::http::Request::get(uri)
             .body(axum::body::Body::empty())

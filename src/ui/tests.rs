@@ -130,6 +130,7 @@ impl Ui {
                 }),
                 sessions: Default::default(),
                 oidc: None,
+                shutdown: Default::default(),
             },
             admin,
             _dir: dir,

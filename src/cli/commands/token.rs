@@ -1,14 +1,23 @@
-//! `dray token create --user U --role R [-p PROJECT] [--group G]…`: make an API token.
+//! `dray token create|list|revoke`: API tokens.
 //!
-//! The server makes the token and binds the role to the user: in the project given with
-//! `-p/--project` (or `DRAY_PROJECT`), or cluster-wide (every project) without one. Needs
-//! `create` on `tokens`, which only cluster-wide admins have. The token goes to stdout
-//! alone, so that `export DRAY_TOKEN=$(dray token create …)` works; it is shown only once.
+//! - `create --user U --role R [-p PROJECT] [--group G]… [--description TEXT]
+//!   [--expires-in 30d]`: the server makes the token and binds the role to the user, in the
+//!   project given with `-p/--project` (or `DRAY_PROJECT`), or cluster-wide (every project)
+//!   without one. Needs `create` on `tokens`, which only cluster-wide admins have. The token
+//!   goes to stdout alone, so that `export DRAY_TOKEN=$(dray token create …)` works; it is
+//!   shown only once. Its id (for `list` and `revoke`) goes to stderr.
+//! - `list [-o table|json|yaml]`: every token (with `list` on `tokens`) or the caller's own:
+//!   ids, users, creators, descriptions, expiry and last use; never a token or its hash.
+//! - `revoke ID`: the token stops working at once (web UI sessions made with it too). The
+//!   caller's own tokens always; others' with `delete` on `tokens`.
 
 use reqwest::Method;
 
+use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
-use crate::server::tokens::{TokenRequest, TokenResponse};
+use crate::server::tokens::{
+    RevokeResponse, TokenList, TokenRequest, TokenResponse, parse_lifetime,
+};
 
 /// Arguments of `dray token`.
 #[derive(clap::Args, Debug)]
@@ -24,6 +33,11 @@ pub enum TokenCommand {
     /// Make an API token for a user and bind a role to them (in the project given with
     /// -p, or in every project without one). Prints the token once.
     Create(CreateArgs),
+    /// List API tokens (all of them with `list` on `tokens`, otherwise your own); never
+    /// shows a token or its hash.
+    List(ListArgs),
+    /// Revoke an API token by id (see `dray token list`); it stops working at once.
+    Revoke(RevokeArgs),
 }
 
 /// Arguments of `dray token create`.
@@ -39,16 +53,54 @@ pub struct CreateArgs {
     /// A group the user belongs to (RoleBindings may name groups); may be repeated.
     #[arg(long = "group")]
     pub groups: Vec<String>,
+    /// What the token is for, shown by `dray token list` (one line, at most 200 characters).
+    #[arg(long)]
+    pub description: Option<String>,
+    /// How long the token works: a number and `s`, `m`, `h`, `d` or `w`, e.g. `30d`.
+    /// Forever when not given.
+    #[arg(long, value_parser = lifetime)]
+    pub expires_in: Option<String>,
+}
+
+/// Arguments of `dray token list`.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    /// The output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+}
+
+/// Arguments of `dray token revoke`.
+#[derive(clap::Args, Debug)]
+pub struct RevokeArgs {
+    /// The token's id, as `dray token list` shows it.
+    pub id: String,
+}
+
+/// Checks `--expires-in` before anything is sent.
+fn lifetime(text: &str) -> Result<String, String> {
+    parse_lifetime(text)
+        .map(|_| text.trim().to_owned())
+        .map_err(|e| format!("{e}; use e.g. `30d`, `12h` or `2w`"))
 }
 
 /// Runs `dray token`.
 pub async fn run(ctx: &Context, args: TokenArgs) -> Result<(), CliError> {
-    let TokenCommand::Create(args) = args.command;
+    match args.command {
+        TokenCommand::Create(args) => create(ctx, args).await,
+        TokenCommand::List(args) => list(ctx, args).await,
+        TokenCommand::Revoke(args) => revoke(ctx, args).await,
+    }
+}
+
+async fn create(ctx: &Context, args: CreateArgs) -> Result<(), CliError> {
     let request = TokenRequest {
         user: args.user,
         role: args.role,
         project: ctx.explicit_project.clone(),
         groups: args.groups,
+        description: args.description,
+        expires_in: args.expires_in,
     };
     let made: TokenResponse = ctx
         .client
@@ -60,10 +112,97 @@ pub async fn run(ctx: &Context, args: TokenArgs) -> Result<(), CliError> {
         }
         _ => "in every project".to_owned(),
     };
+    let expiry = match &made.expires_at {
+        Some(at) => format!(", expires {at}"),
+        None => String::new(),
+    };
     eprintln!(
-        "token for user `{}`, role `{}` {scope}; it is shown only this once:",
-        made.user, made.role
+        "token `{}` for user `{}`, role `{}` {scope}{expiry}; it is shown only this once:",
+        made.id, made.user, made.role
     );
     println!("{}", made.token);
     Ok(())
+}
+
+async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
+    let list: TokenList = ctx.client.get("/api/v1/tokens").await?;
+    let text = match args.output {
+        OutputFormat::Json => {
+            let mut text = serde_json::to_string_pretty(&list.items)
+                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
+            text.push('\n');
+            text
+        }
+        OutputFormat::Yaml => {
+            let values: Vec<serde_json::Value> = list
+                .items
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()
+                .map_err(|e| CliError::Local(format!("cannot render YAML: {e}")))?;
+            output::yaml(&values)?
+        }
+        OutputFormat::Table if list.items.is_empty() => {
+            eprintln!("no API tokens to show");
+            return Ok(());
+        }
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = list
+                .items
+                .iter()
+                .map(|t| {
+                    let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+                    vec![
+                        t.id.clone(),
+                        t.user.clone(),
+                        dash(&t.created_by),
+                        output::age(Some(&t.created_at)),
+                        dash(&t.expires_at),
+                        dash(&t.last_used_at),
+                        dash(&t.description),
+                    ]
+                })
+                .collect();
+            output::table(
+                &[
+                    "ID",
+                    "USER",
+                    "CREATED BY",
+                    "AGE",
+                    "EXPIRES",
+                    "LAST USED",
+                    "DESCRIPTION",
+                ],
+                &rows,
+            )
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+async fn revoke(ctx: &Context, args: RevokeArgs) -> Result<(), CliError> {
+    let path = format!("/api/v1/tokens/{}", urlencoding(&args.id));
+    let answer: RevokeResponse = ctx.client.send(Method::DELETE, &path, None::<&()>).await?;
+    println!(
+        "token `{}` of user `{}` revoked",
+        answer.revoked.id, answer.revoked.user
+    );
+    if let Some(warning) = answer.warning {
+        eprintln!("warning: {warning}");
+    }
+    Ok(())
+}
+
+/// An id as one path segment: anything but letters, digits, `-` and `_` is escaped.
+fn urlencoding(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
