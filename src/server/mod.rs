@@ -55,6 +55,30 @@ pub struct AppState {
     pub shutdown: tokio_util::sync::CancellationToken,
 }
 
+#[cfg(test)]
+impl AppState {
+    /// The state of a server over `store` (whose secret key lives in `dir`), with no
+    /// discovery and no OIDC: what route tests need.
+    pub(crate) fn for_tests(
+        store: Arc<crate::store::SqliteStore>,
+        dir: &std::path::Path,
+        mode: AuthMode,
+    ) -> Self {
+        AppState {
+            store: store.clone(),
+            secret_key: Arc::new(SecretKey::load(dir).expect("a secret key in the test's dir")),
+            discovery: None,
+            auth: Arc::new(Auth {
+                mode,
+                tokens: store,
+            }),
+            sessions: Default::default(),
+            oidc: None,
+            shutdown: Default::default(),
+        }
+    }
+}
+
 /// The discovery clients shared by the Warehouse controller and the API.
 pub struct DiscoveryServices {
     /// Registry access.

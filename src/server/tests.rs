@@ -8,10 +8,9 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::secrets::SecretKey;
 use crate::store::SqliteStore;
 
-use super::auth::{Auth, AuthMode};
+use super::auth::AuthMode;
 use super::{AppState, router, tokens};
 
 struct TestServer {
@@ -29,22 +28,10 @@ impl TestServer {
     async fn with_auth(mode: AuthMode) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let secret_key = Arc::new(SecretKey::load(dir.path()).unwrap());
         let bootstrap = tokens::bootstrap(store.as_ref(), dir.path()).await;
         let (admin, _) = bootstrap.unwrap().unwrap();
         TestServer {
-            state: AppState {
-                store: store.clone(),
-                secret_key,
-                discovery: None,
-                auth: Arc::new(Auth {
-                    mode,
-                    tokens: store,
-                }),
-                sessions: Default::default(),
-                oidc: None,
-                shutdown: Default::default(),
-            },
+            state: AppState::for_tests(store, dir.path(), mode),
             admin,
             dir,
         }

@@ -8,10 +8,9 @@ use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::secrets::SecretKey;
 use crate::store::{SqliteStore, TokenDetails, TokenRecord, TokenStore};
 
-use super::super::auth::{Auth, AuthMode};
+use super::super::auth::AuthMode;
 use super::super::{AppState, router};
 use super::{bootstrap, hash};
 
@@ -26,24 +25,12 @@ impl Server {
     async fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let secret_key = Arc::new(SecretKey::load(dir.path()).unwrap());
         let (admin, _) = bootstrap(store.as_ref(), dir.path())
             .await
             .unwrap()
             .unwrap();
         let server = Server {
-            state: AppState {
-                store: store.clone(),
-                secret_key,
-                discovery: None,
-                auth: Arc::new(Auth {
-                    mode: AuthMode::Token,
-                    tokens: store.clone(),
-                }),
-                sessions: Default::default(),
-                oidc: None,
-                shutdown: Default::default(),
-            },
+            state: AppState::for_tests(store.clone(), dir.path(), AuthMode::Token),
             store,
             admin,
             _dir: dir,

@@ -886,22 +886,14 @@ mod tests {
 
         use tower::ServiceExt;
 
-        use crate::server::auth::{Auth, AuthMode};
+        use crate::server::auth::AuthMode;
         use crate::store::SqliteStore;
 
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
         let state = AppState {
-            store: store.clone(),
-            secret_key: Arc::new(crate::secrets::SecretKey::load(dir.path()).unwrap()),
-            discovery: None,
-            auth: Arc::new(Auth {
-                mode: AuthMode::Token,
-                tokens: store,
-            }),
-            sessions: Default::default(),
             oidc: oidc.map(Arc::new),
-            shutdown: Default::default(),
+            ..AppState::for_tests(store, dir.path(), AuthMode::Token)
         };
         let request = axum::http::Request::get(uri)
             .body(axum::body::Body::empty())

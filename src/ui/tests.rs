@@ -13,8 +13,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::api::{Kind, ObjectKey, SubjectKind};
-use crate::secrets::SecretKey;
-use crate::server::auth::{Auth, AuthMode};
+use crate::server::auth::AuthMode;
 use crate::server::{AppState, router, tokens};
 use crate::store::{ClusterBinding, SqliteStore, Store, TokenRecord, TokenStore};
 
@@ -98,7 +97,6 @@ impl Ui {
     async fn new(mode: AuthMode) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let secret_key = Arc::new(SecretKey::load(dir.path()).unwrap());
         let (admin, _) = tokens::bootstrap(store.as_ref(), dir.path())
             .await
             .unwrap()
@@ -120,18 +118,7 @@ impl Ui {
             .await
             .unwrap();
         let ui = Ui {
-            state: AppState {
-                store: store.clone(),
-                secret_key,
-                discovery: None,
-                auth: Arc::new(Auth {
-                    mode,
-                    tokens: store,
-                }),
-                sessions: Default::default(),
-                oidc: None,
-                shutdown: Default::default(),
-            },
+            state: AppState::for_tests(store, dir.path(), mode),
             admin,
             _dir: dir,
         };
