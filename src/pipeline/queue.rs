@@ -64,17 +64,31 @@ impl PromotionController {
         let mut tasks: JoinSet<ObjectKey> = JoinSet::new();
         loop {
             let seen = feed.latest();
-            let verifying = match store.list(Kind::Stage, None).await {
-                Ok(stages) => verifying_stages(&stages),
-                Err(error) => {
-                    tracing::error!(%error, "cannot list stages");
-                    BTreeMap::new()
-                }
-            };
             match store.list(Kind::Promotion, None).await {
                 Ok(promotions) => {
-                    let held =
-                        self.dispatch(promotions, &verifying, &mut running, &mut tasks, &shutdown);
+                    // The Stages are read only when something waits to start, and a Stage
+                    // whose verification cannot be read starts nothing this turn.
+                    let verifying = if promotions
+                        .iter()
+                        .any(|p| super::promotion_phase(&p.object) == PromotionPhase::Pending)
+                    {
+                        match store.list(Kind::Stage, None).await {
+                            Ok(stages) => Some(verifying_stages(&stages)),
+                            Err(error) => {
+                                tracing::error!(%error, "cannot list stages; no pending promotion starts until they can be read");
+                                None
+                            }
+                        }
+                    } else {
+                        Some(BTreeMap::new())
+                    };
+                    let held = self.dispatch(
+                        promotions,
+                        verifying.as_ref(),
+                        &mut running,
+                        &mut tasks,
+                        &shutdown,
+                    );
                     for (promotion, reason) in held {
                         say_why_held(store.as_ref(), &promotion, &reason).await;
                     }
@@ -107,7 +121,7 @@ impl PromotionController {
     fn dispatch(
         &self,
         promotions: Vec<StoredObject>,
-        verifying: &BTreeMap<(String, String), String>,
+        verifying: Option<&BTreeMap<(String, String), String>>,
         running: &mut HashMap<ObjectKey, CancellationToken>,
         tasks: &mut JoinSet<ObjectKey>,
         shutdown: &CancellationToken,
@@ -152,6 +166,7 @@ impl PromotionController {
                 (at(a), a.key.name.clone()).cmp(&(at(b), b.key.name.clone()))
             });
             let Some(next) = queue.first() else { continue };
+            let Some(verifying) = verifying else { continue };
             if let Some(reason) = verifying.get(&stage) {
                 held.push(((*next).clone(), reason.clone()));
                 continue;

@@ -12,7 +12,7 @@ use crate::api::{
     API_VERSION, Freight, Kind, ObjectKey, PromotionPhase, PromotionTask, QueuePolicy, Stage,
 };
 use crate::promotion::plan::{self, PlanError};
-use crate::store::{Store, StoreError, StoredObject, Write};
+use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify_status};
 
 use super::availability::{Reason, availability};
 use super::windows::{self, WindowError, WindowState};
@@ -306,19 +306,9 @@ pub async fn set_hold(
     hold: Option<Value>,
 ) -> Result<(), StoreError> {
     let key = ObjectKey::namespaced(Kind::Stage, project, stage);
-    for _ in 0..5 {
-        let current = store
-            .get(&key)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let mut status = current
-            .object
-            .get("status")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        if status.get("hold").cloned().unwrap_or(Value::Null) == hold.clone().unwrap_or(Value::Null)
-        {
-            return Ok(());
+    modify_status(store, &key, |_, status| {
+        if status.get("hold").unwrap_or(&Value::Null) == hold.as_ref().unwrap_or(&Value::Null) {
+            return Ok(false);
         }
         match (&hold, status.as_object_mut()) {
             (Some(hold), Some(map)) => {
@@ -329,18 +319,10 @@ pub async fn set_hold(
             }
             _ => {}
         }
-        match store
-            .update_status(&key, status, Some(current.resource_version))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(StoreError::Internal(format!(
-        "{key} kept changing while its hold was updated"
-    )))
+        Ok(true)
+    })
+    .await
+    .map(|_| ())
 }
 
 async fn pending_in_stage(
@@ -401,8 +383,9 @@ async fn supersede_running(
     by: &str,
 ) -> Result<(), StoreError> {
     for running in in_stage(store, project, stage, PromotionPhase::Running).await? {
-        let mut current = running;
-        for _ in 0..5 {
+        // Written against the version checked: one that moved on to a writing step in
+        // between is read again and left alone.
+        modify_object(store, running, |current, object| {
             let already = current
                 .object
                 .pointer("/metadata/annotations")
@@ -412,21 +395,13 @@ async fn supersede_running(
                 || super::promotion_phase(&current.object) != PromotionPhase::Running
                 || has_started_writing(&current.object)
             {
-                break;
+                return Ok(false);
             }
-            let mut object = crate::store::desired_state(&current.object);
-            object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
             object["metadata"]["annotations"][ABORT_ANNOTATION] =
                 json!(format!("superseded by `{by}`"));
-            match store.update(object).await {
-                Ok(_) => break,
-                Err(StoreError::Conflict { .. }) => match store.get(&current.key).await? {
-                    Some(fresh) => current = fresh,
-                    None => break,
-                },
-                Err(error) => return Err(error),
-            }
-        }
+            Ok(true)
+        })
+        .await?;
     }
     Ok(())
 }
@@ -532,31 +507,16 @@ pub async fn approve(
         project,
         freight.metadata.name.as_deref().unwrap_or_default(),
     );
-    for _ in 0..5 {
-        let current = store
-            .get(&key)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let mut status = current
-            .object
-            .get("status")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+    let approved = modify_status(store, &key, |_, status| {
         status["approvedFor"][stage_name] = json!({
             "approvedAt": jiff::Timestamp::now().to_string(),
             "by": which.actor,
             "reason": reason,
         });
-        match store
-            .update_status(&key, status, Some(current.resource_version))
-            .await
-        {
-            Ok(updated) => return Ok(updated),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error.into()),
-        }
-    }
-    Err(StoreError::Internal(format!("{key} kept changing while it was approved")).into())
+        Ok(true)
+    })
+    .await?;
+    approved.ok_or_else(|| StoreError::Internal(format!("{key} was not approved")).into())
 }
 
 /// Wakes every running promotion of `project` whose waiting step should look again now
@@ -568,23 +528,12 @@ pub async fn wake_running(store: &dyn Store, project: &str) -> Result<usize, Sto
         if super::promotion_phase(&promotion.object) != PromotionPhase::Running {
             continue;
         }
-        let mut current = promotion;
-        for _ in 0..5 {
-            let mut object = crate::store::desired_state(&current.object);
-            object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+        let written = modify_object(store, promotion, |_, object| {
             object["metadata"]["annotations"][super::WAKE_ANNOTATION] = json!(token);
-            match store.update(object).await {
-                Ok(_) => {
-                    woken += 1;
-                    break;
-                }
-                Err(StoreError::Conflict { .. }) => match store.get(&current.key).await? {
-                    Some(fresh) => current = fresh,
-                    None => break,
-                },
-                Err(error) => return Err(error),
-            }
-        }
+            Ok(true)
+        })
+        .await?;
+        woken += usize::from(written.is_some());
     }
     Ok(woken)
 }

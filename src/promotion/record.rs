@@ -11,7 +11,7 @@ use crate::api::{
     CurrentStage, Freight, FreightStatus, HealthState, Kind, ObjectKey, Promotion, Stage,
     StageBranch, StageFreightRef, StageHealth, StageStatus, Time, VerificationPhase,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, modify_typed_status};
 use crate::verification::state as verification;
 
 fn now() -> Time {
@@ -33,13 +33,22 @@ pub fn pushed_branch(outputs: &Map<String, Value>) -> Option<StageBranch> {
     })
 }
 
-async fn write_status<T: serde::Serialize>(
+/// A Stage's or Freight's status written against the version read, so a concurrent writer
+/// (the verification loop, a person's approval) is never overwritten; a resource deleted
+/// meanwhile is left alone.
+async fn modify<R, S>(
     store: &dyn Store,
     key: &ObjectKey,
-    status: &T,
-) -> Result<(), StoreError> {
-    let value = serde_json::to_value(status).map_err(|e| StoreError::Internal(e.to_string()))?;
-    store.update_status(key, value, None).await.map(|_| ())
+    change: impl FnMut(&R, &mut S) -> Result<Option<()>, StoreError>,
+) -> Result<(), StoreError>
+where
+    R: serde::de::DeserializeOwned,
+    S: serde::Serialize + serde::de::DeserializeOwned + Default,
+{
+    match modify_typed_status(store, key, change).await {
+        Err(StoreError::NotFound(_)) => Ok(()),
+        other => other.map(|_| ()),
+    }
 }
 
 /// Records a succeeded promotion on its Stage and on the Freight going in and out.
@@ -52,38 +61,48 @@ pub async fn promotion_succeeded(
 ) -> Result<(), StoreError> {
     let project = key.namespace.clone().unwrap_or_default();
     let stage_name = &promotion.spec.stage;
-    let stage_key = ObjectKey::namespaced(Kind::Stage, &project, stage_name);
-    let Some(stored) = store.get(&stage_key).await? else {
-        return Ok(());
-    };
-    let stage: Stage = stored.to_typed()?;
-    let mut status: StageStatus = stage.status.clone().unwrap_or_default();
-    let previous = status.current_freight.clone();
     let freight_id = freight.metadata.name.clone().unwrap_or_default();
-    let arrived = match &previous {
-        Some(previous) if previous.name == freight_id => previous.since.clone(),
-        _ => Some(now()),
+    let stage_key = ObjectKey::namespaced(Kind::Stage, &project, stage_name);
+    let (mut previous, mut arrived, mut verifies) = (None, None, false);
+    let written = modify_typed_status(
+        store,
+        &stage_key,
+        |stage: &Stage, status: &mut StageStatus| {
+            previous = status.current_freight.clone();
+            arrived = match &previous {
+                Some(previous) if previous.name == freight_id => previous.since.clone(),
+                _ => Some(now()),
+            };
+            status.current_freight = Some(StageFreightRef {
+                name: freight_id.clone(),
+                alias: freight.spec.alias.clone(),
+                since: arrived.clone(),
+            });
+            status.last_promotion = Some(key.name.clone());
+            status.current_promotion = None;
+            if let Some(branch) = pushed_branch(outputs) {
+                status.branch = Some(branch);
+                status.drift = None;
+            }
+            verifies = start_verification(stage, status, &freight_id, &key.name, outputs);
+            Ok(Some(()))
+        },
+    )
+    .await;
+    match written {
+        Err(StoreError::NotFound(_)) => return Ok(()),
+        other => other?,
     };
-    status.current_freight = Some(StageFreightRef {
-        name: freight_id.clone(),
-        alias: freight.spec.alias.clone(),
-        since: arrived.clone(),
-    });
-    status.last_promotion = Some(key.name.clone());
-    status.current_promotion = None;
-    if let Some(branch) = pushed_branch(outputs) {
-        status.branch = Some(branch);
-        status.drift = None;
-    }
-    let verifies = start_verification(&stage, &mut status, &freight_id, &key.name, outputs);
-    write_status(store, &stage_key, &status).await?;
 
     if let Some(previous) = previous.filter(|p| p.name != freight_id) {
         let previous_key = ObjectKey::namespaced(Kind::Freight, &project, &previous.name);
-        if let Some(stored) = store.get(&previous_key).await? {
-            let old: Freight = stored.to_typed()?;
-            let mut old_status: FreightStatus = old.status.unwrap_or_default();
-            if let Some(stay) = old_status.currently_in.remove(stage_name) {
+        modify(
+            store,
+            &previous_key,
+            |_: &Freight, status: &mut FreightStatus| {
+                let Some(stay) = status.currently_in.remove(stage_name) else {
+                    return Ok(None);
+                };
                 let seconds = stay
                     .since
                     .map(|since| {
@@ -93,36 +112,36 @@ pub async fn promotion_succeeded(
                             .max(0) as u64
                     })
                     .unwrap_or(0);
-                let verified = old_status
-                    .verified_in
-                    .entry(stage_name.clone())
-                    .or_default();
+                let verified = status.verified_in.entry(stage_name.clone()).or_default();
                 verified.longest_soak_seconds =
                     Some(verified.longest_soak_seconds.unwrap_or(0).max(seconds));
-            }
-            write_status(store, &previous_key, &old_status).await?;
-        }
+                Ok(Some(()))
+            },
+        )
+        .await?;
     }
 
     let freight_key = ObjectKey::namespaced(Kind::Freight, &project, &freight_id);
-    let Some(stored) = store.get(&freight_key).await? else {
-        return Ok(());
-    };
-    let current: Freight = stored.to_typed()?;
-    let mut freight_status = current.status.unwrap_or_default();
-    freight_status
-        .currently_in
-        .insert(stage_name.clone(), CurrentStage { since: arrived });
-    if !verifies {
-        let verified = freight_status
-            .verified_in
-            .entry(stage_name.clone())
-            .or_default();
-        if verified.verified_at.is_none() {
-            verified.verified_at = Some(now());
-        }
-    }
-    write_status(store, &freight_key, &freight_status).await
+    modify(
+        store,
+        &freight_key,
+        |_: &Freight, status: &mut FreightStatus| {
+            status.currently_in.insert(
+                stage_name.clone(),
+                CurrentStage {
+                    since: arrived.clone(),
+                },
+            );
+            if !verifies {
+                let verified = status.verified_in.entry(stage_name.clone()).or_default();
+                if verified.verified_at.is_none() {
+                    verified.verified_at = Some(now());
+                }
+            }
+            Ok(Some(()))
+        },
+    )
+    .await
 }
 
 /// Registers the Applications the promotion synced and, when the Stage verifies its
@@ -162,31 +181,17 @@ pub async fn set_current_promotion(
     finished: &str,
 ) -> Result<(), StoreError> {
     let key = ObjectKey::namespaced(Kind::Stage, project, stage);
-    for _ in 0..5 {
-        let Some(current) = store.get(&key).await? else {
-            return Ok(());
-        };
-        let typed: Stage = current.to_typed()?;
-        let mut status = typed.status.unwrap_or_default();
+    modify(store, &key, |_: &Stage, status: &mut StageStatus| {
         let next = match running {
             Some(name) => Some(name.to_owned()),
             None if status.current_promotion.as_deref() == Some(finished) => None,
-            None => return Ok(()),
+            None => return Ok(None),
         };
         if status.current_promotion == next {
-            return Ok(());
+            return Ok(None);
         }
         status.current_promotion = next;
-        let value =
-            serde_json::to_value(&status).map_err(|e| StoreError::Internal(e.to_string()))?;
-        match store
-            .update_status(&key, value, Some(current.resource_version))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Ok(())
+        Ok(Some(()))
+    })
+    .await
 }

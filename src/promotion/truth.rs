@@ -95,71 +95,59 @@ impl StageTruth {
 
     /// Records the branch head `head` on the Stage.
     pub async fn record(&self, key: &ObjectKey, head: &LoggedCommit) -> Result<(), StoreError> {
-        for _ in 0..5 {
-            let Some(current) = self.store.get(key).await? else {
-                return Ok(());
-            };
-            let stage: Stage = current.to_typed()?;
-            let mut status = stage.status.unwrap_or_default();
-            let Some(branch) = status.branch.clone() else {
-                return Ok(());
-            };
-            let before = serde_json::to_value(&status).unwrap_or_default();
-            if head.id == branch.commit {
-                status.drift = None;
-            } else if is_dray_commit(&head.message) {
-                let named = trailers(&head.message)
-                    .into_iter()
-                    .find(|(k, _)| k == "Dray-Freight")
-                    .map(|(_, v)| v);
-                if let Some(named) = named {
-                    let id = freight_id(&named).to_owned();
-                    let alias = named
-                        .split_once('(')
-                        .map(|(_, rest)| rest.trim_end_matches(')').to_owned())
-                        .unwrap_or_default();
-                    if status.current_freight.as_ref().map(|c| c.name.as_str()) != Some(id.as_str())
-                    {
-                        status.current_freight = Some(StageFreightRef {
-                            name: id,
-                            alias,
-                            since: Some(Time(head.committed_at)),
-                        });
+        let recorded =
+            crate::verification::state::modify_stage(self.store.as_ref(), key, |_, status| {
+                let Some(branch) = status.branch.clone() else {
+                    return Ok(None);
+                };
+                let before = status.clone();
+                if head.id == branch.commit {
+                    status.drift = None;
+                } else if is_dray_commit(&head.message) {
+                    let named = trailers(&head.message)
+                        .into_iter()
+                        .find(|(k, _)| k == "Dray-Freight")
+                        .map(|(_, v)| v);
+                    if let Some(named) = named {
+                        let id = freight_id(&named).to_owned();
+                        let alias = named
+                            .split_once('(')
+                            .map(|(_, rest)| rest.trim_end_matches(')').to_owned())
+                            .unwrap_or_default();
+                        if status.current_freight.as_ref().map(|c| c.name.as_str())
+                            != Some(id.as_str())
+                        {
+                            status.current_freight = Some(StageFreightRef {
+                                name: id,
+                                alias,
+                                since: Some(Time(head.committed_at)),
+                            });
+                        }
                     }
+                    status.branch = Some(crate::api::StageBranch {
+                        commit: head.id.clone(),
+                        ..branch
+                    });
+                    status.drift = None;
+                } else if status.drift.as_ref().map(|d| d.commit.as_str()) != Some(head.id.as_str())
+                {
+                    status.drift = Some(StageDrift {
+                        commit: head.id.clone(),
+                        message: head.message.lines().next().unwrap_or_default().to_owned(),
+                        author: head.author.clone(),
+                        detected_at: Some(Time(jiff::Timestamp::now())),
+                    });
                 }
-                status.branch = Some(crate::api::StageBranch {
-                    commit: head.id.clone(),
-                    ..branch
-                });
-                status.drift = None;
-            } else if status.drift.as_ref().map(|d| d.commit.as_str()) != Some(head.id.as_str()) {
-                status.drift = Some(StageDrift {
-                    commit: head.id.clone(),
-                    message: head.message.lines().next().unwrap_or_default().to_owned(),
-                    author: head.author.clone(),
-                    detected_at: Some(Time(jiff::Timestamp::now())),
-                });
+                Ok((*status != before).then(|| status.drift.clone()))
+            })
+            .await;
+        match recorded {
+            Ok(Some(Some(drift))) => {
+                tracing::warn!(stage = %key, commit = %drift.commit, "the stage branch moved outside Dray");
+                Ok(())
             }
-            let after =
-                serde_json::to_value(&status).map_err(|e| StoreError::Internal(e.to_string()))?;
-            if after == before {
-                return Ok(());
-            }
-            match self
-                .store
-                .update_status(key, after, Some(current.resource_version))
-                .await
-            {
-                Ok(_) => {
-                    if let Some(drift) = &status.drift {
-                        tracing::warn!(stage = %key, commit = %drift.commit, "the stage branch moved outside Dray");
-                    }
-                    return Ok(());
-                }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(error) => return Err(error),
-            }
+            Ok(_) | Err(StoreError::NotFound(_)) => Ok(()),
+            Err(error) => Err(error),
         }
-        Ok(())
     }
 }

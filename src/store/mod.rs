@@ -14,12 +14,14 @@
 
 mod error;
 mod feed;
+mod modify;
 mod object;
 mod sqlite;
 mod tokens;
 
 pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
+pub use modify::{modify_object, modify_status, modify_typed_status};
 pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use tokens::{

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::api::{
-    Freight, Kind, ObjectKey, RegisteredApplication, Stage, StageStatus, Time,
+    Freight, FreightStatus, Kind, ObjectKey, RegisteredApplication, Stage, StageStatus, Time,
     VERIFICATION_HISTORY_LIMIT, VerificationInfo, VerificationPhase,
 };
 use crate::store::{Store, StoreError};
@@ -100,32 +100,9 @@ pub fn begin(
 pub async fn modify_stage<T>(
     store: &dyn Store,
     key: &ObjectKey,
-    mut change: impl FnMut(&Stage, &mut StageStatus) -> Result<Option<T>, StoreError>,
+    change: impl FnMut(&Stage, &mut StageStatus) -> Result<Option<T>, StoreError>,
 ) -> Result<Option<T>, StoreError> {
-    for _ in 0..8 {
-        let current = store
-            .get(key)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let stage: Stage = current.to_typed()?;
-        let mut status = stage.status.clone().unwrap_or_default();
-        let Some(result) = change(&stage, &mut status)? else {
-            return Ok(None);
-        };
-        let value =
-            serde_json::to_value(&status).map_err(|e| StoreError::Internal(e.to_string()))?;
-        match store
-            .update_status(key, value, Some(current.resource_version))
-            .await
-        {
-            Ok(_) => return Ok(Some(result)),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(StoreError::Internal(format!(
-        "{key} kept changing while its verification was updated"
-    )))
+    crate::store::modify_typed_status(store, key, change).await
 }
 
 /// Records the end of a verification on its Freight: `Successful` makes it verified in the
@@ -144,37 +121,31 @@ pub async fn record_on_freight(
         return Ok(());
     }
     let key = ObjectKey::namespaced(Kind::Freight, project, &run.freight);
-    for _ in 0..8 {
-        let Some(current) = store.get(&key).await? else {
-            return Ok(());
-        };
-        let freight: Freight = current.to_typed()?;
-        let mut status = freight.status.unwrap_or_default();
-        if run.phase == VerificationPhase::Successful {
-            let entry = status.verified_in.entry(stage.to_owned()).or_default();
-            entry.verified_at = run
-                .finish_time
-                .clone()
-                .or_else(|| Some(Time(Timestamp::now())));
-        } else if status.verified_in.remove(stage).is_none() {
-            return Ok(());
-        } else {
+    let recorded = crate::store::modify_typed_status(
+        store,
+        &key,
+        |_: &Freight, status: &mut FreightStatus| {
+            if run.phase == VerificationPhase::Successful {
+                let entry = status.verified_in.entry(stage.to_owned()).or_default();
+                entry.verified_at = run
+                    .finish_time
+                    .clone()
+                    .or_else(|| Some(Time(Timestamp::now())));
+                return Ok(Some(()));
+            }
+            if status.verified_in.remove(stage).is_none() {
+                return Ok(None);
+            }
             tracing::info!(freight = %run.freight, %stage, phase = ?run.phase, "verifiedIn revoked");
-        }
-        let value =
-            serde_json::to_value(&status).map_err(|e| StoreError::Internal(e.to_string()))?;
-        match store
-            .update_status(&key, value, Some(current.resource_version))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error),
-        }
+            Ok(Some(()))
+        },
+    )
+    .await;
+    match recorded {
+        // The Freight was deleted meanwhile: nothing to record on.
+        Err(StoreError::NotFound(_)) => Ok(()),
+        other => other.map(|_| ()),
     }
-    Err(StoreError::Internal(format!(
-        "{key} kept changing while its verification was recorded"
-    )))
 }
 
 #[cfg(test)]
