@@ -16,7 +16,7 @@ pub(crate) async fn measure(
     query: &PrometheusQuery,
 ) -> Result<Observed, String> {
     let url = format!("{}/api/v1/query", query.address.trim_end_matches('/'));
-    let what = format!("Prometheus at {}", query.address);
+    let what = format!("Prometheus at {}", super::endpoint(&query.address));
     let now = jiff::Timestamp::now();
     let time = format!("{:.3}", now.as_millisecond() as f64 / 1000.0);
     let response = http

@@ -15,7 +15,7 @@ pub(crate) async fn measure(
 ) -> Result<Observed, String> {
     let method = Method::from_bytes(request.method.as_bytes())
         .map_err(|_| format!("`{}` is not an HTTP method", request.method))?;
-    let what = format!("{} {}", request.method, request.url);
+    let what = format!("{} {}", request.method, super::endpoint(&request.url));
     let mut builder = http
         .request(method, &request.url)
         .timeout(request.timeout)
