@@ -295,9 +295,13 @@ impl Git {
 }
 
 /// The environment every git command gets.
-fn base_env() -> [(&'static str, &'static str); 10] {
+fn base_env() -> [(&'static str, &'static str); 12] {
     [
         ("GIT_TERMINAL_PROMPT", "0"),
+        // A stalled HTTP fetch or push (under 1 kB/s for a minute) fails instead of
+        // holding the promotion (and the branch's push lock) forever.
+        ("GIT_HTTP_LOW_SPEED_LIMIT", "1000"),
+        ("GIT_HTTP_LOW_SPEED_TIME", "60"),
         // No automatic gc or maintenance: they enumerate the mirror's worktrees unlocked
         // (see [`MirrorLocks`]); the mirror's upkeep belongs to the repository cache.
         ("GIT_CONFIG_COUNT", "2"),
@@ -613,6 +617,9 @@ mod tests {
         assert_eq!(envs["GIT_ASKPASS"], script.display().to_string());
         assert_eq!(envs[PASSWORD_ENV], "hunter2-token");
         assert_eq!(envs["GIT_TERMINAL_PROMPT"], "0");
+        // A stalled transfer fails instead of hanging.
+        assert_eq!(envs["GIT_HTTP_LOW_SPEED_LIMIT"], "1000");
+        assert_eq!(envs["GIT_HTTP_LOW_SPEED_TIME"], "60");
         // Secrets are scrubbed from git's messages.
         assert_eq!(
             git.redact("denied for hunter2-token"),

@@ -47,7 +47,8 @@ use async_trait::async_trait;
 ///
 /// Implementations keep to one shape: a `KIND` constant, a typed `Config`
 /// (`serde` + `JsonSchema`) parsed with [`parse_config`] before any side effect (a bad
-/// config is [`StepOutcome::Failed`], never retried), then the work.
+/// config is [`StepOutcome::Failed`], never retried), then the work. The built-in steps
+/// get that shape from the crate's `TypedStep`, which implements this trait for them.
 #[async_trait]
 pub trait Step: Send + Sync {
     /// The name used in `uses:`.
@@ -62,6 +63,9 @@ pub trait Step: Send + Sync {
     /// How long the engine lets this step keep answering `Running` when the step's
     /// `retry.timeout` says nothing. Steps that wait for people (a review) wait longer.
     fn default_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(600)
+        DEFAULT_STEP_TIMEOUT
     }
 }
+
+/// How long a step may keep answering `Running` unless it or its `retry.timeout` says.
+const DEFAULT_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);

@@ -14,6 +14,8 @@
 //! 429 with `x-ratelimit-remaining: 0` or `Retry-After`; GitLab: 429) is
 //! [`ForgeError::RateLimited`] with how long to wait; the steps answer
 //! [`crate::StepOutcome::Running`] saying so, and run again after that time.
+//! Every request (and GitLab's connection check) gives up after 30 s: an unanswered forge
+//! is an error the engine retries, never a wait without end.
 
 pub mod github;
 pub mod gitlab;
@@ -215,15 +217,89 @@ pub async fn connect(
     target: &ForgeTarget,
     token: Option<String>,
 ) -> Result<Box<dyn Forge>, ForgeError> {
-    match target.provider {
-        Provider::Github => Ok(Box::new(github::GitHub::new(
-            &target.api_url,
-            &target.repo_path,
-            token,
-        )?)),
-        Provider::Gitlab => Ok(Box::new(
-            gitlab::GitLab::new(&target.api_url, &target.repo_path, token).await?,
-        )),
+    let limit = REQUEST_TIMEOUT;
+    let provider = target.provider;
+    let forge: Box<dyn Forge> = within(limit, provider, "the connection check", async {
+        Ok::<Box<dyn Forge>, _>(match provider {
+            Provider::Github => Box::new(github::GitHub::new(
+                &target.api_url,
+                &target.repo_path,
+                token,
+            )?),
+            Provider::Gitlab => {
+                Box::new(gitlab::GitLab::new(&target.api_url, &target.repo_path, token).await?)
+            }
+        })
+    })
+    .await?;
+    Ok(Box::new(Timed {
+        inner: forge,
+        limit,
+    }))
+}
+
+/// How long one request to a forge may take before it counts as unanswered: an error the
+/// engine retries, never a wait without end (neither client has a default limit).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `call`, or an error naming the forge and what went unanswered after `limit`.
+async fn within<T>(
+    limit: Duration,
+    provider: Provider,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, ForgeError>>,
+) -> Result<T, ForgeError> {
+    tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
+        Err(ForgeError::Other(format!(
+            "{} did not answer {what} within {}s; check that its API (`apiURL`) is reachable",
+            provider.name(),
+            limit.as_secs_f32()
+        )))
+    })
+}
+
+/// A [`Forge`] whose every request gives up after `limit` (see [`within`]).
+struct Timed {
+    inner: Box<dyn Forge>,
+    limit: Duration,
+}
+
+#[async_trait]
+impl Forge for Timed {
+    fn provider(&self) -> Provider {
+        self.inner.provider()
+    }
+
+    async fn create(&self, pr: &NewPullRequest) -> Result<PullRequest, ForgeError> {
+        let what = "the request to open a pull request";
+        within(self.limit, self.provider(), what, self.inner.create(pr)).await
+    }
+
+    async fn get(&self, number: u64) -> Result<PullRequest, ForgeError> {
+        let what = format!("the request for pull request #{number}");
+        within(self.limit, self.provider(), &what, self.inner.get(number)).await
+    }
+
+    async fn find_open(&self, head: &str, base: &str) -> Result<Option<PullRequest>, ForgeError> {
+        let what = format!("the search for an open pull request from `{head}` into `{base}`");
+        within(
+            self.limit,
+            self.provider(),
+            &what,
+            self.inner.find_open(head, base),
+        )
+        .await
+    }
+
+    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError> {
+        let what = format!("the request to merge pull request #{number}");
+        within(
+            self.limit,
+            self.provider(),
+            &what,
+            self.inner.merge(number, method),
+        )
+        .await
     }
 }
 
@@ -251,6 +327,25 @@ pub(crate) fn retry_after_from_headers(headers: &http::HeaderMap) -> Option<Dura
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_forge_that_never_answers_is_an_error_naming_the_request() {
+        // Accepts connections (the kernel's backlog) and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}", silent.local_addr().unwrap());
+        let forge = Timed {
+            inner: Box::new(github::GitHub::new(&api, "acme/config", None).unwrap()),
+            limit: Duration::from_millis(200),
+        };
+        let Err(ForgeError::Other(message)) = forge.get(7).await else {
+            panic!("a silent forge must be an error");
+        };
+        assert_eq!(
+            message,
+            "GitHub did not answer the request for pull request #7 within 0.2s; check that its \
+             API (`apiURL`) is reachable"
+        );
+    }
 
     #[test]
     fn the_provider_is_inferred_from_the_host_or_required() {

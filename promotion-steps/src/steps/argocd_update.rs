@@ -39,11 +39,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::http::duration_or;
+use super::typed::TypedStep;
 use crate::argocd::{
     ApplicationRef, ArgocdError, ArgocdTarget, BLOCKED_BY_WINDOW, SyncRefused, SyncRequest,
     Transport, initiator, is_commit, same_commit,
 };
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "argocd-update";
@@ -149,16 +150,11 @@ pub(crate) struct Config {
 pub(crate) struct ArgocdUpdate;
 
 #[async_trait]
-impl Step for ArgocdUpdate {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for ArgocdUpdate {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config).await {
             Ok(outcome) | Err(outcome) => outcome,
         }
@@ -205,8 +201,7 @@ fn target(ctx: &StepContext, config: &Config) -> Result<ArgocdTarget, String> {
     Ok(target)
 }
 
-async fn run(ctx: &StepContext, config: Value) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     let invalid =
         |reason: String| StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
     let poll = duration_or(
@@ -711,6 +706,7 @@ fn same_repo(a: &str, b: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{context, failed};
 
     #[test]

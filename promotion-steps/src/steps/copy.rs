@@ -11,10 +11,11 @@ use std::path::Path;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
 use super::files::resolve;
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use super::typed::TypedStep;
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "copy";
@@ -36,24 +37,18 @@ pub(crate) struct Config {
 pub(crate) struct CopyFiles;
 
 #[async_trait]
-impl Step for CopyFiles {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for CopyFiles {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config) {
             Ok(outcome) | Err(outcome) => outcome,
         }
     }
 }
 
-fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     let from = resolve(ctx, &config.in_path, true)?;
     let to = resolve(ctx, &config.out_path, true)?;
     let meta = std::fs::metadata(&from).map_err(|e| match e.kind() {
@@ -175,6 +170,7 @@ fn remove(path: &Path) -> Result<(), StepOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{context, failed, outputs};
     use serde_json::json;
 

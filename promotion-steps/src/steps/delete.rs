@@ -9,10 +9,11 @@ use std::io::ErrorKind;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
-use super::files::resolve;
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use super::files::{is_work_dir, resolve};
+use super::typed::TypedStep;
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "delete";
@@ -30,29 +31,20 @@ pub(crate) struct Config {
 pub(crate) struct Delete;
 
 #[async_trait]
-impl Step for Delete {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for Delete {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config) {
             Ok(outcome) | Err(outcome) => outcome,
         }
     }
 }
 
-fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     let path = resolve(ctx, &config.path, false)?;
-    let is_root = std::path::Path::new(&config.path)
-        .components()
-        .all(|c| matches!(c, std::path::Component::CurDir));
-    if is_root {
+    if is_work_dir(&config.path) {
         return Err(StepOutcome::failed(format!(
             "`delete` refuses to remove the whole work directory (`path` is `{}`); name what \
              to remove inside it",
@@ -84,6 +76,7 @@ fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{context, failed, outputs};
     use serde_json::json;
 

@@ -26,11 +26,8 @@ pub(crate) fn resolve(
             ctx.work_dir.display()
         ))
     })?;
-    // The work directory itself (`.`, ``) has no parent inside the work directory.
-    let is_root = Path::new(relative)
-        .components()
-        .all(|c| matches!(c, std::path::Component::CurDir));
-    let mut probe = if follow_last || is_root {
+    // The work directory itself has no parent inside the work directory.
+    let mut probe = if follow_last || is_work_dir(relative) {
         Some(path.as_path())
     } else {
         path.parent()
@@ -56,6 +53,13 @@ pub(crate) fn resolve(
         }
     }
     Ok(path)
+}
+
+/// Whether `relative` names the work directory itself (``, `.`, `./.`).
+pub(crate) fn is_work_dir(relative: &str) -> bool {
+    Path::new(relative)
+        .components()
+        .all(|c| matches!(c, std::path::Component::CurDir))
 }
 
 /// Reads a text file, answering `Failed` (a configuration problem) when it is missing.

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use super::typed::TypedStep;
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-clear";
@@ -25,20 +26,11 @@ pub(crate) struct Config {
 pub(crate) struct GitClear;
 
 #[async_trait]
-impl Step for GitClear {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for GitClear {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: serde_json::Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let dir = match ctx.path(&config.path) {
             Ok(dir) => dir,
             Err(reason) => return StepOutcome::failed(reason),
@@ -83,6 +75,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Step;
     use crate::testing::{context, failed};
 
     #[tokio::test]

@@ -17,8 +17,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::typed::TypedStep;
 use crate::git::{CheckoutRecord, Git, GitError, is_valid_ref_name, redact_url, write_record};
-use crate::{MirrorLocks, Step, StepContext, StepOutcome, parse_config};
+use crate::{MirrorLocks, StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-clone";
@@ -80,20 +81,11 @@ struct Plan {
 pub(crate) struct GitClone;
 
 #[async_trait]
-impl Step for GitClone {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for GitClone {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let plans = match validate(ctx, &config) {
             Ok(plans) => plans,
             Err(reason) => return StepOutcome::failed(reason),
@@ -478,6 +470,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Step;
     use crate::testing::{MirrorRepos, bare_remote, failed, git, git_context, outputs, push_files};
 
     struct World {

@@ -18,8 +18,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::typed::TypedStep;
 use crate::git::{DEFAULT_EMAIL, DEFAULT_NAME, Git, GitError};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-commit";
@@ -71,20 +72,11 @@ pub(crate) struct Author {
 pub(crate) struct GitCommit;
 
 #[async_trait]
-impl Step for GitCommit {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for GitCommit {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let (name, email) = match validate(&config) {
             Ok(author) => author,
             Err(reason) => {
@@ -362,6 +354,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Step;
     use crate::steps::git_clone::GitClone;
     use crate::testing::{MirrorRepos, bare_remote, failed, git, git_context, outputs, push_files};
 

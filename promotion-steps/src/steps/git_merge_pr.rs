@@ -10,14 +10,14 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
-use super::git_wait_for_pr::human;
 use super::pr::{
-    PrNumber, Waiting, closed_without_merge, forge_error, pr_outputs, start_waiting, timed_out,
+    DEFAULT_TIMEOUT, PrNumber, WaitFor, Waiting, closed_without_merge, forge_error, human,
+    pr_outputs, since_state, start_waiting, timed_out,
 };
+use super::typed::TypedStep;
 use crate::forge::{ForgeError, MergeMethod, PrState, Provider};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-merge-pr";
@@ -78,34 +78,22 @@ const CONFLICT: [&str; 4] = ["dirty", "conflict", "need_rebase", "cannot_be_merg
 pub(crate) struct GitMergePr;
 
 #[async_trait]
-impl Step for GitMergePr {
-    fn kind(&self) -> &'static str {
-        KIND
+impl TypedStep for GitMergePr {
+    const KIND: &'static str = KIND;
+    type Config = Config;
+
+    fn default_timeout(&self) -> std::time::Duration {
+        DEFAULT_TIMEOUT
     }
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
-        let waiting = match start_waiting(
-            ctx,
-            KIND,
-            &config.repo_url,
-            config.provider,
-            config.api_url.as_deref(),
-            &config.pr_number,
-            config.poll_interval.as_deref(),
-            config.timeout.as_deref(),
-        )
-        .await
-        {
-            Ok(waiting) => waiting,
-            Err(outcome) => return outcome,
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
+        let wait = WaitFor {
+            repo_url: &config.repo_url,
+            provider: config.provider,
+            api_url: config.api_url.as_deref(),
+            pr_number: &config.pr_number,
+            poll_interval: config.poll_interval.as_deref(),
+            timeout: config.timeout.as_deref(),
         };
         let Waiting {
             number,
@@ -113,13 +101,13 @@ impl Step for GitMergePr {
             timeout,
             since,
             forge,
-        } = waiting;
-        let state = Some(json!({"since": since}));
-        let name = forge.provider().name();
-        let pr = match forge.get(number).await {
-            Ok(pr) => pr,
-            Err(e) => return forge_error(&e, state),
+            pr,
+        } = match start_waiting(ctx, KIND, wait).await {
+            Ok(waiting) => waiting,
+            Err(outcome) => return outcome,
         };
+        let state = since_state(since);
+        let name = forge.provider().name();
         match pr.state {
             PrState::Merged => {
                 if let Some(commit) = &pr.merged_commit {

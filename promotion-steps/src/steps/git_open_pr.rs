@@ -13,12 +13,13 @@
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::pr::{connect, forge_error, pr_outputs};
+use super::typed::TypedStep;
 use crate::forge::{NewPullRequest, Provider, PullRequest};
 use crate::git::Git;
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-open-pr";
@@ -62,20 +63,11 @@ pub(crate) struct Config {
 pub(crate) struct GitOpenPr;
 
 #[async_trait]
-impl Step for GitOpenPr {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for GitOpenPr {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let head = config
             .source_branch
             .clone()
@@ -215,6 +207,7 @@ pub(crate) fn default_description(ctx: &StepContext) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{DIGEST, context, failed};
 
     #[test]

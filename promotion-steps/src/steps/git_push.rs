@@ -19,8 +19,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::typed::TypedStep;
 use crate::git::{Git, GitError, is_valid_ref_name, read_record, redact_url};
-use crate::{PushLocks, Step, StepContext, StepOutcome, parse_config};
+use crate::{PushLocks, StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-push";
@@ -60,20 +61,11 @@ fn default_max_attempts() -> u32 {
 pub(crate) struct GitPush;
 
 #[async_trait]
-impl Step for GitPush {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for GitPush {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let branch = match target_branch(ctx, &config) {
             Ok(branch) => branch,
             Err(reason) => {
@@ -457,6 +449,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::Step;
     use crate::steps::git_clone::GitClone;
     use crate::steps::git_commit::GitCommit;
     use crate::testing::{MirrorRepos, bare_remote, failed, git, git_context, outputs, push_files};

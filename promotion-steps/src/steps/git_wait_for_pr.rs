@@ -11,13 +11,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 
 use super::pr::{
-    PrNumber, Waiting, closed_without_merge, forge_error, pr_outputs, start_waiting, timed_out,
+    DEFAULT_TIMEOUT, PrNumber, WaitFor, Waiting, closed_without_merge, human, pr_outputs,
+    since_state, start_waiting, timed_out,
 };
+use super::typed::TypedStep;
 use crate::forge::{PrState, Provider};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-wait-for-pr";
@@ -45,60 +46,38 @@ pub(crate) struct Config {
     pub(crate) timeout: Option<String>,
 }
 
-/// The default poll interval.
-pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(30);
-/// The default timeout.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(72 * 3600);
-
 /// The `git-wait-for-pr` step.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct GitWaitForPr;
 
 #[async_trait]
-impl Step for GitWaitForPr {
+impl TypedStep for GitWaitForPr {
+    const KIND: &'static str = KIND;
+    type Config = Config;
+
     fn default_timeout(&self) -> Duration {
         DEFAULT_TIMEOUT
     }
 
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(c) => c,
-            Err(outcome) => return outcome,
-        };
-        let waiting = match start_waiting(
-            ctx,
-            KIND,
-            &config.repo_url,
-            config.provider,
-            config.api_url.as_deref(),
-            &config.pr_number,
-            config.poll_interval.as_deref(),
-            config.timeout.as_deref(),
-        )
-        .await
-        {
-            Ok(waiting) => waiting,
-            Err(outcome) => return outcome,
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
+        let wait = WaitFor {
+            repo_url: &config.repo_url,
+            provider: config.provider,
+            api_url: config.api_url.as_deref(),
+            pr_number: &config.pr_number,
+            poll_interval: config.poll_interval.as_deref(),
+            timeout: config.timeout.as_deref(),
         };
         let Waiting {
-            number,
             poll,
             timeout,
             since,
             forge,
-        } = waiting;
-        let state = Some(json!({"since": since}));
-        let pr = match forge.get(number).await {
-            Ok(pr) => pr,
-            Err(e) => return forge_error(&e, state),
+            pr,
+            ..
+        } = match start_waiting(ctx, KIND, wait).await {
+            Ok(waiting) => waiting,
+            Err(outcome) => return outcome,
         };
         wait_outcome(&pr, since, poll, timeout, forge.provider().name())
     }
@@ -124,7 +103,7 @@ pub(crate) fn wait_outcome(
                     "{forge} to report the merge commit of pull request #{}",
                     pr.number
                 ),
-                state: Some(json!({"since": since})),
+                state: since_state(since),
             },
         },
         PrState::Closed => closed_without_merge(pr),
@@ -140,20 +119,8 @@ pub(crate) fn wait_outcome(
                 "pull request #{} ({}) to be merged into `{}`",
                 pr.number, pr.url, pr.base
             ),
-            state: Some(json!({"since": since})),
+            state: since_state(since),
         },
-    }
-}
-
-/// `72h`, `30m`, `45s`.
-pub(crate) fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    if s % 3600 == 0 && s > 0 {
-        format!("{}h", s / 3600)
-    } else if s % 60 == 0 && s > 0 {
-        format!("{}m", s / 60)
-    } else {
-        format!("{s}s")
     }
 }
 
@@ -161,6 +128,7 @@ pub(crate) fn human(d: Duration) -> String {
 mod tests {
     use super::*;
     use crate::forge::PullRequest;
+    use crate::steps::pr::DEFAULT_POLL;
 
     fn pr(state: PrState) -> PullRequest {
         PullRequest {

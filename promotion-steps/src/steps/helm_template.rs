@@ -9,11 +9,12 @@ use std::ffi::OsString;
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Map;
 
 use super::files::{OutPath, resolve};
 use super::tool::{TIMEOUT, Tool, render};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use super::typed::TypedStep;
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "helm-template";
@@ -56,24 +57,18 @@ pub(crate) struct SetValue {
 pub(crate) struct HelmTemplate;
 
 #[async_trait]
-impl Step for HelmTemplate {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for HelmTemplate {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config).await {
             Ok(outcome) | Err(outcome) => outcome,
         }
     }
 }
 
-async fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     let chart = resolve(ctx, &config.path, true)?;
     if !chart.join("Chart.yaml").is_file() {
         return Err(StepOutcome::failed(format!(
@@ -124,24 +119,25 @@ async fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{context, errored, failed, outputs};
     use serde_json::json;
     use std::path::{Path, PathBuf};
 
-    /// The `helm` shim over the Helm SDK (e2e/helm-shim/helm), when its Python package is
-    /// installed (CI installs it; see e2e/test.sh).
-    fn helm_shim() -> Option<PathBuf> {
+    /// The `helm` shim over the Helm SDK (e2e/helm-shim/helm). Its Python package must be
+    /// installed: a test that silently skipped would pass with the step broken. e2e/test.sh
+    /// installs it.
+    fn helm_shim() -> PathBuf {
         let ok = std::process::Command::new("python3")
             .args(["-c", "import helm_python"])
             .output()
             .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!(
-                "skipping: python3 cannot import helm_python (pip install helm-python-sdk), so the helm shim cannot run"
-            );
-            return None;
-        }
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/helm-shim/helm"))
+        assert!(
+            ok,
+            "python3 cannot import helm_python, so the helm shim cannot run; install it with \
+             `pip install helm-python-sdk`, or run e2e/test.sh, which does"
+        );
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/helm-shim/helm")
     }
 
     fn chart(dir: &Path) {
@@ -175,7 +171,7 @@ mod tests {
 
     #[tokio::test]
     async fn renders_a_chart_with_values_files_and_set_values() {
-        let Some(helm) = helm_shim() else { return };
+        let helm = helm_shim();
         let work = tempfile::tempdir().unwrap();
         chart(&work.path().join("charts/app"));
         std::fs::write(
@@ -223,7 +219,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_template_error_fails_with_helm_s_words() {
-        let Some(helm) = helm_shim() else { return };
+        let helm = helm_shim();
         let work = tempfile::tempdir().unwrap();
         chart(work.path());
         std::fs::write(

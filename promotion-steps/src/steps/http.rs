@@ -36,7 +36,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use super::typed::TypedStep;
+use crate::{StepContext, StepOutcome};
 
 /// How a true `failureExpression` or `errorExpression` ends an attempt.
 type Ending = fn(String) -> StepOutcome;
@@ -137,20 +138,11 @@ pub(crate) struct Config {
 pub(crate) struct Http;
 
 #[async_trait]
-impl Step for Http {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for Http {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
-        let config: Config = match parse_config(KIND, config) {
-            Ok(config) => config,
-            Err(outcome) => return outcome,
-        };
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let request = match Request::prepare(ctx, &config) {
             Ok(request) => request,
             Err(reason) => {
@@ -669,11 +661,20 @@ mod tests {
 
     use super::*;
     use crate::testing::{context, context_with_log, errored, failed, outputs};
-    use crate::{CredentialProvider, GitCredentials};
+    use crate::{CredentialProvider, GitCredentials, Step};
 
     /// What `/leak` echoes besides the request: the token of the Credential in
     /// [`ProjectToken`].
     const CREDENTIAL_TOKEN: &str = "cred-7f3a9e";
+
+    /// [`serve`]'s base URL and a context over a fresh work directory (removed when the
+    /// returned directory is dropped).
+    async fn served() -> (String, tempfile::TempDir, StepContext) {
+        let base = serve().await;
+        let work = tempfile::tempdir().unwrap();
+        let ctx = context(work.path());
+        (base, work, ctx)
+    }
 
     /// A server on 127.0.0.1:0 whose `/ready` answers 503 twice, then 200 with JSON; also
     /// `/broken` (a failure body), `/html` (text), `/echo` (method, header, query, body),
@@ -840,9 +841,7 @@ mod tests {
 
     #[tokio::test]
     async fn waits_until_the_success_expression_holds_then_outputs() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let config = json!({
             "url": format!("{base}/ready"),
             "successExpression": "response.status == 200 && response.body.ready",
@@ -882,9 +881,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_true_failure_expression_fails_at_once_and_an_error_expression_errors() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let reason = failed(
             Http.run(
                 &ctx,
@@ -940,9 +937,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_expression_that_does_not_fit_the_body_waits_and_says_why() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let waiting = waiting_for(
             Http.run(
                 &ctx,
@@ -971,9 +966,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_body_is_parsed_only_when_it_is_json() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let body = |path: &str| {
             let ctx = ctx.clone();
             let url = format!("{base}{path}");
@@ -1000,9 +993,7 @@ mod tests {
 
     #[tokio::test]
     async fn header_names_are_case_insensitive() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let out = outputs(
             Http.run(
                 &ctx,
@@ -1040,9 +1031,7 @@ mod tests {
 
     #[tokio::test]
     async fn sends_method_headers_query_and_body() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let out = outputs(
             Http.run(
                 &ctx,
@@ -1137,9 +1126,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_last_response_summary_is_one_bounded_line() {
-        let base = serve().await;
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = context(dir.path());
+        let (base, _work, ctx) = served().await;
         let waiting = waiting_for(Http.run(&ctx, json!({"url": format!("{base}/big")})).await);
         assert!(!waiting.contains('\n'), "{waiting}");
         assert!(waiting.contains("body `line line line"), "{waiting}");

@@ -15,8 +15,9 @@ use serde_yaml_ng::{Mapping as PlainMap, Value};
 use yaml_edit::{Mapping, MappingBuilder, ScalarValue, SequenceBuilder, YamlNode};
 
 use super::files::{read_text, resolve, write_if_changed};
+use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, as_str, string_like};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "kustomize-set-image";
@@ -66,16 +67,11 @@ fn yes() -> bool {
 pub(crate) struct KustomizeSetImage;
 
 #[async_trait]
-impl Step for KustomizeSetImage {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for KustomizeSetImage {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config) {
             Ok(outcome) | Err(outcome) => outcome,
         }
@@ -118,8 +114,7 @@ impl Target {
     }
 }
 
-fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     if config.images.is_empty() {
         return Err(StepOutcome::failed(format!(
             "invalid `{KIND}` config at `images`: list at least one image to set"
@@ -331,6 +326,7 @@ fn entry_for(target: &Target) -> Result<Mapping, StepOutcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{DIGEST, IMAGE, TAG, context, failed, outputs};
     use serde_json::json;
 

@@ -10,7 +10,10 @@ use serde_json::{Map, Value, json};
 use crate::forge::{self, Forge, ForgeError, Provider, PullRequest};
 use crate::{StepContext, StepOutcome};
 
-use super::git_wait_for_pr::{DEFAULT_POLL, DEFAULT_TIMEOUT};
+/// How often a step waiting on a pull request looks, unless `pollInterval` says.
+pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(30);
+/// How long a step waits on a pull request, unless `timeout` says.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(72 * 3600);
 
 /// A pull request number, as a number or a string (`${{ outputs.open.pr.id }}`).
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
@@ -140,9 +143,43 @@ pub(crate) fn timed_out(since: i64, timeout: Duration) -> bool {
     jiff::Timestamp::now().as_second() - since > timeout.as_secs() as i64
 }
 
-/// What a step that waits on a pull request settles before it asks the forge anything.
-pub(crate) struct Waiting {
+/// `72h`, `30m`, `45s`.
+pub(crate) fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s % 3600 == 0 && s > 0 {
+        format!("{}h", s / 3600)
+    } else if s % 60 == 0 && s > 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// The state a waiting step keeps across runs: when the wait began.
+pub(crate) fn since_state(since: i64) -> Option<Value> {
+    Some(json!({"since": since}))
+}
+
+/// The configuration `git-wait-for-pr` and `git-merge-pr` share: which pull request, and
+/// how to wait for it.
+pub(crate) struct WaitFor<'a> {
+    /// The repository.
+    pub(crate) repo_url: &'a str,
+    /// `github` or `gitlab`, when not inferred from the host.
+    pub(crate) provider: Option<Provider>,
+    /// The forge's API base URL.
+    pub(crate) api_url: Option<&'a str>,
     /// The pull request.
+    pub(crate) pr_number: &'a PrNumber,
+    /// `pollInterval`.
+    pub(crate) poll_interval: Option<&'a str>,
+    /// `timeout`.
+    pub(crate) timeout: Option<&'a str>,
+}
+
+/// What a step that waits on a pull request settles before it decides anything.
+pub(crate) struct Waiting {
+    /// The pull request's number.
     pub(crate) number: u64,
     /// How often to look.
     pub(crate) poll: Duration,
@@ -152,59 +189,59 @@ pub(crate) struct Waiting {
     pub(crate) since: i64,
     /// The forge.
     pub(crate) forge: Box<dyn Forge>,
+    /// The pull request as the forge sees it now.
+    pub(crate) pr: PullRequest,
 }
 
 /// The shared start of `git-wait-for-pr` and `git-merge-pr`: parse the number and the
-/// durations (a bad value fails the step), note when the wait began, and connect; a rate
-/// limit while connecting keeps the wait's start in the state it returns.
-#[allow(clippy::too_many_arguments)]
+/// durations (a bad value fails the step), note when the wait began, connect, and look the
+/// pull request up; a rate limit keeps the wait's start in the state it returns.
 pub(crate) async fn start_waiting(
     ctx: &StepContext,
     kind: &str,
-    repo_url: &str,
-    provider: Option<Provider>,
-    api_url: Option<&str>,
-    pr_number: &PrNumber,
-    poll_interval: Option<&str>,
-    timeout: Option<&str>,
+    wait: WaitFor<'_>,
 ) -> Result<Waiting, StepOutcome> {
     let invalid =
         |reason: String| StepOutcome::failed(format!("invalid `{kind}` config: {reason}"));
-    let number = pr_number.get().map_err(invalid)?;
-    let poll = match poll_interval.map(parse_duration) {
+    let number = wait.pr_number.get().map_err(invalid)?;
+    let poll = match wait.poll_interval.map(parse_duration) {
         None => DEFAULT_POLL,
         Some(Ok(d)) if !d.is_zero() => d,
         Some(Ok(_)) => return Err(invalid("`pollInterval` must be more than 0s".into())),
         Some(Err(reason)) => return Err(invalid(reason)),
     };
-    let timeout = match timeout.map(parse_duration) {
+    let timeout = match wait.timeout.map(parse_duration) {
         None => DEFAULT_TIMEOUT,
         Some(Ok(d)) => d,
         Some(Err(reason)) => return Err(invalid(reason)),
     };
     let since = waiting_since(ctx);
-    let forge = match connect(ctx, kind, repo_url, provider, api_url).await {
+    let forge = match connect(ctx, kind, wait.repo_url, wait.provider, wait.api_url).await {
         Ok(forge) => forge,
         Err(StepOutcome::Running {
             retry_after,
             waiting_for,
             ..
         }) => {
-            let state = Some(json!({"since": since}));
             return Err(StepOutcome::Running {
                 retry_after,
                 waiting_for,
-                state,
+                state: since_state(since),
             });
         }
         Err(outcome) => return Err(outcome),
     };
+    let pr = forge
+        .get(number)
+        .await
+        .map_err(|e| forge_error(&e, since_state(since)))?;
     Ok(Waiting {
         number,
         poll,
         timeout,
         since,
         forge,
+        pr,
     })
 }
 

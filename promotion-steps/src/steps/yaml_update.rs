@@ -12,8 +12,9 @@ use std::str::FromStr;
 use yaml_edit::{AsYaml, ScalarValue, YamlFile, YamlNode};
 
 use super::files::{read_text, resolve, write_if_changed};
+use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, plain, string_like};
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "yaml-update";
@@ -52,24 +53,18 @@ pub(crate) struct Update {
 pub(crate) struct YamlUpdate;
 
 #[async_trait]
-impl Step for YamlUpdate {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
+impl TypedStep for YamlUpdate {
+    const KIND: &'static str = KIND;
+    type Config = Config;
 
-    fn config_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Config)
-    }
-
-    async fn run(&self, ctx: &StepContext, config: Json) -> StepOutcome {
+    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match run(ctx, config) {
             Ok(outcome) | Err(outcome) => outcome,
         }
     }
 }
 
-fn run(ctx: &StepContext, config: Json) -> Result<StepOutcome, StepOutcome> {
-    let config: Config = parse_config(KIND, config)?;
+fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     if config.updates.is_empty() {
         return Err(StepOutcome::failed(format!(
             "invalid `{KIND}` config at `updates`: list at least one key to set"
@@ -307,6 +302,7 @@ fn shown(value: &Json) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::testing::{context, failed, outputs};
     use serde_json::json;
 

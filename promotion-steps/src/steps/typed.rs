@@ -1,0 +1,53 @@
+//! [`TypedStep`]: the one shape every built-in step keeps (a `KIND`, a typed `Config`
+//! parsed before any side effect), with the [`Step`] plumbing written once.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Step, StepContext, StepOutcome, parse_config};
+
+/// A built-in step with a typed configuration. Every `TypedStep` is a [`Step`]: its
+/// configuration is parsed with [`parse_config`] (a bad one is `Failed`, never retried,
+/// and nothing has been touched) and its JSON schema is that of [`TypedStep::Config`].
+#[async_trait]
+pub(crate) trait TypedStep: Send + Sync {
+    /// The name used in `uses:`.
+    const KIND: &'static str;
+
+    /// The step's configuration.
+    type Config: DeserializeOwned + JsonSchema + Send;
+
+    /// Runs the step with its parsed configuration.
+    async fn run_config(&self, ctx: &StepContext, config: Self::Config) -> StepOutcome;
+
+    /// See [`Step::default_timeout`].
+    fn default_timeout(&self) -> Duration {
+        crate::DEFAULT_STEP_TIMEOUT
+    }
+}
+
+#[async_trait]
+impl<T: TypedStep> Step for T {
+    fn kind(&self) -> &'static str {
+        T::KIND
+    }
+
+    fn config_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(T::Config)
+    }
+
+    async fn run(&self, ctx: &StepContext, config: Value) -> StepOutcome {
+        match parse_config(T::KIND, config) {
+            Ok(config) => self.run_config(ctx, config).await,
+            Err(outcome) => outcome,
+        }
+    }
+
+    fn default_timeout(&self) -> Duration {
+        TypedStep::default_timeout(self)
+    }
+}
