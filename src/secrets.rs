@@ -29,11 +29,20 @@ const SEALED_PREFIX: &str = "v1:";
 /// Why a secret could not be kept or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    /// `DRAY_SECRET_KEY` is not base64 of 32 bytes.
-    #[error("`{DRAY_SECRET_KEY}` must be 32 bytes in base64 (e.g. from `openssl rand -base64 32`)")]
-    BadKey,
+    /// The key (from `DRAY_SECRET_KEY` or the key file) is not base64 of 32 bytes.
+    #[error(
+        "the secret key in {from} is not 32 bytes in base64: set it to the key the \
+         Credentials were sealed with (a new one comes from `openssl rand -base64 32`)"
+    )]
+    BadKey {
+        /// Where the key came from: `` `DRAY_SECRET_KEY` `` or the key file.
+        from: String,
+    },
     /// The key file could not be read or created.
-    #[error("cannot read or create the key file `{path}`: {cause}")]
+    #[error(
+        "cannot read or create the key file `{path}`: {cause}; check that the data \
+         directory is writable by Dray, or set `{DRAY_SECRET_KEY}`"
+    )]
     KeyFile {
         /// The file.
         path: String,
@@ -42,7 +51,9 @@ pub enum SecretError {
     },
     /// A sealed value could not be opened (wrong key or damaged data).
     #[error(
-        "cannot decrypt the secrets of {what}: the data directory's key does not match the one they were sealed with"
+        "cannot decrypt the secrets of {what}: the data directory's key does not match the one \
+         they were sealed with; restore that key (`{KEY_FILE}` or `{DRAY_SECRET_KEY}`), or \
+         apply the Credential again with its secrets"
     )]
     Open {
         /// Whose secrets.
@@ -77,18 +88,15 @@ impl CredentialSecrets {
         self.password.as_deref().or(self.token.as_deref())
     }
 
+    /// The names (as in [`SECRET_FIELDS`]) of the fields that hold a value.
     fn field_names(&self) -> Vec<String> {
-        let mut names = Vec::new();
-        for (name, value) in [
-            ("password", &self.password),
-            ("token", &self.token),
-            ("sshPrivateKey", &self.ssh_private_key),
-        ] {
-            if value.is_some() {
-                names.push(name.to_owned());
-            }
-        }
-        names
+        let values = [&self.password, &self.token, &self.ssh_private_key];
+        SECRET_FIELDS
+            .into_iter()
+            .zip(values)
+            .filter(|(_, value)| value.is_some())
+            .map(|(name, _)| name.to_owned())
+            .collect()
     }
 }
 
@@ -99,7 +107,8 @@ impl SecretKey {
     /// The key from `DRAY_SECRET_KEY`, or from (or newly into) `<data_dir>/secret.key`.
     pub fn load(data_dir: &Path) -> Result<Self, SecretError> {
         if let Ok(text) = std::env::var(DRAY_SECRET_KEY) {
-            return Self::from_base64(text.trim());
+            return Self::from_base64(text.trim())
+                .ok_or_else(|| bad_key(format!("`{DRAY_SECRET_KEY}`")));
         }
         let path = data_dir.join(KEY_FILE);
         let key_file_error = |cause: String| SecretError::KeyFile {
@@ -107,7 +116,8 @@ impl SecretKey {
             cause,
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => Self::from_base64(text.trim()),
+            Ok(text) => Self::from_base64(text.trim())
+                .ok_or_else(|| bad_key(format!("the key file `{}`", path.display()))),
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(data_dir).map_err(|e| key_file_error(e.to_string()))?;
                 let key = ChaCha20Poly1305::generate_key(&mut OsRng);
@@ -126,13 +136,10 @@ impl SecretKey {
         }
     }
 
-    /// A key from base64 text.
-    pub fn from_base64(text: &str) -> Result<Self, SecretError> {
-        let bytes = BASE64.decode(text).map_err(|_| SecretError::BadKey)?;
-        if bytes.len() != 32 {
-            return Err(SecretError::BadKey);
-        }
-        Ok(SecretKey(ChaCha20Poly1305::new(Key::from_slice(&bytes))))
+    /// A key from base64 text; `None` unless it is 32 bytes in base64.
+    fn from_base64(text: &str) -> Option<Self> {
+        let bytes = BASE64.decode(text).ok()?;
+        (bytes.len() == 32).then(|| SecretKey(ChaCha20Poly1305::new(Key::from_slice(&bytes))))
     }
 
     fn seal(&self, plaintext: &[u8]) -> String {
@@ -159,6 +166,10 @@ impl SecretKey {
             .decrypt(Nonce::from_slice(nonce), ciphertext)
             .map_err(|_| error())
     }
+}
+
+fn bad_key(from: String) -> SecretError {
+    SecretError::BadKey { from }
 }
 
 fn describe(object: &Value) -> String {
@@ -310,6 +321,18 @@ mod tests {
             error.to_string().contains("Credential demo/registry"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_damaged_key_file_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(KEY_FILE), "not-a-key").unwrap();
+        let Err(error) = SecretKey::load(dir.path()) else {
+            panic!("a damaged key file was accepted");
+        };
+        let text = error.to_string();
+        assert!(text.contains(KEY_FILE), "{text}");
+        assert!(!text.contains("not-a-key"), "{text}");
     }
 
     #[test]

@@ -70,6 +70,11 @@ fn read(path: &Path, files: &mut Vec<SourceFile>, errors: &mut Vec<ConfigError>)
     }
 }
 
+fn unreadable_dir(shown: &str, e: &std::io::Error) -> ConfigError {
+    ConfigError::file(shown, format!("cannot read directory `{shown}`: {e}"))
+        .with_hint("check that the directory exists and may be listed by this user")
+}
+
 /// Collects YAML files below `dir`, sorted, following symbolic links but never into a
 /// directory twice.
 fn collect(
@@ -87,10 +92,7 @@ fn collect(
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            errors.push(ConfigError::file(
-                &shown,
-                format!("cannot read directory `{shown}`: {e}"),
-            ));
+            errors.push(unreadable_dir(&shown, &e));
             return;
         }
     };
@@ -98,10 +100,7 @@ fn collect(
     for entry in entries {
         match entry {
             Ok(entry) => paths.push(entry.path()),
-            Err(e) => errors.push(ConfigError::file(
-                &shown,
-                format!("cannot read directory `{shown}`: {e}"),
-            )),
+            Err(e) => errors.push(unreadable_dir(&shown, &e)),
         }
     }
     paths.sort();

@@ -128,6 +128,16 @@ fn load_errors(
     }
 }
 
+/// `files` loaded on their own: no default namespace, nothing stored yet.
+fn load_new(files: &[SourceFile]) -> Result<Vec<Manifest>, ConfigErrors> {
+    load(files, None, &nothing())
+}
+
+/// The errors of `files` loaded on their own (see [`load_new`]).
+fn load_new_errors(files: &[SourceFile]) -> Vec<ConfigError> {
+    load_errors(files, None, &nothing())
+}
+
 /// (line, field, message) of each error.
 fn summary(errors: &[ConfigError]) -> Vec<(usize, String, String)> {
     errors
@@ -144,12 +154,8 @@ fn summary(errors: &[ConfigError]) -> Vec<(usize, String, String)> {
 
 #[test]
 fn a_valid_three_stage_project_loads() {
-    let manifests = load(
-        &[file("project.yaml", PROJECT), file("stages.yaml", STAGES)],
-        None,
-        &nothing(),
-    )
-    .unwrap();
+    let manifests =
+        load_new(&[file("project.yaml", PROJECT), file("stages.yaml", STAGES)]).unwrap();
     let keys: Vec<String> = manifests.iter().map(|m| m.key.to_string()).collect();
     assert_eq!(
         keys,
@@ -217,11 +223,7 @@ spec:
       stages:
       - qa
 ";
-    let errors = load_errors(
-        &[file("project.yaml", PROJECT), file("bad.yaml", text)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("project.yaml", PROJECT), file("bad.yaml", text)]);
     assert_eq!(
         summary(&errors),
         vec![
@@ -296,11 +298,7 @@ spec:
   - origin: {kind: Warehouse, name: app}
     sources: {stages: [dev]}
 ";
-    let errors = load_errors(
-        &[file("p.yaml", PROJECT), file("cycle.yaml", text)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("cycle.yaml", text)]);
     assert_eq!(
         summary(&errors),
         vec![(
@@ -332,11 +330,7 @@ spec:
         vars:
         - {name: imagee, value: x}
 ";
-    let errors = load_errors(
-        &[file("p.yaml", PROJECT), file("dev.yaml", text)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("dev.yaml", text)]);
     assert_eq!(
         summary(&errors),
         vec![(
@@ -356,15 +350,11 @@ spec:
 #[test]
 fn a_document_defined_twice_names_both_places() {
     let dev = STAGES.split("---\n").next().unwrap();
-    let errors = load_errors(
-        &[
-            file("p.yaml", PROJECT),
-            file("a.yaml", dev),
-            file("b.yaml", &format!("# again\n{dev}")),
-        ],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[
+        file("p.yaml", PROJECT),
+        file("a.yaml", dev),
+        file("b.yaml", &format!("# again\n{dev}")),
+    ]);
     assert_eq!(errors.len(), 1, "{errors:#?}");
     assert_eq!(
         (errors[0].file.as_str(), errors[0].line),
@@ -389,11 +379,7 @@ spec:
 ";
     let bad_kind =
         "apiVersion: dray.dev/v1alpha1\nkind: Stgae\nmetadata: {name: x, namespace: demo}\n";
-    let errors = load_errors(
-        &[file("broken.yaml", broken), file("kind.yaml", bad_kind)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("broken.yaml", broken), file("kind.yaml", bad_kind)]);
     let found: Vec<_> = errors
         .iter()
         .map(|e| (e.file.as_str(), e.line, e.document))
@@ -414,7 +400,7 @@ spec:
     assert_eq!(errors[1].message, "unknown kind `Stgae`");
 
     let tabs = "a:\n\t- b\n";
-    let errors = load_errors(&[file("tabs.yaml", tabs)], None, &nothing());
+    let errors = load_new_errors(&[file("tabs.yaml", tabs)]);
     assert_eq!(errors[0].line, Some(2));
     assert_eq!(
         errors[0].hint.as_deref(),
@@ -423,7 +409,7 @@ spec:
 }
 
 fn stored(text: &str) -> BTreeMap<ObjectKey, Value> {
-    load(&[file("stored.yaml", text)], None, &nothing())
+    load_new(&[file("stored.yaml", text)])
         .unwrap()
         .into_iter()
         .map(|m| (m.key, m.object))
@@ -471,7 +457,7 @@ spec:
     assert_eq!(errors[0].file, "dev.yaml");
 
     // Without the stored resources, nothing resolves.
-    let errors = load_errors(&[file("staging.yaml", staging)], None, &nothing());
+    let errors = load_new_errors(&[file("staging.yaml", staging)]);
     let fields: Vec<_> = errors
         .iter()
         .map(|e| e.field.clone().unwrap_or_default())
@@ -506,11 +492,7 @@ fn the_default_namespace_fills_in_the_project() {
     assert_eq!(manifests[1].object["metadata"]["namespace"], "demo");
     assert_eq!(manifests[0].object["metadata"], json!({"name": "demo"}));
 
-    let errors = load_errors(
-        &[file("p.yaml", project), file("t.yaml", task)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("p.yaml", project), file("t.yaml", task)]);
     assert_eq!(
         summary(&errors),
         vec![(
@@ -542,11 +524,7 @@ spec:
   - name: gh
     generic: {secretRef: token}
 ";
-    let errors = load_errors(
-        &[file("p.yaml", PROJECT), file("c.yaml", config)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("c.yaml", config)]);
     let found: Vec<_> = summary(&errors)
         .into_iter()
         .map(|(_, field, _)| field)
@@ -570,15 +548,11 @@ spec:
   stage: qa
   freight: ''
 ";
-    let errors = load_errors(
-        &[
-            file("p.yaml", PROJECT),
-            file("s.yaml", STAGES),
-            file("promo.yaml", promo),
-        ],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[
+        file("p.yaml", PROJECT),
+        file("s.yaml", STAGES),
+        file("promo.yaml", promo),
+    ]);
     assert_eq!(
         summary(&errors),
         vec![
@@ -604,11 +578,7 @@ spec:
       repoURL: registry.example.com/app
       discoveryLimit: lots
 ";
-    let errors = load_errors(
-        &[file("p.yaml", PROJECT), file("w.yaml", text)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("w.yaml", text)]);
     assert_eq!(
         summary(&errors),
         vec![
@@ -635,11 +605,7 @@ spec:
 
 #[test]
 fn errors_serialize_for_the_api() {
-    let errors = ConfigErrors(load_errors(
-        &[file("t.yaml", "kind: Stage\n")],
-        None,
-        &nothing(),
-    ));
+    let errors = ConfigErrors(load_new_errors(&[file("t.yaml", "kind: Stage\n")]));
     let json = serde_json::to_value(&errors).unwrap();
     assert_eq!(json[0]["file"], "t.yaml");
     assert_eq!(json[0]["document"], 1);
@@ -651,7 +617,7 @@ fn errors_serialize_for_the_api() {
 #[test]
 fn empty_input_loads_nothing() {
     assert_eq!(
-        load(&[file("e.yaml", "# nothing\n---\n")], None, &nothing()).unwrap(),
+        load_new(&[file("e.yaml", "# nothing\n---\n")]).unwrap(),
         Vec::new()
     );
 }
@@ -663,7 +629,7 @@ fn never_panics_on_truncated_or_mangled_input() {
     for cut in cuts {
         let _ = load(&[file("cut.yaml", &text[..cut])], Some("demo"), &nothing());
         let mangled = format!("{}\t: [{{&*!|>\n{}", &text[..cut], &text[cut..]);
-        let _ = load(&[file("mangled.yaml", &mangled)], None, &nothing());
+        let _ = load_new(&[file("mangled.yaml", &mangled)]);
     }
 }
 
@@ -717,15 +683,11 @@ fn an_analysis_template_and_a_stage_using_it_load() {
     let stage = verified_stage(
         "    analysisTemplates: [{name: success-rate}]\n    args: [{name: service, value: web}]\n    timeout: 15m\n",
     );
-    let manifests = load(
-        &[
-            file("project.yaml", PROJECT),
-            file("analysis.yaml", ANALYSIS),
-            file("stage.yaml", &stage),
-        ],
-        None,
-        &nothing(),
-    )
+    let manifests = load_new(&[
+        file("project.yaml", PROJECT),
+        file("analysis.yaml", ANALYSIS),
+        file("stage.yaml", &stage),
+    ])
     .unwrap();
     let template = manifests
         .iter()
@@ -765,11 +727,7 @@ spec:
     sucessCondition: 'true'
     provider: {web: {url: http://x}}
 ";
-    let errors = load_errors(
-        &[file("project.yaml", PROJECT), file("t.yaml", text)],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[file("project.yaml", PROJECT), file("t.yaml", text)]);
     let found: Vec<(String, String)> = summary(&errors)
         .into_iter()
         .map(|(_, field, message)| (field, message))
@@ -825,15 +783,11 @@ fn a_stage_names_existing_templates_and_gives_their_args() {
     let stage = verified_stage(
         "    analysisTemplates: [{name: success-rate}, {name: succes-rate}, {name: success-rate}]\n    timeout: soon\n",
     );
-    let errors = load_errors(
-        &[
-            file("project.yaml", PROJECT),
-            file("analysis.yaml", ANALYSIS),
-            file("stage.yaml", &stage),
-        ],
-        None,
-        &nothing(),
-    );
+    let errors = load_new_errors(&[
+        file("project.yaml", PROJECT),
+        file("analysis.yaml", ANALYSIS),
+        file("stage.yaml", &stage),
+    ]);
     assert_eq!(
         summary(&errors),
         vec![

@@ -19,6 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::error::Issue;
 use super::path::{FieldPath, Segment};
 use super::schema_check::{describe, schema_at};
+use crate::secrets::SECRET_FIELDS;
 
 /// The most type errors reported for one part (metadata, body, status) of a document.
 const MAX_ERRORS_PER_PART: usize = 20;
@@ -67,7 +68,11 @@ pub(crate) fn deserialize(
     schema: &Value,
 ) -> Result<Resource, Vec<Issue>> {
     let mut issues = Vec::new();
-    let check = Checker { object, schema };
+    let check = Checker {
+        object,
+        schema,
+        kind,
+    };
     check.part::<ObjectMeta>("metadata", &mut issues);
     match kind {
         Kind::Project => check.body::<ProjectSpec, ProjectStatus>(&mut issues),
@@ -135,6 +140,7 @@ fn whole(kind: Kind, object: &Value) -> Result<Resource, serde_json::Error> {
 struct Checker<'a> {
     object: &'a Value,
     schema: &'a Value,
+    kind: Kind,
 }
 
 impl Checker<'_> {
@@ -179,12 +185,25 @@ impl Checker<'_> {
             }
             let path = at.join(&relative);
             let hint = self.hint(&path, &message);
+            let message = if self.is_secret(&path) {
+                without_values(&message)
+            } else {
+                message
+            };
             issues.push(Issue::new(path, message).maybe_hint(hint));
             if missing.is_some() || !remove(&mut value, &relative) {
                 return;
             }
             dropped.push(relative);
         }
+    }
+
+    /// Whether `path` is (inside) a Credential's secret field, whose value an error must
+    /// never repeat.
+    fn is_secret(&self, path: &FieldPath) -> bool {
+        self.kind == Kind::Credential
+            && matches!(path.segments(), [Segment::Key(spec), Segment::Key(field), ..]
+                if spec == "spec" && SECRET_FIELDS.contains(&field.as_str()))
     }
 
     fn hint(&self, path: &FieldPath, message: &str) -> Option<String> {
@@ -224,6 +243,20 @@ fn remove(value: &mut Value, path: &FieldPath) -> bool {
     node.as_object_mut()
         .and_then(|map| map.remove(key))
         .is_some()
+}
+
+/// serde's `message` without the values it quotes: ``invalid type: integer `5`, expected a
+/// string`` → `invalid type: integer, expected a string`.
+fn without_values(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    for (i, part) in message.split('`').enumerate() {
+        if i % 2 == 0 {
+            out.push_str(part);
+        } else {
+            out.truncate(out.trim_end().len());
+        }
+    }
+    out
 }
 
 /// `missing field `name`` → `name`.
@@ -335,6 +368,39 @@ mod tests {
         let stage =
             json!({"kind": "Stage", "metadata": {"name": "dev"}, "spec": {"requestedFreight": 5}});
         assert_eq!(errors(Kind::Stage, stage).len(), 1);
+    }
+
+    #[test]
+    fn a_mistyped_secret_is_not_repeated_in_the_error() {
+        let credential = json!({"kind": "Credential", "metadata": {"name": "c"}, "spec": {
+            "type": "git", "repoURL": "https://x", "username": 1.5,
+            "password": 98765432, "token": true, "sshPrivateKey": ["k"]
+        }});
+        let found = errors(Kind::Credential, credential);
+        let text = format!("{found:?}");
+        assert!(
+            !text.contains("98765432") && !text.contains("true"),
+            "{text}"
+        );
+        let messages: Vec<(&str, &str)> = found
+            .iter()
+            .map(|(path, message, _)| (path.as_str(), message.as_str()))
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                ("spec.password", "invalid type: integer, expected a string"),
+                (
+                    "spec.sshPrivateKey",
+                    "invalid type: sequence, expected a string"
+                ),
+                ("spec.token", "invalid type: boolean, expected a string"),
+                (
+                    "spec.username",
+                    "invalid type: floating point `1.5`, expected a string"
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -111,16 +111,10 @@ impl WarehouseController {
                 _ = shutdown.cancelled() => break,
                 _ = feed.wait_past(seen, sleep) => {}
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Ok(key) = done {
-                        running.remove(&key);
-                    }
+                    forget_finished(Some(done), &mut tasks, &mut running);
                 }
             }
-            while let Some(done) = tasks.try_join_next() {
-                if let Ok(key) = done {
-                    running.remove(&key);
-                }
-            }
+            forget_finished(None, &mut tasks, &mut running);
         }
         tasks.abort_all();
     }
@@ -145,11 +139,17 @@ impl WarehouseController {
             last_handled_refresh: refresh.or(previous.last_handled_refresh.clone()),
             ..Default::default()
         };
+        // Read once for every subscription; only the chosen Credential's secrets are opened.
+        let credentials = self
+            .store
+            .list(Kind::Credential, Some(&project))
+            .await
+            .map_err(|error| error.to_string());
         for (index, sub) in warehouse.spec.subscriptions.iter().enumerate() {
             let before = previous.subscriptions.get(index);
             status
                 .subscriptions
-                .push(self.discover(&project, sub, before).await);
+                .push(self.discover(&credentials, sub, before).await);
         }
         let failures: Vec<String> = status
             .subscriptions
@@ -204,9 +204,11 @@ impl WarehouseController {
         }
     }
 
+    /// Discovers one subscription with the project's `credentials` (or why they could not
+    /// be read).
     async fn discover(
         &self,
-        project: &str,
+        credentials: &Result<Vec<StoredObject>, String>,
         sub: &RepoSubscription,
         before: Option<&SubscriptionStatus>,
     ) -> SubscriptionStatus {
@@ -216,17 +218,10 @@ impl WarehouseController {
                 kind: "image".into(),
                 ..Default::default()
             };
-            let creds = match credentials::for_registry(
-                self.store.as_ref(),
-                &self.secret_key,
-                project,
-                &image.repo_url,
-            )
-            .await
-            {
-                Ok(found) => found,
-                Err(error) => {
-                    status.message = error.to_string();
+            let creds = match self.credential(credentials, "image", &image.repo_url) {
+                Ok(found) => found.map(credentials::registry_credentials),
+                Err(message) => {
+                    status.message = message;
                     return status;
                 }
             };
@@ -259,17 +254,10 @@ impl WarehouseController {
             kind: "git".into(),
             ..Default::default()
         };
-        let creds = match credentials::for_git(
-            self.store.as_ref(),
-            &self.secret_key,
-            project,
-            &git.repo_url,
-        )
-        .await
-        {
-            Ok(found) => found,
-            Err(error) => {
-                status.message = error.to_string();
+        let creds = match self.credential(credentials, "git", &git.repo_url) {
+            Ok(found) => found.map(credentials::git_credentials),
+            Err(message) => {
+                status.message = message;
                 return status;
             }
         };
@@ -304,6 +292,19 @@ impl WarehouseController {
             Err(error) => status.message = error.to_string(),
         }
         status
+    }
+
+    /// The Credential of `credential_type` for `repo_url` among the project's
+    /// `credentials`; the error is the message for the subscription's status.
+    fn credential(
+        &self,
+        credentials: &Result<Vec<StoredObject>, String>,
+        credential_type: &str,
+        repo_url: &str,
+    ) -> Result<Option<credentials::ResolvedCredential>, String> {
+        let candidates = credentials.as_ref().map_err(Clone::clone)?;
+        credentials::find_among(candidates, &self.secret_key, credential_type, repo_url)
+            .map_err(|error| error.to_string())
     }
 
     /// Mints Freight from the newest artifact of every subscription, unless it exists.
@@ -416,6 +417,22 @@ fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage
         .collect()
 }
 
+/// Marks the Warehouses whose reconcile ended (`done`, then every other finished task) as
+/// no longer running, so the next pass may start them again.
+fn forget_finished(
+    done: Option<Result<ObjectKey, tokio::task::JoinError>>,
+    tasks: &mut JoinSet<ObjectKey>,
+    running: &mut HashSet<ObjectKey>,
+) {
+    for key in done
+        .into_iter()
+        .chain(std::iter::from_fn(|| tasks.try_join_next()))
+        .flatten()
+    {
+        running.remove(&key);
+    }
+}
+
 fn refresh_token(object: &Value) -> Option<String> {
     object
         .pointer("/metadata/annotations")
@@ -481,10 +498,6 @@ fn condition(type_: &str, ok: bool, reason: &str, message: &str) -> Condition {
 
 /// A refresh token: unique enough to tell two requests apart.
 pub fn new_refresh_token() -> String {
-    json!(jiff::Timestamp::now().to_string())
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-        + "-"
-        + &uuid::Uuid::new_v4().simple().to_string()[..8]
+    let unique = uuid::Uuid::new_v4().simple().to_string();
+    format!("{}-{}", jiff::Timestamp::now(), &unique[..8])
 }

@@ -4,6 +4,8 @@
 use serde_json::Value;
 
 use crate::api::{Kind, ObjectKey};
+use crate::discovery::git::GitCredentials;
+use crate::discovery::image::RegistryCredentials;
 use crate::secrets::{self, CredentialSecrets, SecretKey};
 use crate::store::{Store, StoreError, StoredObject};
 
@@ -84,16 +86,23 @@ pub async fn find(
     repo_url: &str,
 ) -> Result<Option<ResolvedCredential>, CredentialLookupError> {
     let candidates = store.list(Kind::Credential, Some(project)).await?;
-    let chosen = choose(&candidates, credential_type, repo_url);
-    let Some(stored) = chosen else {
+    Ok(find_among(&candidates, key, credential_type, repo_url)?)
+}
+
+/// Like [`find`], among Credentials already read from the store (one project's), for a
+/// caller that resolves several repositories at once.
+pub fn find_among(
+    candidates: &[StoredObject],
+    key: &SecretKey,
+    credential_type: &str,
+    repo_url: &str,
+) -> Result<Option<ResolvedCredential>, secrets::SecretError> {
+    let Some(stored) = choose(candidates, credential_type, repo_url) else {
         return Ok(None);
     };
     Ok(Some(ResolvedCredential {
         source: stored.key.clone(),
-        username: stored
-            .object
-            .pointer("/spec/username")
-            .and_then(Value::as_str)
+        username: text(&stored.object, "/spec/username")
             .unwrap_or("")
             .to_owned(),
         secrets: secrets::open_credential(key, &stored.object)?,
@@ -124,13 +133,10 @@ pub async fn for_git(
     key: &SecretKey,
     project: &str,
     repo_url: &str,
-) -> Result<Option<crate::discovery::git::GitCredentials>, CredentialLookupError> {
-    Ok(find(store, key, project, "git", repo_url).await?.map(|c| {
-        crate::discovery::git::GitCredentials::new(
-            c.username,
-            c.secrets.password_or_token().unwrap_or_default(),
-        )
-    }))
+) -> Result<Option<GitCredentials>, CredentialLookupError> {
+    Ok(find(store, key, project, "git", repo_url)
+        .await?
+        .map(git_credentials))
 }
 
 /// The registry credentials of `project` for the image repository `repo_url`.
@@ -139,11 +145,95 @@ pub async fn for_registry(
     key: &SecretKey,
     project: &str,
     repo_url: &str,
-) -> Result<Option<crate::discovery::image::RegistryCredentials>, CredentialLookupError> {
+) -> Result<Option<RegistryCredentials>, CredentialLookupError> {
     Ok(find(store, key, project, "image", repo_url)
         .await?
-        .map(|c| crate::discovery::image::RegistryCredentials {
-            username: c.username,
-            password: c.secrets.password_or_token().unwrap_or_default().to_owned(),
-        }))
+        .map(registry_credentials))
+}
+
+/// A resolved `git` Credential as the mirror cache takes it.
+pub fn git_credentials(credential: ResolvedCredential) -> GitCredentials {
+    GitCredentials::new(
+        credential.username,
+        credential.secrets.password_or_token().unwrap_or_default(),
+    )
+}
+
+/// A resolved `image` Credential as the registry client takes it.
+pub fn registry_credentials(credential: ResolvedCredential) -> RegistryCredentials {
+    RegistryCredentials {
+        password: credential
+            .secrets
+            .password_or_token()
+            .unwrap_or_default()
+            .to_owned(),
+        username: credential.username,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn stored(key: &SecretKey, name: &str, spec: Value) -> StoredObject {
+        let mut object = json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "Credential",
+            "metadata": {"name": name, "namespace": "demo"},
+            "spec": spec,
+        });
+        secrets::seal_credential(key, &mut object, None).unwrap();
+        StoredObject {
+            key: ObjectKey::namespaced(Kind::Credential, "demo", name),
+            resource_version: 1,
+            object,
+        }
+    }
+
+    #[test]
+    fn an_exact_url_of_the_right_type_wins_over_a_pattern() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SecretKey::load(dir.path()).unwrap();
+        let url = "https://git.example.com/team/config.git";
+        let candidates = [
+            stored(
+                &key,
+                "pattern",
+                json!({"type": "git", "repoURLPattern": "^https://git\\.example\\.com/", "username": "any", "password": "p1"}),
+            ),
+            stored(
+                &key,
+                "image",
+                json!({"type": "image", "repoURL": url, "username": "img", "password": "p2"}),
+            ),
+            stored(
+                &key,
+                "exact",
+                json!({"type": "git", "repoURL": format!("{url}/"), "username": "bot", "token": "t3"}),
+            ),
+        ];
+        let found = find_among(&candidates, &key, "git", url).unwrap().unwrap();
+        assert_eq!(found.source.name, "exact");
+        assert_eq!(git_credentials(found), GitCredentials::new("bot", "t3"));
+
+        let other = "https://git.example.com/team/other.git";
+        let found = find_among(&candidates, &key, "git", other)
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.source.name, "pattern");
+        let found = find_among(&candidates, &key, "image", url)
+            .unwrap()
+            .unwrap();
+        let registry = registry_credentials(found);
+        assert_eq!(
+            (registry.username.as_str(), registry.password.as_str()),
+            ("img", "p2")
+        );
+        assert!(
+            find_among(&candidates, &key, "image", other)
+                .unwrap()
+                .is_none()
+        );
+    }
 }

@@ -145,16 +145,16 @@ impl Resolver<'_> {
 
     /// The build time if it is known without a request.
     pub(crate) fn cached_created(&self, pinned: &Pinned) -> Option<Timestamp> {
-        let facts = self.caches.manifest(&self.manifest_key(&pinned.digest))?;
+        let facts = self.caches.manifest(&self.digest_key(&pinned.digest))?;
         let ManifestFacts::Image { config } = &*facts else {
             return None;
         };
-        self.caches.config(&self.config_key(config))?.created
+        self.caches.config(&self.digest_key(config))?.created
     }
 
     /// What the manifest `digest` says; immutable, so cached for good.
     async fn manifest(&self, digest: &str) -> Result<Arc<ManifestFacts>> {
-        let key = self.manifest_key(digest);
+        let key = self.digest_key(digest);
         if let Some(facts) = self.caches.manifest(&key) {
             return Ok(facts);
         }
@@ -182,7 +182,7 @@ impl Resolver<'_> {
 
     /// What the config blob `digest` says; immutable, so cached for good.
     async fn config(&self, digest: &str) -> Result<ConfigFacts> {
-        let key = self.config_key(digest);
+        let key = self.digest_key(digest);
         if let Some(facts) = self.caches.config(&key) {
             return Ok(facts);
         }
@@ -202,11 +202,9 @@ impl Resolver<'_> {
         Ok(facts)
     }
 
-    fn manifest_key(&self, digest: &str) -> String {
-        format!("{}@{digest}", self.repo.key())
-    }
-
-    fn config_key(&self, digest: &str) -> String {
+    /// The cache key of a manifest or config blob: content-addressed, but per repository
+    /// (see `cache`: entries are only read after this repository's own request).
+    fn digest_key(&self, digest: &str) -> String {
         format!("{}@{digest}", self.repo.key())
     }
 
