@@ -15,6 +15,8 @@ pub mod refresh;
 pub mod resources;
 pub mod run;
 #[cfg(test)]
+pub(crate) mod test_support;
+#[cfg(test)]
 mod tests;
 pub mod tokens;
 pub mod verify;

@@ -45,7 +45,8 @@ impl From<PromoteError> for ApiError {
                 .with_hint(format!("run `dray get stages -p {project}`")),
             PromoteError::NoFreight { project, .. } => ApiError::not_found(error.to_string())
                 .with_hint(format!("run `dray get freight -p {project}`")),
-            PromoteError::Ambiguous => ApiError::bad_request(error.to_string()),
+            PromoteError::Ambiguous => ApiError::bad_request(error.to_string())
+                .with_hint("pass either `freight` (the id) or `alias`, not both"),
             PromoteError::Refused { reasons, stage, .. } => {
                 let mut api = ApiError::new(StatusCode::CONFLICT, "refused", error.to_string())
                     .with_hint(format!(
@@ -182,6 +183,9 @@ pub(crate) async fn audit_trail(
             ApiError::not_found(format!(
                 "branch `{}` does not exist in `{}`",
                 branch.name, branch.repo_url
+            ))
+            .with_hint(format!(
+                "it was deleted or never pushed; promote Freight to Stage `{stage_name}` again to write it"
             ))
         })?;
     if let Some(head) = log.first() {

@@ -7,36 +7,37 @@ use serde_json::{Value, json};
 
 use crate::api::{Kind, ObjectKey};
 use crate::discovery::controller::{REFRESH_ANNOTATION, new_refresh_token};
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredObject, modify_object};
 
 /// The longest a refresh request waits for discovery to finish.
 pub const MAX_REFRESH_WAIT: Duration = Duration::from_secs(120);
 
 /// Sets a new refresh token on a Warehouse and returns it.
 pub async fn request(store: &dyn Store, key: &ObjectKey) -> Result<String, StoreError> {
+    let current = store
+        .get(key)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+    request_on(store, current).await
+}
+
+/// Sets a new refresh token on the Warehouse `current` (read again on a conflict) and
+/// returns it.
+async fn request_on(store: &dyn Store, current: StoredObject) -> Result<String, StoreError> {
+    let key = current.key.clone();
     let token = new_refresh_token();
-    for _ in 0..5 {
-        let current = store
-            .get(key)
-            .await?
-            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
-        let mut object = crate::store::desired_state(&current.object);
-        object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+    modify_object(store, current, |_, object| {
         let annotations = object["metadata"]
             .as_object_mut()
             .map(|m| m.entry("annotations").or_insert_with(|| json!({})));
         if let Some(Value::Object(annotations)) = annotations {
             annotations.insert(REFRESH_ANNOTATION.into(), json!(token));
         }
-        match store.update(object).await {
-            Ok(_) => return Ok(token),
-            Err(StoreError::Conflict { .. }) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(StoreError::Internal(format!(
-        "{key} kept changing while a refresh was requested"
-    )))
+        Ok(true)
+    })
+    .await?
+    .ok_or(StoreError::NotFound(key))?;
+    Ok(token)
 }
 
 /// Waits until the Warehouse reports the refresh `token` handled, at most `timeout`.
@@ -98,8 +99,8 @@ pub async fn refresh_subscribers(
                 .iter()
                 .any(|s| wanted.iter().any(|w| same_repository(s, w)));
         if matches {
-            request(store, &warehouse.key).await?;
             refreshed.push(warehouse.key.name.clone());
+            request_on(store, warehouse).await?;
         }
     }
     Ok(refreshed)

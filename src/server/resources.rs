@@ -32,6 +32,28 @@ pub(crate) struct DeleteParams {
     resource_version: Option<u64>,
 }
 
+/// The kind `plural` names, once the caller may `verb` it (named `name`) in `project`.
+async fn authorized_kind(
+    state: &AppState,
+    caller: &Caller,
+    verb: Verb,
+    plural: &str,
+    project: &str,
+    name: Option<&str>,
+) -> Result<Kind, ApiError> {
+    let kind = kind_from_plural(plural)?;
+    caller
+        .authorize(
+            state.store.as_ref(),
+            verb,
+            kind.plural(),
+            Some(project),
+            name,
+        )
+        .await?;
+    Ok(kind)
+}
+
 fn kind_from_plural(plural: &str) -> Result<Kind, ApiError> {
     Kind::from_user_input(plural)
         .filter(|k| k.is_namespaced())
@@ -73,9 +95,10 @@ async fn validated(state: &AppState, object: &Value) -> Result<Value, ApiError> 
         content: object.to_string(),
     };
     let mut manifests = config::load(&[file], None, &existing)?;
-    let manifest = manifests
-        .pop()
-        .ok_or_else(|| ApiError::bad_request("the request body holds no resource"))?;
+    let manifest = manifests.pop().ok_or_else(|| {
+        ApiError::bad_request("the request body holds no resource")
+            .with_hint("send one resource as JSON, with `apiVersion`, `kind` and `metadata.name`")
+    })?;
     let mut loaded = manifest.object;
     if let Some(rv) = object.pointer("/metadata/resourceVersion") {
         loaded["metadata"]["resourceVersion"] = rv.clone();
@@ -88,7 +111,10 @@ fn check_path_matches(object: &Value, expected: &ObjectKey) -> Result<(), ApiErr
     if &actual != expected {
         return Err(ApiError::bad_request(format!(
             "the body describes {actual} but the URL names {expected}"
-        )));
+        ))
+        .with_hint(
+            "make the body's `kind`, `metadata.namespace` and `metadata.name` match the URL",
+        ));
     }
     Ok(())
 }
@@ -279,16 +305,7 @@ pub(crate) async fn list(
     Path((project, plural)): Path<(String, String)>,
     caller: Caller,
 ) -> Result<Json<Vec<Value>>, ApiError> {
-    let kind = kind_from_plural(&plural)?;
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::List,
-            kind.plural(),
-            Some(&project),
-            None,
-        )
-        .await?;
+    let kind = authorized_kind(&state, &caller, Verb::List, &plural, &project, None).await?;
     require_project(&state, &project).await?;
     let mut stored = bodies(state.store.list(kind, Some(&project)).await?);
     if kind == Kind::Stage {
@@ -318,21 +335,13 @@ pub(crate) async fn create(
     caller: Caller,
     Json(mut object): Json<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let kind = kind_from_plural(&plural)?;
     fill_namespace(&mut object, &project);
     let name = object
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Create,
-            kind.plural(),
-            Some(&project),
-            Some(name),
-        )
-        .await?;
+    let kind =
+        authorized_kind(&state, &caller, Verb::Create, &plural, &project, Some(name)).await?;
     check_path_matches(&object, &ObjectKey::namespaced(kind, &project, name))?;
     let mut object = validated(&state, &object).await?;
     seal(&state.secret_key, &mut object, None)?;
@@ -346,16 +355,7 @@ pub(crate) async fn get(
     Path((project, plural, name)): Path<(String, String, String)>,
     caller: Caller,
 ) -> Result<Json<Value>, ApiError> {
-    let kind = kind_from_plural(&plural)?;
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Get,
-            kind.plural(),
-            Some(&project),
-            Some(&name),
-        )
-        .await?;
+    let kind = authorized_kind(&state, &caller, Verb::Get, &plural, &project, Some(&name)).await?;
     if kind == Kind::Role
         && let Some(role) = builtin_role(&name, &project)
     {
@@ -384,16 +384,15 @@ pub(crate) async fn put(
     caller: Caller,
     Json(mut object): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let kind = kind_from_plural(&plural)?;
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Update,
-            kind.plural(),
-            Some(&project),
-            Some(&name),
-        )
-        .await?;
+    let kind = authorized_kind(
+        &state,
+        &caller,
+        Verb::Update,
+        &plural,
+        &project,
+        Some(&name),
+    )
+    .await?;
     fill_namespace(&mut object, &project);
     let key = ObjectKey::namespaced(kind, &project, &name);
     check_path_matches(&object, &key)?;
@@ -420,22 +419,25 @@ pub(crate) async fn put_status(
     caller: Caller,
     Json(object): Json<Value>,
 ) -> Result<Json<Value>, ApiError> {
-    let kind = kind_from_plural(&plural)?;
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Update,
-            kind.plural(),
-            Some(&project),
-            Some(&name),
-        )
-        .await?;
+    let kind = authorized_kind(
+        &state,
+        &caller,
+        Verb::Update,
+        &plural,
+        &project,
+        Some(&name),
+    )
+    .await?;
     let key = ObjectKey::namespaced(kind, &project, &name);
     let status = object
         .get("status")
         .filter(|s| s.is_object())
         .cloned()
-        .ok_or_else(|| ApiError::bad_request("the body must hold a `status` object"))?;
+        .ok_or_else(|| {
+            ApiError::bad_request("the body must hold a `status` object").with_hint(
+                "send `{\"status\": {…}}`, with `metadata.resourceVersion` to guard against concurrent writes",
+            )
+        })?;
     let resource_version = resource_version_of(&object)?;
     let updated = state
         .store
@@ -450,15 +452,14 @@ pub(crate) async fn delete(
     caller: Caller,
     Query(params): Query<DeleteParams>,
 ) -> Result<Json<Value>, ApiError> {
-    let kind = kind_from_plural(&plural)?;
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Delete,
-            kind.plural(),
-            Some(&project),
-            Some(&name),
-        )
-        .await?;
+    let kind = authorized_kind(
+        &state,
+        &caller,
+        Verb::Delete,
+        &plural,
+        &project,
+        Some(&name),
+    )
+    .await?;
     delete_key(&state, ObjectKey::namespaced(kind, &project, &name), params).await
 }

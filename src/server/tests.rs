@@ -1,17 +1,11 @@
 //! Route tests: the whole router against a real SQLite store in a temp dir, through
 //! `tower::ServiceExt::oneshot`, no socket.
 
-use std::sync::Arc;
-
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
-
-use crate::store::SqliteStore;
 
 use super::auth::AuthMode;
-use super::{AppState, router, tokens};
+use super::{AppState, test_support, tokens};
 
 struct TestServer {
     state: AppState,
@@ -26,14 +20,11 @@ impl TestServer {
     }
 
     async fn with_auth(mode: AuthMode) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let bootstrap = tokens::bootstrap(store.as_ref(), dir.path()).await;
-        let (admin, _) = bootstrap.unwrap().unwrap();
+        let fresh = test_support::fresh(mode).await;
         TestServer {
-            state: AppState::for_tests(store, dir.path(), mode),
-            admin,
-            dir,
+            state: fresh.state,
+            admin: fresh.admin,
+            dir: fresh.dir,
         }
     }
 
@@ -50,28 +41,9 @@ impl TestServer {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", "application/json");
-        if let Some(token) = token {
-            request = request.header("authorization", format!("Bearer {token}"));
-        }
-        let request = request
-            .body(
-                body.map(|b| Body::from(b.to_string()))
-                    .unwrap_or_else(Body::empty),
-            )
-            .unwrap();
-        let response = router(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
+        let request = test_support::json_request(token, method, uri, body);
+        let reply = test_support::send(&self.state, request).await;
+        (reply.status, reply.json())
     }
 
     async fn apply(&self, content: &str) -> (StatusCode, Value) {
@@ -263,6 +235,42 @@ async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
     let (status, body) = server.call(Method::GET, "/nowhere", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], "not_found");
+}
+
+#[tokio::test]
+async fn malformed_bodies_are_400s_that_say_what_to_send() {
+    let server = TestServer::new().await;
+    server.apply(PIPELINE).await;
+    let (status, body) = server
+        .call(
+            Method::PUT,
+            "/api/v1/projects/demo/stages/dev/status",
+            Some(json!({"lastPromotion": "p-1"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("\"status\"")),
+        "{body}"
+    );
+
+    let mut stage = server
+        .call(Method::GET, "/api/v1/projects/demo/stages/dev", None)
+        .await
+        .1;
+    stage["metadata"]["name"] = json!("elsewhere");
+    let (status, body) = server
+        .call(Method::PUT, "/api/v1/projects/demo/stages/dev", Some(stage))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("match the URL")),
+        "{body}"
+    );
 }
 
 const RBAC: &str = "\

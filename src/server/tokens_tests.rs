@@ -6,13 +6,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use crate::store::{SqliteStore, TokenDetails, TokenRecord, TokenStore};
 
 use super::super::auth::AuthMode;
-use super::super::{AppState, router};
-use super::{bootstrap, hash};
+use super::super::{AppState, test_support};
+use super::hash;
 
 struct Server {
     state: AppState,
@@ -23,46 +22,31 @@ struct Server {
 
 impl Server {
     async fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let (admin, _) = bootstrap(store.as_ref(), dir.path())
-            .await
-            .unwrap()
-            .unwrap();
+        let fresh = test_support::fresh(AuthMode::Token).await;
         let server = Server {
-            state: AppState::for_tests(store.clone(), dir.path(), AuthMode::Token),
-            store,
-            admin,
-            _dir: dir,
+            state: fresh.state,
+            store: fresh.store,
+            admin: fresh.admin,
+            _dir: fresh.dir,
         };
         let project = "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: demo}\n";
         let body = json!({"files": [{"path": "p.yaml", "content": project}]});
         let (status, answer) = server
-            .call(
-                Some(&server.admin),
-                Method::POST,
-                "/api/v1/apply",
-                Some(body),
-            )
+            .as_admin(Method::POST, "/api/v1/apply", Some(body))
             .await;
         assert_eq!(status, StatusCode::OK, "{answer}");
         server
     }
 
     async fn send(&self, request: Request<Body>) -> (StatusCode, Value, String) {
-        let response = router(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let location = response
-            .headers()
+        let reply = test_support::send(&self.state, request).await;
+        let location = reply
+            .headers
             .get("location")
             .and_then(|l| l.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        (status, body, location)
+        (reply.status, reply.json(), location)
     }
 
     async fn call(
@@ -72,16 +56,19 @@ impl Server {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .header("content-type", "application/json");
-        if let Some(token) = token {
-            request = request.header("authorization", format!("Bearer {token}"));
-        }
-        let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-        let (status, body, _) = self.send(request.body(body).unwrap()).await;
+        let request = test_support::json_request(token, method, uri, body);
+        let (status, body, _) = self.send(request).await;
         (status, body)
+    }
+
+    /// A request with the bootstrap admin's token.
+    async fn as_admin(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.call(Some(&self.admin), method, uri, body).await
     }
 
     /// Makes a token as admin; returns the token and its id.
@@ -89,12 +76,7 @@ impl Server {
         let body = json!({"user": user, "role": role, "project": project,
             "description": format!("{user}'s token")});
         let (status, made) = self
-            .call(
-                Some(&self.admin),
-                Method::POST,
-                "/api/v1/tokens",
-                Some(body),
-            )
+            .as_admin(Method::POST, "/api/v1/tokens", Some(body))
             .await;
         assert_eq!(status, StatusCode::CREATED, "{made}");
         (
@@ -231,17 +213,13 @@ async fn a_revoked_token_is_refused_at_once_and_others_may_revoke_only_with_dele
 
     // An admin may revoke anyone's; a second time it is gone.
     let uri = format!("/api/v1/tokens/{vic_id}");
-    let (status, _) = server
-        .call(Some(&server.admin), Method::DELETE, &uri, None)
-        .await;
+    let (status, _) = server.as_admin(Method::DELETE, &uri, None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
         server.projects_status(&vic).await.0,
         StatusCode::UNAUTHORIZED
     );
-    let (status, body) = server
-        .call(Some(&server.admin), Method::DELETE, &uri, None)
-        .await;
+    let (status, body) = server.as_admin(Method::DELETE, &uri, None).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
     assert_eq!(users(&server.list(&server.admin).await), ["admin", "ann"]);
 }
@@ -289,12 +267,7 @@ async fn revoking_a_token_ends_the_web_sessions_made_with_it() {
     assert!(status.is_success() || status.is_redirection(), "{status}");
 
     let (status, _) = server
-        .call(
-            Some(&server.admin),
-            Method::DELETE,
-            &format!("/api/v1/tokens/{ann_id}"),
-            None,
-        )
+        .as_admin(Method::DELETE, &format!("/api/v1/tokens/{ann_id}"), None)
         .await;
     assert_eq!(status, StatusCode::OK);
 
@@ -331,12 +304,7 @@ async fn an_expired_token_is_refused_naming_its_expiry() {
     // One made with an expiry works until then, and says when that is.
     let body = json!({"user": "bob", "role": "dray-viewer", "expiresIn": "30d"});
     let (status, made) = server
-        .call(
-            Some(&server.admin),
-            Method::POST,
-            "/api/v1/tokens",
-            Some(body),
-        )
+        .as_admin(Method::POST, "/api/v1/tokens", Some(body))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{made}");
     let at: jiff::Timestamp = made["expiresAt"].as_str().unwrap().parse().unwrap();
@@ -347,12 +315,7 @@ async fn an_expired_token_is_refused_naming_its_expiry() {
 
     let body = json!({"user": "bob", "role": "dray-viewer", "expiresIn": "30 days"});
     let (status, refused) = server
-        .call(
-            Some(&server.admin),
-            Method::POST,
-            "/api/v1/tokens",
-            Some(body),
-        )
+        .as_admin(Method::POST, "/api/v1/tokens", Some(body))
         .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert!(

@@ -265,8 +265,10 @@ async fn receive(
     let payload: Value = if body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("the webhook body is not JSON: {e}")))?
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!("the webhook body is not JSON: {e}"))
+                .with_hint("configure the sender to deliver JSON (content type `application/json`)")
+        })?
     };
     if is_review_decision(kind, &headers, &payload) {
         let woken = crate::pipeline::request::wake_running(state.store.as_ref(), &project).await?;

@@ -12,6 +12,7 @@
 use axum::extract::{Path, Query, State};
 use maud::{Markup, html};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, Stage, Verb};
@@ -33,17 +34,51 @@ pub(crate) struct ConfirmQuery {
     freight: Option<String>,
 }
 
-async fn load_stage(state: &AppState, project: &str, name: &str) -> Result<Stage, UiError> {
-    let key = ObjectKey::namespaced(Kind::Stage, project, name);
+/// The `kind` named `name` in `project`; a 404 says where to look for it.
+async fn load<T: DeserializeOwned>(
+    state: &AppState,
+    kind: Kind,
+    project: &str,
+    name: &str,
+) -> Result<T, UiError> {
+    let key = ObjectKey::namespaced(kind, project, name);
     let stored = state.store.get(&key).await?.ok_or_else(|| {
+        let hint = match kind {
+            Kind::Stage => format!("open /projects/{project} to see its Stages"),
+            _ => format!(
+                "open /projects/{project} and a Stage's page to see its {}",
+                kind.plural()
+            ),
+        };
         UiError(
             ApiError::not_found(format!(
-                "Stage `{name}` does not exist in project `{project}`"
+                "{kind} `{name}` does not exist in project `{project}`"
             ))
-            .with_hint(format!("open /projects/{project} to see its Stages")),
+            .with_hint(hint),
         )
     })?;
     Ok(stored.to_typed()?)
+}
+
+/// The `kind` named `name` in `project`, after checking the caller may `get` it.
+async fn load_checked<T: DeserializeOwned>(
+    state: &AppState,
+    viewer: &Viewer,
+    kind: Kind,
+    project: &str,
+    name: &str,
+) -> Result<T, UiError> {
+    viewer
+        .caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Get,
+            kind.plural(),
+            Some(project),
+            Some(name),
+        )
+        .await?;
+    load(state, kind, project, name).await
 }
 
 async fn load_freight(
@@ -63,17 +98,7 @@ pub(crate) async fn load_stage_checked(
     project: &str,
     name: &str,
 ) -> Result<Stage, UiError> {
-    viewer
-        .caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Get,
-            "stages",
-            Some(project),
-            Some(name),
-        )
-        .await?;
-    load_stage(state, project, name).await
+    load_checked(state, viewer, Kind::Stage, project, name).await
 }
 
 /// `GET /projects/{project}/stages/{stage}/confirm`.
@@ -86,13 +111,14 @@ pub(crate) async fn confirm(
     let store = state.store.as_ref();
     let perms = viewer.caller.permissions(store, &project).await?;
     if !perms.allows(Verb::Get, "stages", Some(&stage_name)) {
-        return Err(UiError(ApiError::forbidden(viewer.caller.refusal(
-            Verb::Get,
-            "stages",
-            Some(&stage_name),
-        ))));
+        return Err(UiError(
+            ApiError::forbidden(viewer.caller.refusal(Verb::Get, "stages", Some(&stage_name)))
+                .with_hint(format!(
+                    "ask an admin for a RoleBinding in project `{project}` whose role allows `get` on `stages`"
+                )),
+        ));
     }
-    let stage = load_stage(&state, &project, &stage_name).await?;
+    let stage: Stage = load(&state, Kind::Stage, &project, &stage_name).await?;
     let status = stage.status.clone().unwrap_or_default();
     let base = format!("/api/v1/projects/{project}/stages/{stage_name}");
     let you = html! { p.you { "you are " strong { (viewer.caller.user) } } };
@@ -145,9 +171,14 @@ pub(crate) async fn confirm(
         }
         "abort" => {
             let promotion = status.current_promotion.clone().ok_or_else(|| {
-                UiError(ApiError::conflict(format!(
-                    "Stage `{stage_name}` has no promotion running to abort"
-                )))
+                UiError(
+                    ApiError::conflict(format!(
+                        "Stage `{stage_name}` has no promotion running to abort"
+                    ))
+                    .with_hint(format!(
+                        "it may have just ended; reload /projects/{project}/stages/{stage_name}"
+                    )),
+                )
             })?;
             (
                 format!("Abort {promotion}"),
@@ -308,38 +339,14 @@ async fn gates(
     })
 }
 
-async fn load_promotion(
-    state: &AppState,
-    viewer: &Viewer,
-    project: &str,
-    name: &str,
-) -> Result<Promotion, UiError> {
-    viewer
-        .caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Get,
-            "promotions",
-            Some(project),
-            Some(name),
-        )
-        .await?;
-    let key = ObjectKey::namespaced(Kind::Promotion, project, name);
-    let stored = state.store.get(&key).await?.ok_or_else(|| {
-        UiError(ApiError::not_found(format!(
-            "Promotion `{name}` does not exist in project `{project}`"
-        )))
-    })?;
-    Ok(stored.to_typed()?)
-}
-
 /// `GET /projects/{project}/promotions/{name}/view`: the live Promotion fragment.
 pub(crate) async fn promotion_fragment(
     State(state): State<AppState>,
     viewer: Viewer,
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
-    let promotion = load_promotion(&state, &viewer, &project, &name).await?;
+    let promotion =
+        load_checked::<Promotion>(&state, &viewer, Kind::Promotion, &project, &name).await?;
     let alias = promoted_alias(&state, &project, &promotion).await?;
     Ok(promotion_view(&project, &promotion, alias.as_deref()))
 }
@@ -350,7 +357,8 @@ pub(crate) async fn promotion_page(
     viewer: Viewer,
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
-    let promotion = load_promotion(&state, &viewer, &project, &name).await?;
+    let promotion =
+        load_checked::<Promotion>(&state, &viewer, Kind::Promotion, &project, &name).await?;
     let alias = promoted_alias(&state, &project, &promotion).await?;
     Ok(layout::page(
         &name,

@@ -75,8 +75,9 @@ pub fn router() -> Router<AppState> {
 /// The header the page's script sets on the fragments it fetches.
 pub(crate) const FRAGMENT_HEADER: &str = "x-dray-fragment";
 
-/// Who is looking at a page, and the CSRF token their scripts send back.
-#[derive(Clone, Debug)]
+/// Who is looking at a page, and the CSRF token their scripts send back (which its
+/// `Debug` hides, so no log can show it).
+#[derive(Clone)]
 pub(crate) struct Viewer {
     /// The caller, as the API would see them.
     pub caller: Caller,
@@ -84,6 +85,16 @@ pub(crate) struct Viewer {
     pub csrf: String,
     /// Whether there is a session to log out of.
     pub logged_in: bool,
+}
+
+impl std::fmt::Debug for Viewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Viewer")
+            .field("caller", &self.caller)
+            .field("csrf", &"<redacted>")
+            .field("logged_in", &self.logged_in)
+            .finish()
+    }
 }
 
 impl FromRequestParts<AppState> for Viewer {

@@ -10,8 +10,8 @@
 //! Reads are bounded whatever the project's size: one list of Stages, one of Warehouses,
 //! the newest page of Freight (an index read), one batched read of the Freight Stages
 //! hold, one batched read of the Promotions running in them, one ProjectConfig and one
-//! RoleBinding list (the caller's permissions). Nothing is read per Stage. `/projects/{p}/live` answers the part the script swaps in when the
-//! change feed moves.
+//! RoleBinding list (the caller's permissions). Nothing is read per Stage.
+//! `/projects/{p}/live` answers the part the script swaps in when the change feed moves.
 
 use std::collections::HashMap;
 

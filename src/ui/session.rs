@@ -55,8 +55,8 @@ pub enum Identity {
     },
 }
 
-/// One logged-in browser.
-#[derive(Clone, Debug)]
+/// One logged-in browser. Its `Debug` hides the CSRF token, so no log can show it.
+#[derive(Clone)]
 pub struct Session {
     /// Who it stands for.
     pub identity: Identity,
@@ -65,6 +65,17 @@ pub struct Session {
     /// The CSRF token pages embed and scripts send back.
     pub csrf: String,
     expires: Instant,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("identity", &self.identity)
+            .field("user", &self.user)
+            .field("csrf", &"<redacted>")
+            .field("expires", &self.expires)
+            .finish()
+    }
 }
 
 impl Session {
@@ -256,6 +267,16 @@ mod tests {
         sessions.remove(&id);
         assert!(sessions.lookup(&id).is_none());
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn a_session_debug_print_hides_its_csrf_token() {
+        let sessions = Sessions::new();
+        let (_, session) = sessions.create_for_token("hash-2", "ann");
+        let printed = format!("{session:?} {sessions:?}");
+        assert!(!session.csrf.is_empty());
+        assert!(!printed.contains(&session.csrf), "{printed}");
+        assert!(printed.contains("ann"), "{printed}");
     }
 
     #[test]

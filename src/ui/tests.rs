@@ -3,19 +3,18 @@
 //! requests, logout, escaping, RBAC-disabled buttons, availability reasons, pagination,
 //! the confirmation's diff, the Promotion view and the event stream.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use crate::api::{Kind, ObjectKey, SubjectKind};
 use crate::server::auth::AuthMode;
-use crate::server::{AppState, router, tokens};
-use crate::store::{ClusterBinding, SqliteStore, Store, TokenRecord, TokenStore};
+use crate::server::{AppState, router, test_support, tokens};
+use crate::store::{ClusterBinding, Store, TokenRecord, TokenStore};
 
 const VIEWER_TOKEN: &str = "dray_viewer-token-for-tests";
 
@@ -95,13 +94,9 @@ fn freight(name: &str, alias: &str, tag: &str) -> Value {
 
 impl Ui {
     async fn new(mode: AuthMode) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-        let (admin, _) = tokens::bootstrap(store.as_ref(), dir.path())
-            .await
-            .unwrap()
-            .unwrap();
-        store
+        let fresh = test_support::fresh(mode).await;
+        fresh
+            .store
             .create_token(
                 TokenRecord {
                     hash: tokens::hash(VIEWER_TOKEN),
@@ -118,19 +113,18 @@ impl Ui {
             .await
             .unwrap();
         let ui = Ui {
-            state: AppState::for_tests(store, dir.path(), mode),
-            admin,
-            _dir: dir,
+            state: fresh.state,
+            admin: fresh.admin,
+            _dir: fresh.dir,
         };
         let body = json!({"files": [{"path": "p.yaml", "content": PIPELINE}]});
         let applied = ui
-            .send(
-                Request::post("/api/v1/apply")
-                    .header("authorization", format!("Bearer {}", ui.admin))
-                    .header("content-type", "application/json")
-                    .body(Body::from(body.to_string()))
-                    .unwrap(),
-            )
+            .send(test_support::json_request(
+                Some(&ui.admin),
+                Method::POST,
+                "/api/v1/apply",
+                Some(body),
+            ))
             .await;
         assert_eq!(applied.status, StatusCode::OK, "{}", applied.body);
         ui
@@ -141,16 +135,11 @@ impl Ui {
     }
 
     async fn send(&self, request: Request<Body>) -> Answer {
-        let response = router(self.state.clone()).oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .unwrap();
+        let reply = test_support::send(&self.state, request).await;
         Answer {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
+            status: reply.status,
+            headers: reply.headers,
+            body: String::from_utf8_lossy(&reply.body).into_owned(),
         }
     }
 
@@ -330,15 +319,12 @@ async fn cookie_requests_that_change_state_need_the_csrf_token() {
     let read = ui.get("/api/v1/projects/demo/stages", Some(&cookie)).await;
     assert_eq!(read.status, StatusCode::OK, "{}", read.body);
     let bearer = ui
-        .send(
-            Request::post("/api/v1/projects/demo/stages/prod/approve")
-                .header("authorization", format!("Bearer {}", ui.admin))
-                .header("content-type", "application/json")
-                .body(Body::from(
-                    json!({"freight": "f1", "reason": "x"}).to_string(),
-                ))
-                .unwrap(),
-        )
+        .send(test_support::json_request(
+            Some(&ui.admin),
+            Method::POST,
+            "/api/v1/projects/demo/stages/prod/approve",
+            Some(json!({"freight": "f1", "reason": "x"})),
+        ))
         .await;
     assert_eq!(bearer.status, StatusCode::OK, "{}", bearer.body);
 }
@@ -1192,4 +1178,32 @@ async fn the_stage_page_shows_health_and_each_verification_with_aliases() {
         "{view}"
     );
     assert!(view.contains("data-commit=\"abcdef0123456789abcdef0123456789abcdef01\""));
+}
+
+#[tokio::test]
+async fn a_missing_promotion_or_stage_is_a_404_that_says_where_to_look() {
+    let ui = Ui::new(AuthMode::None).await;
+    let answer = ui.get("/projects/demo/promotions/nope", None).await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("Promotion `nope` does not exist in project `demo`"),
+        "{}",
+        answer.body
+    );
+    assert!(
+        answer.body.contains("open /projects/demo and a Stage"),
+        "{}",
+        answer.body
+    );
+    let answer = ui.get("/projects/demo/stages/nope", None).await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND, "{}", answer.body);
+    assert!(
+        answer
+            .body
+            .contains("open /projects/demo to see its Stages"),
+        "{}",
+        answer.body
+    );
 }

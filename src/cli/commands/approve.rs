@@ -4,6 +4,7 @@
 use reqwest::Method;
 use serde_json::Value;
 
+use super::FreightChoice;
 use crate::cli::{CliError, Context};
 use crate::server::gates::ApproveBody;
 
@@ -13,12 +14,9 @@ pub struct ApproveArgs {
     /// The Stage the Freight is approved for.
     #[arg(long)]
     pub stage: String,
-    /// The Freight, by id.
-    #[arg(long, conflicts_with = "alias", required_unless_present = "alias")]
-    pub freight: Option<String>,
-    /// The Freight, by alias.
-    #[arg(long)]
-    pub alias: Option<String>,
+    /// The Freight, by id or by alias.
+    #[command(flatten)]
+    pub which: FreightChoice,
     /// Why (kept on the record, shown in the UI and the audit trail).
     #[arg(long, default_value = "")]
     pub reason: String,
@@ -28,8 +26,8 @@ pub struct ApproveArgs {
 pub async fn run(ctx: &Context, args: ApproveArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
     let body = ApproveBody {
-        freight: args.freight,
-        alias: args.alias,
+        freight: args.which.freight,
+        alias: args.which.alias,
         reason: args.reason,
     };
     let path = format!("/api/v1/projects/{project}/stages/{}/approve", args.stage);

@@ -15,3 +15,14 @@ pub mod serve;
 pub mod token;
 pub mod verify;
 pub mod version;
+
+/// Which Freight a command is about: `--freight ID` or `--alias A`, exactly one.
+#[derive(clap::Args, Debug)]
+pub struct FreightChoice {
+    /// The Freight, by id.
+    #[arg(long, conflicts_with = "alias", required_unless_present = "alias")]
+    pub freight: Option<String>,
+    /// The Freight, by alias.
+    #[arg(long)]
+    pub alias: Option<String>,
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::Value;
 
+use super::FreightChoice;
 use crate::cli::{CliError, Context};
 use crate::server::promotions::PromoteBody;
 
@@ -15,12 +16,9 @@ pub struct PromoteArgs {
     /// The Stage to promote into.
     #[arg(long)]
     pub stage: String,
-    /// The Freight, by id.
-    #[arg(long, conflicts_with = "alias", required_unless_present = "alias")]
-    pub freight: Option<String>,
-    /// The Freight, by alias.
-    #[arg(long)]
-    pub alias: Option<String>,
+    /// The Freight, by id or by alias.
+    #[command(flatten)]
+    pub which: FreightChoice,
     /// Promote through a closed promotion window, giving the reason (needs the `override`
     /// permission; recorded in the promotion and in a `Dray-Window-Override` trailer).
     #[arg(long, value_name = "REASON")]
@@ -39,8 +37,8 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::usage(format!("--timeout: {e}"), "e.g. --timeout 10m"))?;
     let project = ctx.project().await?;
     let body = PromoteBody {
-        freight: args.freight,
-        alias: args.alias,
+        freight: args.which.freight,
+        alias: args.which.alias,
         override_window: args.override_window,
     };
     let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);

@@ -74,8 +74,7 @@ mod tests {
         };
         let error = super::web::measure(&reqwest::Client::new(), &request)
             .await
-            .err()
-            .expect("nothing answers on port 1");
+            .expect_err("nothing answers on port 1");
         assert!(
             error.starts_with("GET http://127.0.0.1:1/health?x=1 could not be reached"),
             "{error}"

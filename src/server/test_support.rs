@@ -1,0 +1,88 @@
+//! What the route tests (`server::tests`, the token routes' tests, `ui::tests`) share: a
+//! server over a fresh SQLite store in a temp dir with its bootstrap admin token, and one
+//! request through the whole router with `tower::ServiceExt::oneshot`, no socket.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::store::SqliteStore;
+
+use super::auth::AuthMode;
+use super::{AppState, router, tokens};
+
+/// A fresh server's state and what the tests reach around it.
+pub(crate) struct Fresh {
+    pub(crate) state: AppState,
+    pub(crate) store: Arc<SqliteStore>,
+    /// The bootstrap token: user `admin`, `dray-admin` in every project.
+    pub(crate) admin: String,
+    pub(crate) dir: tempfile::TempDir,
+}
+
+/// A server over an empty store in a new temp dir, authenticating by `mode`.
+pub(crate) async fn fresh(mode: AuthMode) -> Fresh {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let (admin, _) = tokens::bootstrap(store.as_ref(), dir.path())
+        .await
+        .unwrap()
+        .unwrap();
+    Fresh {
+        state: AppState::for_tests(store.clone(), dir.path(), mode),
+        store,
+        admin,
+        dir,
+    }
+}
+
+/// A response, read whole.
+pub(crate) struct Reply {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+}
+
+impl Reply {
+    /// The body as JSON, `null` when it is not JSON.
+    pub(crate) fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// Sends `request` through the whole router (API and UI) of `state`.
+pub(crate) async fn send(state: &AppState, request: Request<Body>) -> Reply {
+    let response = router(state.clone()).oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A JSON API request, with `token` as bearer token when given.
+pub(crate) fn json_request(
+    token: Option<&str>,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> Request<Body> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    request
+        .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+        .unwrap()
+}
