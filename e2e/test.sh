@@ -61,14 +61,16 @@ export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 cargo build --workspace --all-targets
 cargo test --workspace --all-targets
 
-if cargo clippy --version >/dev/null 2>&1; then
-  cargo clippy --workspace --all-targets -- -D warnings
-else
-  echo "test.sh: clippy is not installed, skipping lints" >&2
+# Lints and formatting are part of the test: install them when missing, never skip them.
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "test.sh: installing clippy and rustfmt" >&2
+    rustup component add clippy rustfmt
+  else
+    echo "test.sh: clippy or rustfmt is missing and there is no rustup to add them;" \
+      "install your toolchain's clippy and rustfmt" >&2
+    exit 1
+  fi
 fi
-
-if cargo fmt --version >/dev/null 2>&1; then
-  cargo fmt --all -- --check
-else
-  echo "test.sh: rustfmt is not installed, skipping the format check" >&2
-fi
+cargo clippy --workspace --all-targets -- -D warnings
+cargo fmt --all -- --check

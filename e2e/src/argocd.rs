@@ -2,7 +2,7 @@
 //! `argocd-update` and stage health use, with Argo CD's paths, field names, status codes
 //! and error shapes, over one set of Applications, backed by real git.
 //!
-//! Served on 127.0.0.1 (own thread and runtime, like the git server), bearer-token auth on
+//! Served on 127.0.0.1 (own thread and runtime, as every double), bearer-token auth on
 //! both doors. Argo CD's API server:
 //!
 //! - `GET /api/v1/applications/{name}` (`?refresh=normal|hard`, `?appNamespace=`): the
@@ -55,9 +55,8 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
@@ -66,8 +65,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
-use tokio::sync::oneshot;
 
+use crate::double_server::{Server, bind};
 use crate::git_repo::ls_remote;
 use crate::world::TestWorld;
 
@@ -190,18 +189,14 @@ struct Inner {
 pub struct ArgoCd {
     addr: SocketAddr,
     inner: Arc<Inner>,
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: Server,
 }
 
 impl ArgoCd {
     /// Starts the double; requests must carry `Authorization: Bearer <token>`, and the
     /// operations they start are initiated by `user`.
     pub fn start(world: &TestWorld, token: &str, user: &str) -> Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")
-            .context("Failed to bind the Argo CD double to 127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
+        let (listener, addr) = bind("Argo CD double")?;
         let inner = Arc::new(Inner {
             world: world.clone(),
             token: token.to_owned(),
@@ -232,37 +227,11 @@ impl ArgoCd {
                 get(k8s_project),
             )
             .with_state(Arc::clone(&inner));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .context("Failed to build the Argo CD double's runtime")?;
-        let (shutdown, stop) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("argocd-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(listener) => listener,
-                        Err(err) => return eprintln!("Argo CD double on {addr}: {err}"),
-                    };
-                    tokio::select! {
-                        result = axum::serve(listener, app) => {
-                            if let Err(err) = result {
-                                eprintln!("Argo CD double on {addr} failed: {err}");
-                            }
-                        }
-                        _ = stop => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_secs(2));
-            })
-            .context("Failed to spawn the Argo CD double's thread")?;
+        let server = Server::spawn("Argo CD double", listener, addr, app)?;
         Ok(Self {
             addr,
             inner,
-            shutdown: Some(shutdown),
-            thread: Some(thread),
+            _server: server,
         })
     }
 
@@ -418,17 +387,6 @@ impl ArgoCd {
             .get_mut(name)
             .expect("no such Application in the double");
         change(&mut app.script);
-    }
-}
-
-impl Drop for ArgoCd {
-    fn drop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

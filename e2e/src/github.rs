@@ -22,7 +22,6 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use axum::Router;
@@ -32,8 +31,8 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
+use crate::double_server::{Server, bind};
 use crate::git_repo::git;
 use crate::world::TestWorld;
 
@@ -143,7 +142,7 @@ pub struct GitHubDouble {
 impl GitHubDouble {
     /// Starts a double that requires `token` (`Authorization: Bearer|token …`) when given.
     pub fn start(world: &TestWorld, token: Option<&str>) -> Result<Self> {
-        let (listener, addr) = bind()?;
+        let (listener, addr) = bind("GitHub double")?;
         let state = Arc::new(AppState {
             world: world.clone(),
             base_url: format!("http://{addr}"),
@@ -175,7 +174,7 @@ impl GitHubDouble {
             })
             .layer(middleware::from_fn_with_state(Arc::clone(&state), gate))
             .with_state(Arc::clone(&state));
-        let server = Server::spawn("github-double", listener, addr, app)?;
+        let server = Server::spawn("GitHub double", listener, addr, app)?;
         Ok(Self {
             addr,
             state,
@@ -965,77 +964,5 @@ async fn merge(
         .into_response(),
         Ok(Err((status, message))) => error(status, &message, DOCS),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), DOCS),
-    }
-}
-
-// ---- a small server on its own thread, shared with the GitLab double ----
-
-pub(crate) fn bind() -> Result<(std::net::TcpListener, SocketAddr)> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .context("Failed to bind a forge double to 127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    Ok((listener, addr))
-}
-
-/// An axum app served on its own thread and runtime (so that blocking git calls of a test
-/// cannot starve it, nor its git calls the test); stopped on drop.
-#[derive(Debug)]
-pub(crate) struct Server {
-    shutdown: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    pub(crate) fn spawn(
-        name: &str,
-        listener: std::net::TcpListener,
-        addr: SocketAddr,
-        app: Router,
-    ) -> Result<Self> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("Failed to build a forge double's runtime")?;
-        let (shutdown, stop) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("{name}-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let listener = match tokio::net::TcpListener::from_std(listener) {
-                        Ok(listener) => listener,
-                        Err(err) => return eprintln!("forge double on {addr}: {err}"),
-                    };
-                    tokio::select! {
-                        result = axum::serve(listener, app) => {
-                            if let Err(err) = result {
-                                eprintln!("forge double on {addr} failed: {err}");
-                            }
-                        }
-                        _ = stop => {}
-                    }
-                });
-                runtime.shutdown_timeout(Duration::from_secs(2));
-            })
-            .context("Failed to spawn a forge double's thread")?;
-        Ok(Self {
-            shutdown: Some(shutdown),
-            thread: Some(thread),
-        })
-    }
-
-    pub(crate) fn stop(&mut self) {
-        if let Some(shutdown) = self.shutdown.take() {
-            let _ = shutdown.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
     }
 }

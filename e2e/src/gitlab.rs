@@ -31,7 +31,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Value, json};
 
-use crate::github::{Landing, Server, bind, land, merges_cleanly};
+use crate::double_server::{Server, bind};
+use crate::github::{Landing, land, merges_cleanly};
 use crate::world::TestWorld;
 
 /// A project's merge method (Settings → Merge requests).
@@ -124,7 +125,7 @@ pub struct GitLabDouble {
 impl GitLabDouble {
     /// Starts a double that requires `token` when given.
     pub fn start(world: &TestWorld, token: Option<&str>) -> Result<Self> {
-        let (listener, addr) = bind()?;
+        let (listener, addr) = bind("GitLab double")?;
         let state = Arc::new(AppState {
             world: world.clone(),
             base_url: format!("http://{addr}"),
@@ -151,7 +152,7 @@ impl GitLabDouble {
             .fallback(|| async { message(StatusCode::NOT_FOUND, "404 Not Found") })
             .layer(middleware::from_fn_with_state(Arc::clone(&state), gate))
             .with_state(Arc::clone(&state));
-        let server = Server::spawn("gitlab-double", listener, addr, app)?;
+        let server = Server::spawn("GitLab double", listener, addr, app)?;
         Ok(Self {
             addr,
             state,

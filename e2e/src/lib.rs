@@ -33,6 +33,7 @@ pub mod argocd;
 pub mod browser;
 mod credentials;
 pub mod deploy;
+mod double_server;
 mod dray;
 mod git_repo;
 mod git_server;
@@ -53,4 +54,6 @@ pub use dray::{
 pub use git_repo::{Commit, GitRepo, TEST_AUTHOR, git, ls_remote};
 pub use git_server::{GitRequest, GitServer, GitServerOptions};
 pub use registry::{Notifications, REGISTRY_BIN, Registry, RegistryOptions};
-pub use world::{KEEP_ENV, TestWorld, free_port, loopback, workspace_root};
+pub use world::{
+    HTTP_TIMEOUT, KEEP_ENV, TestWorld, free_port, http_client, loopback, workspace_root,
+};

@@ -187,7 +187,9 @@ pub async fn head_manifest(
     credentials: Option<&Credentials>,
 ) -> Result<ManifestHead> {
     let url = format!("{}/v2/{repo}/manifests/{reference}", registry.url());
-    let mut request = reqwest::Client::new().head(&url).header("Accept", ACCEPT);
+    let mut request = crate::world::http_client()?
+        .head(&url)
+        .header("Accept", ACCEPT);
     if let Some(creds) = credentials {
         request = request.header("Authorization", creds.basic_header());
     }
@@ -310,7 +312,9 @@ impl Pusher {
     /// Check with a `HEAD` that `tag` now resolves to `digest`.
     async fn verify(&self, tag: &str, digest: &str) -> Result<()> {
         let url = format!("{}/v2/{}/manifests/{tag}", self.registry_url, self.repo);
-        let mut request = reqwest::Client::new().head(&url).header("Accept", ACCEPT);
+        let mut request = crate::world::http_client()?
+            .head(&url)
+            .header("Accept", ACCEPT);
         if let Some(creds) = &self.credentials {
             request = request.header("Authorization", creds.basic_header());
         }

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::process::{READY_TIMEOUT, Service};
@@ -59,7 +59,7 @@ pub struct OidcProvider {
 }
 
 impl OidcProvider {
-    /// Whether `python3 -m oidc_provider_mock` can run here (tests may skip without it).
+    /// Whether `python3 -m oidc_provider_mock` can run here.
     pub fn is_available() -> bool {
         Command::new("python3")
             .args(["-c", &format!("import {MODULE}")])
@@ -69,7 +69,15 @@ impl OidcProvider {
 
     /// Starts the provider knowing `users`, and waits (at most the harness' readiness
     /// timeout) until its `/.well-known/openid-configuration` answers 200.
+    /// Fails at once, saying what to install, when the provider is not
+    /// [available](Self::is_available).
     pub fn start(world: &TestWorld, users: &[OidcUser]) -> Result<Self> {
+        if !Self::is_available() {
+            bail!(
+                "the OIDC provider needs the Python package `oidc-provider-mock` \
+                 (`import {MODULE}` fails); run e2e/test.sh, which installs it"
+            );
+        }
         let dir = world.unique_dir("oidc")?;
         let log = dir.join("oidc-provider.log");
         let port = free_port()?;

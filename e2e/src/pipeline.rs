@@ -9,7 +9,7 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -237,13 +237,16 @@ impl Pipeline {
         what: &str,
         mut check: impl FnMut() -> Result<Option<T>>,
     ) -> Result<T> {
-        for _ in 0..600 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
             if let Some(found) = check()? {
                 return Ok(found);
             }
+            if Instant::now() >= deadline {
+                bail!("waited 60s for {what} in vain");
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
-        bail!("waited 60s for {what} in vain")
     }
 }
 

@@ -28,7 +28,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::github::{Server, bind};
+use crate::double_server::{Server, bind};
 use crate::world::TestWorld;
 
 /// One scripted answer to a query.
@@ -83,13 +83,13 @@ pub struct Prometheus {
 impl Prometheus {
     /// Starts the double on a random loopback port; it keeps `world` alive.
     pub fn start(world: &TestWorld) -> Result<Self> {
-        let (listener, addr) = bind()?;
+        let (listener, addr) = bind("Prometheus double")?;
         let inner: Shared = Arc::default();
         let app = Router::new()
             .route("/api/v1/query", get(query).post(query))
             .fallback(|| async { (StatusCode::NOT_FOUND, "404 page not found\n").into_response() })
             .with_state(Arc::clone(&inner));
-        let server = Server::spawn("prometheus-double", listener, addr, app)?;
+        let server = Server::spawn("Prometheus double", listener, addr, app)?;
         Ok(Self {
             addr,
             inner,

@@ -8,6 +8,7 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tempfile::TempDir;
@@ -69,6 +70,20 @@ impl TestWorld {
 pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0").context("Failed to bind 127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
+}
+
+/// How long one HTTP request of a test may take, connect to last body byte.
+pub const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An HTTP client for a test's own requests, bounded by [`HTTP_TIMEOUT`] (and 10 s to
+/// connect), so a server that stops answering fails the test instead of hanging it.
+/// Not for event streams, which stay open for as long as the server runs.
+pub fn http_client() -> Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(HTTP_TIMEOUT)
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .context("Failed to build the test's HTTP client (reqwest's TLS backend did not start)")
 }
 
 /// `127.0.0.1:port`.

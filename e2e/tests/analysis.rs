@@ -49,7 +49,7 @@ fn metrics(prometheus: &Prometheus, extra: serde_json::Value) -> Result<Vec<Metr
 async fn run(metrics: &[MetricSpec]) -> Result<(VerificationInfo, usize)> {
     let start: Timestamp = "2026-03-01T10:00:00Z".parse()?;
     let deadline = start.checked_add(SignedDuration::from_mins(30))?;
-    let analyzer = Analyzer::new(reqwest::Client::new());
+    let analyzer = Analyzer::new(dray_e2e::http_client()?);
     let mut info = VerificationInfo {
         id: "e2e".into(),
         freight: "f".into(),
@@ -172,7 +172,7 @@ async fn the_double_answers_as_prometheus_does() -> Result<()> {
     let world = TestWorld::new()?;
     let prometheus = Prometheus::start(&world)?;
     prometheus.set("up", Answer::Values(vec![1.0, f64::INFINITY]));
-    let http = reqwest::Client::new();
+    let http = dray_e2e::http_client()?;
     let url = format!("{}/api/v1/query", prometheus.url());
     let answer: serde_json::Value = http
         .get(&url)

@@ -84,7 +84,7 @@ fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
         repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
             dir.path().join("mirrors"),
         )))),
-        http: reqwest::Client::new(),
+        http: dray_e2e::http_client()?,
         exprs: Arc::new(StepExprs::new(ExprCache::new(), ExprContext::default())),
         tools: ToolPaths::default(),
         cancel: CancellationToken::new(),
@@ -399,7 +399,7 @@ async fn the_sync_refused_while_busy_names_argocds_reason() -> Result<()> {
     s.argocd
         .start_foreign_operation("shop-prod", "bob@example.com", 10);
     // The API itself refuses a second operation as Argo CD does.
-    let response = reqwest::Client::new()
+    let response = dray_e2e::http_client()?
         .post(format!(
             "{}/api/v1/applications/shop-prod/sync",
             s.argocd.base_url()
@@ -418,7 +418,7 @@ async fn the_sync_refused_while_busy_names_argocds_reason() -> Result<()> {
 #[tokio::test]
 async fn the_kubernetes_door_answers_with_status_objects() -> Result<()> {
     let s = setup_through(Some("shop:prod"), Door::Kubernetes)?;
-    let client = reqwest::Client::new();
+    let client = dray_e2e::http_client()?;
     let app_url = format!(
         "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-prod",
         s.argocd.kubernetes_url()
@@ -505,7 +505,7 @@ async fn read_application_reads_through_either_door() -> Result<()> {
             name: "shop-prod".into(),
             namespace: None,
         };
-        let http = reqwest::Client::new();
+        let http = dray_e2e::http_client()?;
         let read =
             dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &target, &app).await;
         let read = read.map_err(anyhow::Error::msg)?.expect("it exists");
@@ -693,7 +693,7 @@ async fn kustomize_and_helm_images_are_patched_once() -> Result<()> {
     for door in DOORS {
         let mut s = setup_through(Some("shop:prod"), door)?;
         // The Application already overrides two images and one Helm parameter.
-        let response = reqwest::Client::new()
+        let response = dray_e2e::http_client()?
             .patch(format!(
                 "{}/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-prod",
                 s.argocd.kubernetes_url()
@@ -762,69 +762,23 @@ async fn kustomize_and_helm_images_are_patched_once() -> Result<()> {
 /// Stage `prod` and what it needs), Freight discovered, `prod` promoted with `--wait`.
 /// Answers whether `dray promote` succeeded, and what it said.
 async fn promote_through_dray(extra: &str) -> Result<(bool, String)> {
-    use anyhow::{Context, bail};
-    use dray_e2e::{Dray, DrayOptions, Registry, oci, workspace_root};
+    use anyhow::ensure;
+    use dray_e2e::oci;
+    use dray_e2e::pipeline::{BASE_FILES, Pipeline, text};
 
-    let world = TestWorld::new()?;
-    let registry = Registry::start(&world, Default::default())?;
-    let git = GitServer::start(&world, Default::default())?;
-    let config_url = git.create_repo("config")?;
-    GitRepo::seed(
-        &world,
-        &config_url,
-        &workspace_root().join("examples/quickstart/config-repo"),
-    )?;
-    oci::push_image(&registry, "demo/app", "1.0.0").await?;
+    let p = tokio::task::block_in_place(Pipeline::start)?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<(bool, String)> {
-        let dray = Dray::start(&world, DrayOptions::default())?;
-        let dir = world.unique_dir("project")?;
-        std::fs::create_dir_all(&dir)?;
-        let project = workspace_root().join("examples/quickstart/project");
-        for file in ["project.yaml", "warehouse.yaml", "task.yaml"] {
-            let yaml = std::fs::read_to_string(project.join(file))?
-                .replace("127.0.0.1:5000", &registry.host())
-                .replace("http://127.0.0.1:8080/config.git", &config_url)
-                .replace("interval: 5m", "interval: 1h");
-            std::fs::write(dir.join(file), yaml)?;
-        }
-        std::fs::write(dir.join("prod.yaml"), extra)?;
-        let applied = dray.cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply failed: {}", String::from_utf8_lossy(&applied.stderr));
-        }
-        let refreshed = dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
-        if !refreshed.status.success() {
-            bail!(
-                "refresh failed: {}",
-                String::from_utf8_lossy(&refreshed.stderr)
-            );
-        }
-        let freight: Vec<Value> = serde_json::from_slice(
-            &dray
-                .cli(["get", "freight", "-p", "demo", "-o", "json"])?
-                .stdout,
-        )?;
-        let alias = freight[0]["alias"].as_str().context("alias")?.to_owned();
-        let promoted = dray.cli([
-            "promote",
-            "-p",
-            "demo",
-            "--stage",
-            "prod",
-            "--alias",
-            &alias,
-            "--wait",
-            "--timeout",
-            "2m",
-        ])?;
-        Ok((
-            promoted.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&promoted.stdout),
-                String::from_utf8_lossy(&promoted.stderr)
-            ),
-        ))
+        let base = BASE_FILES
+            .iter()
+            .map(|f| Pipeline::quickstart_file(f))
+            .collect::<Result<Vec<_>>>()?;
+        p.apply(&format!("{}\n---\n{extra}", base.join("\n---\n")))?;
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+        ensure!(!alias.is_empty(), "the newest Freight has no alias");
+        let promoted = p.promote("prod", &alias)?;
+        Ok((promoted.status.success(), text(&promoted)))
     })
 }
 

@@ -372,7 +372,7 @@ async fn retag(
     from: &str,
     tags: impl Iterator<Item = String>,
 ) -> Result<()> {
-    let http = reqwest::Client::new();
+    let http = dray_e2e::http_client()?;
     let media_type = "application/vnd.oci.image.manifest.v1+json";
     let manifest = http
         .get(format!("{}/v2/{repo}/manifests/{from}", registry.url()))

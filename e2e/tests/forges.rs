@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use dray::discovery::git::MirrorCache;
 use dray::promotion::SharedMirrors;
 use dray_e2e::github::{GitHubDouble, MergeRefusal, RateLimit};
@@ -38,8 +38,8 @@ impl CredentialProvider for Creds {
     }
 }
 
-fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> StepContext {
-    StepContext {
+fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Result<StepContext> {
+    Ok(StepContext {
         work_dir: world.path().to_path_buf(),
         project: "demo".into(),
         stage: "prod".into(),
@@ -65,14 +65,14 @@ fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> StepContext {
         repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
             world.path().join("mirrors"),
         )))),
-        http: reqwest::Client::new(),
+        http: dray_e2e::http_client()?,
         exprs: Arc::new(NoExprs),
         tools: ToolPaths::default(),
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),
         saved_state: None,
         argocd: None,
-    }
+    })
 }
 
 async fn run(ctx: &StepContext, kind: &str, config: Value) -> StepOutcome {
@@ -86,6 +86,14 @@ fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Va
         StepOutcome::Succeeded { outputs, state } => (outputs, state),
         other => panic!("expected Succeeded, got {other:?}"),
     }
+}
+
+/// Runs `git-open-pr` with `config`, which must succeed; returns the opened PR's number.
+async fn open_pr(ctx: &StepContext, config: Value) -> Result<u64> {
+    let (outputs, _) = succeeded(run(ctx, "git-open-pr", config).await);
+    outputs["pr"]["id"]
+        .as_u64()
+        .with_context(|| format!("`git-open-pr` gave no PR number in `pr.id`: {outputs:?}"))
 }
 
 /// A config repository `acme/config` on a real git server: `main` with one commit, and
@@ -161,7 +169,7 @@ async fn github_open_merge_wait_lands_a_merge_commit() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
     let head = s.promotion_branch("prod-1", "image: app:1.2.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-1");
+    let ctx = context(&s.world, &s.url, "prod-1")?;
 
     let open = run(
         &ctx,
@@ -247,7 +255,7 @@ async fn github_squash_merge_lands_the_squash_commit() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-2", "image: app:2.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-2");
+    let ctx = context(&s.world, &s.url, "prod-2")?;
     let (outputs, _) = succeeded(
         run(
             &ctx,
@@ -298,16 +306,8 @@ async fn github_closed_without_merge_fails_naming_who_closed_it() -> Result<()> 
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-3", "image: app:3.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-3");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gh_config(&s, &gh, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let number = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-3")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
     let before = s.main_head()?;
     gh.close_without_merge("acme/config", number, "bob")?;
     let outcome = run(
@@ -343,7 +343,7 @@ async fn github_resumed_open_pr_adopts_the_existing_pull_request() -> Result<()>
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4");
+    let mut ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
     let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
     // A re-run with the saved state reuses it; a re-run that lost its state (a crash
@@ -369,7 +369,7 @@ async fn github_rate_limits_are_waited_out_and_reported() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-5", "image: app:5.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-5");
+    let ctx = context(&s.world, &s.url, "prod-5")?;
     let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
     for limit in [
         RateLimit::Primary403 { reset_in: 42 },
@@ -406,16 +406,8 @@ async fn github_refused_merges_fail_with_githubs_message() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-6");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gh_config(&s, &gh, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let number = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-6")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
     let merge = gh_config(&s, &gh, json!({"prNumber": number}));
 
     // Checks pending: waits, naming GitHub's status.
@@ -479,7 +471,7 @@ async fn gitlab_open_merge_wait_lands_a_merge_commit() -> Result<()> {
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     let head = s.promotion_branch("prod-1", "image: app:1.2.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-1");
+    let ctx = context(&s.world, &s.url, "prod-1")?;
     let (outputs, _) = succeeded(
         run(
             &ctx,
@@ -535,16 +527,8 @@ async fn gitlab_squash_merge_lands_the_squash_commit() -> Result<()> {
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::FastForward)?;
     s.promotion_branch("prod-2", "image: app:2.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-2");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gl_config(&s, &gl, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-2")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
     succeeded(
         run(
             &ctx,
@@ -576,16 +560,8 @@ async fn gitlab_squash_with_a_merge_commit_lands_the_merge_commit() -> Result<()
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-2b", "image: app:2.1.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-2b");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gl_config(&s, &gl, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-2b")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
     let (merged, _) = succeeded(
         run(
             &ctx,
@@ -610,16 +586,8 @@ async fn gitlab_closed_without_merge_fails_naming_who_closed_it() -> Result<()> 
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-3", "image: app:3.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-3");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gl_config(&s, &gl, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-3")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
     gl.close_without_merge("acme/config", iid, "carol")?;
     assert_eq!(
         run(
@@ -640,7 +608,7 @@ async fn gitlab_resumed_open_pr_adopts_the_existing_merge_request() -> Result<()
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4");
+    let mut ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
     let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
     ctx.saved_state = state;
@@ -662,7 +630,7 @@ async fn gitlab_rate_limits_are_waited_out_and_reported() -> Result<()> {
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-5", "image: app:5.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-5");
+    let ctx = context(&s.world, &s.url, "prod-5")?;
     let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
     // On the connection check (`GET /api/v4/user`): the gitlab crate drops the 429's
     // headers there, so the default wait applies; on a later call, GitLab's Retry-After.
@@ -707,16 +675,8 @@ async fn gitlab_refused_merges_fail_with_gitlabs_message() -> Result<()> {
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-6");
-    let (outputs, _) = succeeded(
-        run(
-            &ctx,
-            "git-open-pr",
-            gl_config(&s, &gl, json!({"targetBranch": "main"})),
-        )
-        .await,
-    );
-    let iid = outputs["pr"]["id"].as_u64().unwrap();
+    let ctx = context(&s.world, &s.url, "prod-6")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
     let merge = gl_config(&s, &gl, json!({"prNumber": iid}));
     gl.set_merge_status("acme/config", iid, Some("ci_still_running"))?;
     match run(&ctx, "git-merge-pr", merge.clone()).await {
@@ -750,7 +710,7 @@ async fn the_token_comes_from_the_projects_credentials() -> Result<()> {
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-7", "image: app:7.0.0\n")?;
     // Credentials for another repository only: no token reaches the forge.
-    let ctx = context(&s.world, "https://elsewhere.example.com/x/y.git", "prod-7");
+    let ctx = context(&s.world, "https://elsewhere.example.com/x/y.git", "prod-7")?;
     let reason = match run(
         &ctx,
         "git-open-pr",
@@ -786,7 +746,7 @@ async fn github_enterprise_api_paths_keep_their_prefix() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-8", "image: app:8.0.0\n")?;
-    let ctx = context(&s.world, &s.url, "prod-8");
+    let ctx = context(&s.world, &s.url, "prod-8")?;
     let config = json!({"repoURL": s.url, "provider": "github",
         "apiURL": format!("{}/api/v3", gh.api_url()), "targetBranch": "main"});
     let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);

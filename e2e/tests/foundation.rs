@@ -241,7 +241,7 @@ async fn acknowledged_writes_survive_kill_9() -> Result<()> {
     let mut dray = Dray::start(&world, DrayOptions::default())?;
     let url = dray.url();
     let token = dray.token().to_owned();
-    let client = reqwest::Client::new();
+    let client = dray_e2e::http_client()?;
     let setup = "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: load}\n---\napiVersion: dray.dev/v1alpha1\nkind: Warehouse\nmetadata: {name: app, namespace: load}\nspec:\n  subscriptions:\n    - image: {repoURL: 127.0.0.1:5000/load/app}\n";
     let response = apply_text(&client, &url, &token, setup.to_owned()).await?;
     assert!(response.status().is_success(), "{}", response.text().await?);

@@ -61,7 +61,7 @@ async fn registry_image_config_carries_created_and_labels() -> Result<()> {
     };
     let digest = oci::push_image_with(&registry, "app", "v1", &options).await?;
 
-    let http = reqwest::Client::new();
+    let http = dray_e2e::http_client()?;
     let manifest: serde_json::Value = http
         .get(format!("{}/v2/app/manifests/{digest}", registry.url()))
         .header("Accept", "application/vnd.oci.image.manifest.v1+json")
@@ -115,7 +115,7 @@ async fn registry_multi_arch_index_lists_each_platform_manifest() -> Result<()> 
         );
     }
 
-    let body: serde_json::Value = reqwest::Client::new()
+    let body: serde_json::Value = dray_e2e::http_client()?
         .get(format!("{}/v2/team/multi/manifests/2.0.0", registry.url()))
         .header("Accept", "application/vnd.oci.image.index.v1+json")
         .send()
@@ -183,7 +183,9 @@ async fn registry_stopped_refuses_connections_and_restarts_with_its_images() -> 
 
     registry.stop()?;
     assert!(!registry.is_running());
-    let err = reqwest::get(format!("{}/v2/", registry.url()))
+    let err = dray_e2e::http_client()?
+        .get(format!("{}/v2/", registry.url()))
+        .send()
         .await
         .expect_err("stopped");
     assert!(err.is_connect(), "{err:#}");
@@ -421,7 +423,6 @@ fn git_server_hook_rejects_a_push_and_the_branch_is_unchanged() -> Result<()> {
 }
 
 #[test]
-#[ignore = "needs a `dray` binary that implements `dray serve` (set DRAY_BIN)"]
 fn dray_serves_healthz_survives_kill9_and_restarts_on_the_same_port() -> Result<()> {
     let world = TestWorld::new()?;
     let mut dray = Dray::start(&world, DrayOptions::default())?;

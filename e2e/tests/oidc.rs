@@ -452,9 +452,6 @@ async fn promote(web: &mut Web, base: &str, csrf: Option<&str>, freight: &str) -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_member_logs_in_with_oidc_and_promotes_and_a_non_member_may_not() -> Result<()> {
-    if !OidcProvider::is_available() {
-        bail!("this test needs `oidc-provider-mock` (e2e/test.sh installs it)");
-    }
     let p = Pipeline::start().await?;
     let base = p.dray.url();
 
@@ -554,9 +551,6 @@ async fn small(world: &TestWorld) -> Result<(OidcProvider, Dray)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_state_is_refused_and_an_attempt_works_once() -> Result<()> {
-    if !OidcProvider::is_available() {
-        bail!("this test needs `oidc-provider-mock` (e2e/test.sh installs it)");
-    }
     let world = TestWorld::new()?;
     let (provider, dray) = small(&world).await?;
     let base = dray.url();
@@ -602,9 +596,6 @@ async fn a_tampered_state_is_refused_and_an_attempt_works_once() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_login_says_why_and_an_unreachable_provider_does_not_stop_dray() -> Result<()> {
-    if !OidcProvider::is_available() {
-        bail!("this test needs `oidc-provider-mock` (e2e/test.sh installs it)");
-    }
     let world = TestWorld::new()?;
     let (provider, dray) = small(&world).await?;
     let base = dray.url();
@@ -670,9 +661,6 @@ async fn a_denied_login_says_why_and_an_unreachable_provider_does_not_stop_dray(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_chromium_the_oidc_button_logs_in_through_the_providers_form() -> Result<()> {
-    if !OidcProvider::is_available() {
-        bail!("this test needs `oidc-provider-mock` (e2e/test.sh installs it)");
-    }
     if !Browser::is_available() {
         bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
     }

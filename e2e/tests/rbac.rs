@@ -71,7 +71,7 @@ async fn a_viewer_token_reads_but_may_not_approve_and_never_reaches_the_log() ->
         std::fs::metadata(&file)?.permissions().mode() & 0o777,
         0o600
     );
-    let http = reqwest::Client::new();
+    let http = dray_e2e::http_client()?;
     let projects = format!("{}/api/v1/projects", dray.url());
     let refused = http.get(&projects).send().await?;
     assert_eq!(refused.status(), 401);
@@ -184,7 +184,10 @@ async fn auth_none_is_explicit_loud_and_anonymous() -> Result<()> {
         "{}",
         dray.log()
     );
-    let answer = reqwest::get(format!("{}/api/v1/projects", dray.url())).await?;
+    let answer = dray_e2e::http_client()?
+        .get(format!("{}/api/v1/projects", dray.url()))
+        .send()
+        .await?;
     assert_eq!(answer.status(), 200);
     Ok(())
 }

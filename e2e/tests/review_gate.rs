@@ -157,7 +157,7 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
             .context(out.clone())
     })?;
 
-    let client = reqwest::Client::new();
+    let client = dray_e2e::http_client()?;
     let promotion_url = format!("{}/api/v1/projects/demo/promotions/{name}", dray.url());
     let get = || client.get(&promotion_url).bearer_auth(dray.token()).send();
     // Wait (bounded) until the review step is waiting.

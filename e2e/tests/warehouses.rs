@@ -406,7 +406,7 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
         "repository": {"clone_url": p.config_url, "html_url": p.config_url.trim_end_matches(".git")}
     }))?;
     let url = format!("{}/webhooks/demo/github", p.dray.url());
-    let client = reqwest::Client::new();
+    let client = dray_e2e::http_client()?;
     let send = |signature: Option<String>| {
         let mut request = client
             .post(&url)
@@ -450,7 +450,7 @@ async fn a_signed_github_push_refreshes_and_a_forged_one_is_refused() -> Result<
 impl Pipeline {
     async fn freight_count_async(&self) -> Result<usize> {
         let url = format!("{}/api/v1/projects/demo/freight", self.dray.url());
-        let items: Vec<Value> = reqwest::Client::new()
+        let items: Vec<Value> = dray_e2e::http_client()?
             .get(url)
             .bearer_auth(self.dray.token())
             .send()

@@ -473,34 +473,10 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
     let image = format!("{}/{image_repo}", registry.host());
     let first = runtime.block_on(oci::push_image(&registry, image_repo, "1.0.0"))?;
     let started = Instant::now();
-    cli(
-        &dray,
-        &[
-            "refresh",
-            "warehouse",
-            "app",
-            "-p",
-            "demo",
-            "--wait",
-            "--timeout",
-            "120",
-        ],
-    )?;
+    refresh(&dray)?;
     let first_refresh = started.elapsed();
     let second = runtime.block_on(oci::push_image(&registry, image_repo, "1.0.1"))?;
-    cli(
-        &dray,
-        &[
-            "refresh",
-            "warehouse",
-            "app",
-            "-p",
-            "demo",
-            "--wait",
-            "--timeout",
-            "120",
-        ],
-    )?;
+    refresh(&dray)?;
     let aliases = [
         freight_alias(&dray, "1.0.0")?,
         freight_alias(&dray, "1.0.1")?,
@@ -520,7 +496,7 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
     script_promote(&world, &config_url, &image, &digests[0])?;
     eprintln!("bench: warm-up promotion {warmup:.1?}");
 
-    let http = reqwest::Client::new();
+    let http = dray_e2e::http_client()?;
     let mut dray_cli = Samples::default();
     let mut dray_api = Samples::default();
     let mut script = Samples::default();
@@ -822,6 +798,24 @@ fn cli(dray: &Dray, args: &[&str]) -> Result<Output> {
     let mut cmd = dray.cli_command();
     cmd.args(args);
     checked(&mut cmd).with_context(|| format!("`dray {}` failed", args.join(" ")))
+}
+
+/// Refreshes the Warehouse `app` and waits (at most 2 minutes) for discovery.
+fn refresh(dray: &Dray) -> Result<()> {
+    cli(
+        dray,
+        &[
+            "refresh",
+            "warehouse",
+            "app",
+            "-p",
+            "demo",
+            "--wait",
+            "--timeout",
+            "120",
+        ],
+    )
+    .map(drop)
 }
 
 fn promote_cli(dray: &Dray, alias: &str) -> Result<()> {

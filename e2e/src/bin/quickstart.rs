@@ -6,9 +6,10 @@
 //! With `--smoke` it goes on without a person — promote to `staging`, approve and promote
 //! to `prod` — and exits 0 only when `stage/prod` holds the newest image's digest.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use dray_e2e::pipeline::text;
 use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
 use serde_json::Value;
 
@@ -18,11 +19,7 @@ fn run(dray: &Dray, args: &[&str]) -> Result<String> {
     let mut all = vec!["-p", "demo"];
     all.extend_from_slice(args);
     let output = dray.cli(&all)?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let text = text(&output);
     if !output.status.success() {
         bail!("`dray {}` failed:\n{text}", all.join(" "));
     }
@@ -75,7 +72,7 @@ async fn main() -> Result<()> {
     println!("==> CI fires the webhook");
     let hook = format!("{}/webhooks/demo/ci/{WEBHOOK_TOKEN}", dray.url());
     let body = serde_json::json!({"repoURL": format!("{}/demo/app", registry.host())});
-    let answer: Value = reqwest::Client::new()
+    let answer: Value = dray_e2e::http_client()?
         .post(&hook)
         .json(&body)
         .send()
@@ -85,8 +82,11 @@ async fn main() -> Result<()> {
         .await?;
     println!("    refreshed {} warehouse(s)", answer["refreshed"]);
 
+    // Wait (at most 60 s) until `dev` holds the newest Freight, 1.1.0.
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut dev = String::new();
-    for _ in 0..600 {
+    let mut reached = false;
+    while Instant::now() < deadline {
         let freight: Value = serde_json::from_str(&run(&dray, &["get", "freight", "-o", "json"])?)?;
         let newest_alias = freight
             .pointer("/0/alias")
@@ -99,13 +99,15 @@ async fn main() -> Result<()> {
             .unwrap_or_default();
         dev = stage_alias(&dray, "dev")?;
         if newest_tag == "1.1.0" && dev == newest_alias {
+            reached = true;
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    if dev.is_empty() {
+    if !reached {
         bail!(
-            "dev did not receive the newest Freight within 60s; Dray's log:\n{}",
+            "dev did not receive the newest Freight (1.1.0) within 60s (it holds `{dev}`); \
+             Dray's log:\n{}",
             dray.log()
         );
     }
@@ -147,7 +149,10 @@ async fn main() -> Result<()> {
             bail!("stage/prod does not hold {newest}:\n{manifests}");
         }
         print!("{}", run(&dray, &["audit", "prod"])?);
-        let login = reqwest::get(format!("{}/login", dray.url())).await?;
+        let login = dray_e2e::http_client()?
+            .get(format!("{}/login", dray.url()))
+            .send()
+            .await?;
         let status = login.status();
         if !status.is_success() || !login.text().await?.contains("id=\"token\"") {
             bail!(
