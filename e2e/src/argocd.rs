@@ -46,7 +46,8 @@
 //!
 //! Scriptable failure modes, for both doors ([`ArgoCd::deny_sync_window`],
 //! [`ArgoCd::start_foreign_operation`], [`ArgoCd::degrade_after_sync`],
-//! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`]).
+//! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`],
+//! and a proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
 //! Not modelled: ApplicationSets, resource trees, hooks, multi-source `revisions[]` in
 //! `syncResult` (single source only), Argo CD's own automated sync, Kubernetes RBAC (any
 //! valid token may do anything), watches.
@@ -182,6 +183,8 @@ struct Inner {
     requests: Mutex<Vec<String>>,
     /// The merge patches received through the Kubernetes API, with the Application's name.
     patches: Mutex<Vec<(String, Value)>>,
+    /// How many of the next requests a proxy in front of Argo CD answers `503`.
+    unavailable: Mutex<u32>,
 }
 
 /// A running Argo CD API-server double on 127.0.0.1; stopped on drop.
@@ -205,6 +208,7 @@ impl ArgoCd {
             fetch_urls: Mutex::default(),
             requests: Mutex::default(),
             patches: Mutex::default(),
+            unavailable: Mutex::default(),
         });
         let app = Router::new()
             .route("/api/v1/applications", get(list_apps))
@@ -226,6 +230,10 @@ impl ArgoCd {
                 "/apis/argoproj.io/v1alpha1/namespaces/{ns}/appprojects/{name}",
                 get(k8s_project),
             )
+            .layer(axum::middleware::from_fn_with_state(
+                Arc::clone(&inner),
+                behind_a_proxy,
+            ))
             .with_state(Arc::clone(&inner));
         let server = Server::spawn("Argo CD double", listener, addr, app)?;
         Ok(Self {
@@ -381,6 +389,12 @@ impl ArgoCd {
         self.script(name, |s| s.fail_next = Some(message.to_owned()));
     }
 
+    /// The next `requests` requests (any path, either door) are answered `503 Service
+    /// Unavailable` by the proxy in front of Argo CD, as while Argo CD's server restarts.
+    pub fn answer_unavailable(&self, requests: u32) {
+        *lock(&self.inner.unavailable) = requests;
+    }
+
     fn script(&self, name: &str, change: impl FnOnce(&mut Script)) {
         let mut apps = lock(&self.inner.apps);
         let app = apps
@@ -416,6 +430,26 @@ fn not_found(name: &str) -> Response {
         5,
         &format!("applications.argoproj.io \"{name}\" not found"),
     )
+}
+
+/// The proxy in front of Argo CD: answers `503` while [`ArgoCd::answer_unavailable`] says
+/// so (the request is recorded with that status), else passes the request on.
+async fn behind_a_proxy(
+    State(inner): State<Arc<Inner>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let refuse = {
+        let mut left = lock(&inner.unavailable);
+        let refuse = *left > 0;
+        *left = left.saturating_sub(1);
+        refuse
+    };
+    if refuse {
+        inner.record(format!("{} {} 503", request.method(), request.uri().path()));
+        return (StatusCode::SERVICE_UNAVAILABLE, "upstream connect error").into_response();
+    }
+    next.run(request).await
 }
 
 impl Inner {

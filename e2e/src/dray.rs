@@ -221,3 +221,25 @@ impl Dray {
         &self.dir
     }
 }
+
+/// How many of the server's last log lines a failing test shows.
+const LOG_TAIL_ON_FAILURE: usize = 120;
+
+impl Drop for Dray {
+    /// A test that fails (panics) while the server is in scope shows the end of the
+    /// server's log with its own output, so a failure on CI can be read without the
+    /// test's temporary directory.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
+            eprintln!(
+                "--- the last {} lines of `dray serve`'s log ({}) ---\n{}\n--- end of log ---",
+                tail.len(),
+                self.log_path().display(),
+                tail.join("\n")
+            );
+        }
+    }
+}

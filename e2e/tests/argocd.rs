@@ -589,6 +589,30 @@ async fn a_missing_application_is_named() -> Result<()> {
 }
 
 #[tokio::test]
+async fn argocd_answering_503_is_waited_out_and_named_not_a_failure() -> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        let config = s.config(&s.commit);
+        s.argocd.answer_unavailable(1);
+        let waiting = waiting_for(&s.run(&config).await);
+        assert!(
+            waiting.contains("Argo CD to answer again"),
+            "{door:?}: {waiting}"
+        );
+        assert!(waiting.contains("answered 503"), "{door:?}: {waiting}");
+        assert!(
+            waiting.contains(&s.argocd.base_url()),
+            "{door:?}: {waiting}"
+        );
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 0, "{door:?}");
+        // Argo CD is back: the same step goes on to sync and succeed.
+        s.run_to_success(&config, 4).await;
+        assert_eq!(s.argocd.syncs_started("shop-prod"), 1, "{door:?}");
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn an_unauthorised_application_is_refused_by_name() -> Result<()> {
     for door in DOORS {
         let mut s = setup_through(Some("shop:staging"), door)?;

@@ -63,7 +63,8 @@ async fn failures_beyond_the_limit_fail_and_a_failed_reverification_revokes_veri
     let d = pipeline("Supersede", &["1.0.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        assert!(d.p.promote("dev", &alias)?.status.success());
+        let promoted = d.p.promote("dev", &alias)?;
+        assert!(promoted.status.success(), "{}", text(&promoted));
         assert_eq!(d.verification_of(&freight)?["phase"], "Successful");
         assert!(d.p.freight_named(&freight)?["status"]["verifiedIn"]["dev"].is_object());
 
@@ -100,7 +101,8 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
     d.prometheus.set(QUERY, Answer::Empty);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        assert!(d.p.promote("dev", &alias)?.status.success());
+        let promoted = d.p.promote("dev", &alias)?;
+        assert!(promoted.status.success(), "{}", text(&promoted));
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Inconclusive", "{run:#}");
         let metric = &run["metrics"][0];

@@ -125,9 +125,19 @@ pub(crate) enum ArgocdError {
     /// The promotion was aborted while waiting for an answer.
     #[error("aborted while talking to Argo CD")]
     Aborted,
-    /// Unreachable, refused, or an unexpected answer; the text names server and cause.
+    /// Refused, or an unexpected answer; the text names server and cause.
     #[error("{0}")]
     Failed(String),
+    /// No answer, or one that says "later" (429, 502, 503, 504): Argo CD or the way to it
+    /// is down for now. A step waiting for Argo CD asks again; the text names server and
+    /// cause.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// Whether an HTTP status says "try again later" rather than "no".
+fn is_transient(status: u16) -> bool {
+    matches!(status, 429 | 502 | 503 | 504)
 }
 
 /// Why Argo CD did not start a sync.
@@ -181,7 +191,8 @@ const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Http {
     /// Sends a request; `Err(Refusal)` inside for a non-2xx answer other than 401 (and, for
-    /// Kubernetes, 403), which become [`ArgocdError::Failed`] with a hint.
+    /// Kubernetes, 403), which become [`ArgocdError::Failed`] with a hint. No answer, an
+    /// unreadable one, or a transient status is [`ArgocdError::Unavailable`].
     async fn send(
         &self,
         method: reqwest::Method,
@@ -210,13 +221,20 @@ impl Http {
             None => sent.await,
         }
         .map_err(|e| {
-            ArgocdError::Failed(format!(
-                "{} did not answer `{method} {path}`: {e}",
-                self.who
+            ArgocdError::Unavailable(format!(
+                "{} did not answer `{method} {path}`: {}",
+                self.who,
+                e.without_url()
             ))
         })?;
         let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
+        let text = response.text().await.map_err(|e| {
+            ArgocdError::Unavailable(format!(
+                "{} broke off its answer ({status}) to `{method} {path}`: {}",
+                self.who,
+                e.without_url()
+            ))
+        })?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if (200..300).contains(&status) {
             return Ok(Ok(value));
@@ -227,6 +245,17 @@ impl Http {
             .or(value.as_str())
             .unwrap_or("")
             .to_owned();
+        if is_transient(status) {
+            return Err(ArgocdError::Unavailable(format!(
+                "{} answered {status} to `{method} {path}`{}",
+                self.who,
+                if message.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {message}")
+                }
+            )));
+        }
         if status == 401 {
             let hint = if self.token.is_some() {
                 "the project's token for it was refused; hint: renew the `argocd` Credential \

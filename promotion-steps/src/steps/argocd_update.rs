@@ -167,12 +167,32 @@ enum Look {
     Waiting(String),
 }
 
-/// A transport failure as the step's outcome.
-fn outcome(error: ArgocdError) -> StepOutcome {
-    match error {
-        ArgocdError::Aborted => StepOutcome::failed(error.to_string()),
-        ArgocdError::Failed(message) => StepOutcome::errored(message),
+/// Why a look ended early: with the step's outcome, or because Argo CD cannot be asked
+/// now (the step waits and asks again, until its timeout).
+enum Stop {
+    Outcome(StepOutcome),
+    Unavailable(String),
+}
+
+impl From<StepOutcome> for Stop {
+    fn from(outcome: StepOutcome) -> Self {
+        Stop::Outcome(outcome)
     }
+}
+
+impl From<ArgocdError> for Stop {
+    fn from(error: ArgocdError) -> Self {
+        match error {
+            ArgocdError::Aborted => Stop::Outcome(StepOutcome::failed(error.to_string())),
+            ArgocdError::Failed(message) => Stop::Outcome(StepOutcome::errored(message)),
+            ArgocdError::Unavailable(message) => Stop::Unavailable(message),
+        }
+    }
+}
+
+/// What the step waits for while Argo CD cannot be asked.
+fn unavailable(message: &str) -> String {
+    format!("Argo CD to answer again ({message}); Dray asks again")
 }
 
 /// The step's own `apiServer`, else the project's `spec.argocd`.
@@ -272,10 +292,16 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
         match &app.selector {
             None => apps.push(app.clone()),
             Some(selector) => {
-                let matched = api
-                    .list(selector, app.namespace.as_deref())
-                    .await
-                    .map_err(outcome)?;
+                let matched = match api.list(selector, app.namespace.as_deref()).await {
+                    Ok(matched) => matched,
+                    Err(error) => match Stop::from(error) {
+                        Stop::Outcome(outcome) => return Err(outcome),
+                        Stop::Unavailable(message) => {
+                            causes.push(unavailable(&message));
+                            continue;
+                        }
+                    },
+                };
                 if matched.is_empty() {
                     causes.push(format!(
                         "an Application matching `{selector}` in {}",
@@ -296,9 +322,11 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
         }
     }
     for app in &apps {
-        match look(ctx, &api, app, &mut requested).await? {
-            Look::Done => done.push(registered(&api, &target, app)),
-            Look::Waiting(cause) => causes.push(cause),
+        match look(ctx, &api, app, &mut requested).await {
+            Ok(Look::Done) => done.push(registered(&api, &target, app)),
+            Ok(Look::Waiting(cause)) => causes.push(cause),
+            Err(Stop::Unavailable(message)) => causes.push(unavailable(&message)),
+            Err(Stop::Outcome(outcome)) => return Err(outcome),
         }
     }
     if causes.is_empty() {
@@ -419,10 +447,10 @@ async fn look(
     api: &Transport,
     config: &AppConfig,
     requested: &mut BTreeMap<String, String>,
-) -> Result<Look, StepOutcome> {
+) -> Result<Look, Stop> {
     let reference = config.reference();
     let shown = reference.shown();
-    let Some(mut app) = api.get(&reference, true).await.map_err(outcome)? else {
+    let Some(mut app) = api.get(&reference, true).await? else {
         return Ok(Look::Waiting(format!(
             "Application `{shown}` is missing in {}",
             api.who()
@@ -436,10 +464,10 @@ async fn look(
                 Some(stage) => format!("it is authorised for `{stage}`"),
                 None => format!("it has no `{AUTHORIZED_STAGE}` annotation"),
             };
-            return Err(StepOutcome::failed(format!(
+            return Err(Stop::Outcome(StepOutcome::failed(format!(
                 "refusing to touch Argo CD Application `{shown}`: {has}, not `{wanted}`; hint: \
                  annotate it with `{AUTHORIZED_STAGE}: {wanted}` if this Stage may deploy it"
-            )));
+            ))));
         }
     }
     let multi = app["spec"]["sources"].is_array();
@@ -501,8 +529,7 @@ async fn look(
         };
         let fields = fields.join(", ");
         api.patch_spec(&reference, &spec)
-            .await
-            .map_err(outcome)?
+            .await?
             .map_err(|refusal| {
                 StepOutcome::errored(format!(
                     "cannot set {fields} of Application `{shown}` through {}: {} {}",
@@ -512,7 +539,7 @@ async fn look(
                 ))
             })?;
         ctx.log(&format!("set {fields} of `{shown}`"));
-        if let Some(fresh) = api.get(&reference, false).await.map_err(outcome)? {
+        if let Some(fresh) = api.get(&reference, false).await? {
             app = fresh;
         }
     }
@@ -583,7 +610,7 @@ async fn look(
         let message = op["message"].as_str().filter(|m| !m.is_empty());
         if message.is_some_and(|m| m.starts_with(BLOCKED_BY_WINDOW)) {
             // Argo CD's controller holds the operation until the window opens.
-            let windows = api.windows(&reference, &app).await.map_err(outcome)?;
+            let windows = api.windows(&reference, &app).await?;
             let whose = if asked && op_target {
                 String::new()
             } else {
@@ -642,11 +669,7 @@ async fn look(
                 ctx.promotion, ctx.freight.alias, ctx.stage, ctx.actor
             ),
         };
-        match api
-            .sync(&reference, &app, &request)
-            .await
-            .map_err(outcome)?
-        {
+        match api.sync(&reference, &app, &request).await? {
             Ok(()) => {
                 requested.insert(shown.clone(), desired[0].1.to_owned());
                 ctx.log(&format!("asked Argo CD to sync `{shown}` to `{rev}`"));
