@@ -55,6 +55,8 @@ fn users() -> Vec<OidcUser> {
     vec![
         OidcUser::new("ann", &["release-managers", "staff"]),
         OidcUser::new("bob", &["developers"]),
+        // The same name as the bootstrap token's user, who is `dray-admin` everywhere.
+        OidcUser::new("admin", &[]),
     ]
 }
 
@@ -528,11 +530,18 @@ async fn a_group_member_logs_in_with_oidc_and_promotes_and_a_non_member_may_not(
 
 /// Dray and the provider only (a bare project for the pages).
 async fn small(world: &TestWorld) -> Result<(OidcProvider, Dray)> {
+    small_with(world, &[]).await
+}
+
+/// [`small`] with more `dray serve` flags.
+async fn small_with(world: &TestWorld, extra: &[&str]) -> Result<(OidcProvider, Dray)> {
     let provider = OidcProvider::start(world, &users())?;
+    let mut args = oidc_args(world, &provider)?;
+    args.extend(extra.iter().map(|a| (*a).to_owned()));
     let dray = Dray::start(
         world,
         DrayOptions {
-            args: oidc_args(world, &provider)?,
+            args,
             ..Default::default()
         },
     )?;
@@ -547,6 +556,28 @@ async fn small(world: &TestWorld) -> Result<(OidcProvider, Dray)> {
     let applied = dray.cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
     ensure!(applied.status.success(), "apply failed: {}", text(&applied));
     Ok((provider, dray))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_user_named_like_a_token_user_gets_none_of_its_roles() -> Result<()> {
+    let world = TestWorld::new()?;
+    // Users named by `sub`, which the provider lets anyone pick here: `admin` is not Dray's.
+    let (provider, dray) = small_with(&world, &["--oidc-username-claim", "sub"]).await?;
+    let base = dray.url();
+    let mut web = Web::new()?;
+    let (page, csrf) = log_in(&mut web, &base, &provider, "admin").await?;
+    assert!(page.body.contains("oidc:admin"), "{}", page.body);
+    let refused = promote(&mut web, &base, Some(&csrf), "any-freight").await?;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("user `oidc:admin` may not promote"),
+        "{}",
+        refused.body
+    );
+    // The token user `admin` keeps its roles.
+    let listed = dray.cli(["-p", "demo", "get", "stages"])?;
+    assert!(listed.status.success(), "{}", text(&listed));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -61,8 +61,9 @@ pub trait Step: Send + Sync {
     async fn run(&self, ctx: &StepContext, config: serde_json::Value) -> StepOutcome;
 
     /// How long the engine lets this step keep answering `Running` when the step's
-    /// `retry.timeout` says nothing. Steps that wait for people (a review) wait longer.
-    fn default_timeout(&self) -> std::time::Duration {
+    /// `retry.timeout` says nothing, given its evaluated configuration. Steps that wait for
+    /// people (a review) wait longer, and as long as their own `timeout` says.
+    fn default_timeout(&self, _config: &serde_json::Value) -> std::time::Duration {
         DEFAULT_STEP_TIMEOUT
     }
 }

@@ -436,7 +436,7 @@ impl Engine {
             .as_ref()
             .and_then(|r| r.timeout.as_deref())
             .and_then(|t| parse_duration(t).ok())
-            .unwrap_or_else(|| runner.default_timeout());
+            .unwrap_or_else(|| runner.default_timeout(&config));
         let threshold = step
             .retry
             .as_ref()

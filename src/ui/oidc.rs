@@ -63,6 +63,11 @@ pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Provider metadata (and its signing keys) older than this is read again at login.
 const METADATA_MAX_AGE: Duration = Duration::from_secs(3600);
 
+/// What an OIDC username not taken from `email` starts with, unless
+/// `--oidc-username-prefix` says otherwise (as Kubernetes prefixes such names with the
+/// issuer): ``oidc:bob``.
+pub const DEFAULT_USERNAME_PREFIX: &str = "oidc:";
+
 /// At most this many pending login attempts; the oldest is dropped to make room.
 const MAX_ATTEMPTS: usize = 10_000;
 
@@ -81,6 +86,11 @@ pub struct OidcOptions {
     pub username_claim: String,
     /// The claim listing the user's groups (a list of strings, or one string).
     pub groups_claim: String,
+    /// Put before every OIDC username (`Some("")`: nothing). `None`, the default: a name
+    /// from a verified `email` claim is kept as it is, any other (another claim, or `sub`)
+    /// gets [`DEFAULT_USERNAME_PREFIX`], so that no provider-side name can be taken for an
+    /// API token's user (the bootstrap `admin`, say) and inherit its cluster-wide roles.
+    pub username_prefix: Option<String>,
     /// The scopes asked for (`openid` is always asked for).
     pub scopes: Vec<String>,
 }
@@ -97,6 +107,7 @@ impl std::fmt::Debug for OidcOptions {
             .field("redirect_url", &self.redirect_url)
             .field("username_claim", &self.username_claim)
             .field("groups_claim", &self.groups_claim)
+            .field("username_prefix", &self.username_prefix)
             .field("scopes", &self.scopes)
             .finish()
     }
@@ -566,15 +577,23 @@ fn user_and_groups(
     };
     let unverified_email = options.username_claim == "email"
         && claims.get("email_verified") == Some(&Value::Bool(false));
-    let user = if unverified_email {
+    let from_claim = if unverified_email {
         None
     } else {
         text(&options.username_claim)
-    }
-    .or_else(|| text("sub"))
-    .ok_or_else(|| OidcLoginError::NoUser {
-        claim: options.username_claim.clone(),
-    })?;
+    };
+    let from_email = from_claim.is_some() && options.username_claim == "email";
+    let name = from_claim
+        .or_else(|| text("sub"))
+        .ok_or_else(|| OidcLoginError::NoUser {
+            claim: options.username_claim.clone(),
+        })?;
+    let prefix = match &options.username_prefix {
+        Some(prefix) => prefix.as_str(),
+        None if from_email => "",
+        None => DEFAULT_USERNAME_PREFIX,
+    };
+    let user = format!("{prefix}{name}");
     let groups = match claims.get(&options.groups_claim) {
         Some(Value::Array(items)) => items
             .iter()
@@ -765,6 +784,7 @@ mod tests {
             redirect_url: "https://dray.example.com/auth/callback".into(),
             username_claim: "email".into(),
             groups_claim: "groups".into(),
+            username_prefix: None,
             scopes: vec!["openid".into(), "email".into()],
         }
     }
@@ -823,18 +843,45 @@ mod tests {
         let who = user_and_groups(&claims, &options(), ttl).unwrap();
         assert_eq!(
             (who.user.as_str(), who.groups),
-            ("u-2", vec!["ops".to_owned()])
+            ("oidc:u-2", vec!["ops".to_owned()])
         );
         let claims =
             serde_json::json!({"sub": "u-3", "email": "x@example.com", "email_verified": false});
         assert_eq!(
             user_and_groups(&claims, &options(), ttl).unwrap().user,
-            "u-3"
+            "oidc:u-3"
         );
         let error = user_and_groups(&serde_json::json!({}), &options(), ttl).unwrap_err();
         assert!(
             error.to_string().contains("--oidc-username-claim"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_name_not_from_email_is_prefixed_so_it_cannot_be_a_token_users() {
+        let ttl = Duration::from_secs(60);
+        let mut by_username = options();
+        by_username.username_claim = "preferred_username".into();
+        let claims = serde_json::json!({"sub": "u-9", "preferred_username": "admin"});
+        let who = user_and_groups(&claims, &by_username, ttl).unwrap();
+        assert_eq!(who.user, "oidc:admin");
+        by_username.username_prefix = Some("corp/".into());
+        assert_eq!(
+            user_and_groups(&claims, &by_username, ttl).unwrap().user,
+            "corp/admin"
+        );
+        by_username.username_prefix = Some(String::new());
+        assert_eq!(
+            user_and_groups(&claims, &by_username, ttl).unwrap().user,
+            "admin"
+        );
+        let mut by_email = options();
+        by_email.username_prefix = Some("corp/".into());
+        let claims = serde_json::json!({"sub": "u-1", "email": "ann@example.com"});
+        assert_eq!(
+            user_and_groups(&claims, &by_email, ttl).unwrap().user,
+            "corp/ann@example.com"
         );
     }
 

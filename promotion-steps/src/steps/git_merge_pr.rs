@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::pr::{
-    DEFAULT_TIMEOUT, PrNumber, WaitFor, Waiting, closed_without_merge, forge_error, human,
-    pr_outputs, since_state, start_waiting, timed_out,
+    PrNumber, WaitFor, Waiting, closed_without_merge, forge_error, human, own_timeout, pr_outputs,
+    since_state, start_waiting, timed_out,
 };
 use super::typed::TypedStep;
 use crate::forge::{ForgeError, MergeMethod, PrState, Provider};
@@ -82,8 +82,8 @@ impl TypedStep for GitMergePr {
     const KIND: &'static str = KIND;
     type Config = Config;
 
-    fn default_timeout(&self) -> std::time::Duration {
-        DEFAULT_TIMEOUT
+    fn default_timeout(&self, config: &Config) -> std::time::Duration {
+        own_timeout(config.timeout.as_deref())
     }
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

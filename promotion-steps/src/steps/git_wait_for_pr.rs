@@ -13,8 +13,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::pr::{
-    DEFAULT_TIMEOUT, PrNumber, WaitFor, Waiting, closed_without_merge, human, pr_outputs,
-    since_state, start_waiting, timed_out,
+    PrNumber, WaitFor, Waiting, closed_without_merge, human, own_timeout, pr_outputs, since_state,
+    start_waiting, timed_out,
 };
 use super::typed::TypedStep;
 use crate::forge::{PrState, Provider};
@@ -55,8 +55,8 @@ impl TypedStep for GitWaitForPr {
     const KIND: &'static str = KIND;
     type Config = Config;
 
-    fn default_timeout(&self) -> Duration {
-        DEFAULT_TIMEOUT
+    fn default_timeout(&self, config: &Config) -> Duration {
+        own_timeout(config.timeout.as_deref())
     }
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
@@ -127,8 +127,38 @@ pub(crate) fn wait_outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Step;
     use crate::forge::PullRequest;
-    use crate::steps::pr::DEFAULT_POLL;
+    use crate::steps::pr::{DEFAULT_POLL, DEFAULT_TIMEOUT};
+
+    #[test]
+    fn the_engine_waits_as_long_as_the_steps_own_timeout_says() {
+        let config = |timeout: Option<&str>| {
+            let mut config =
+                serde_json::json!({"repoURL": "https://github.com/a/b", "prNumber": 7});
+            if let Some(timeout) = timeout {
+                config["timeout"] = serde_json::json!(timeout);
+            }
+            config
+        };
+        let step: &dyn Step = &GitWaitForPr;
+        assert_eq!(
+            step.default_timeout(&config(Some("100h"))),
+            Duration::from_secs(100 * 3600)
+        );
+        assert_eq!(
+            step.default_timeout(&config(Some("5m"))),
+            Duration::from_secs(300)
+        );
+        assert_eq!(step.default_timeout(&config(None)), DEFAULT_TIMEOUT);
+        assert_eq!(
+            Step::default_timeout(
+                &crate::steps::git_merge_pr::GitMergePr,
+                &config(Some("100h"))
+            ),
+            Duration::from_secs(100 * 3600)
+        );
+    }
 
     fn pr(state: PrState) -> PullRequest {
         PullRequest {

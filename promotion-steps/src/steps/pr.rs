@@ -138,6 +138,14 @@ pub(crate) fn waiting_since(ctx: &StepContext) -> i64 {
         .unwrap_or_else(|| jiff::Timestamp::now().as_second())
 }
 
+/// How long the engine lets a pull-request step wait: its own `timeout` (an unreadable one
+/// is the step's own error), else [`DEFAULT_TIMEOUT`].
+pub(crate) fn own_timeout(timeout: Option<&str>) -> Duration {
+    timeout
+        .and_then(|t| parse_duration(t).ok())
+        .unwrap_or(DEFAULT_TIMEOUT)
+}
+
 /// Whether a step that started waiting at `since` has waited longer than `timeout`.
 pub(crate) fn timed_out(since: i64, timeout: Duration) -> bool {
     jiff::Timestamp::now().as_second() - since > timeout.as_secs() as i64

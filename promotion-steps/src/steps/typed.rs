@@ -24,8 +24,8 @@ pub(crate) trait TypedStep: Send + Sync {
     /// Runs the step with its parsed configuration.
     async fn run_config(&self, ctx: &StepContext, config: Self::Config) -> StepOutcome;
 
-    /// See [`Step::default_timeout`].
-    fn default_timeout(&self) -> Duration {
+    /// See [`Step::default_timeout`]; `config` is the parsed configuration.
+    fn default_timeout(&self, _config: &Self::Config) -> Duration {
         crate::DEFAULT_STEP_TIMEOUT
     }
 }
@@ -47,7 +47,11 @@ impl<T: TypedStep> Step for T {
         }
     }
 
-    fn default_timeout(&self) -> Duration {
-        TypedStep::default_timeout(self)
+    /// A configuration that does not parse gets the default: the run fails on it anyway.
+    fn default_timeout(&self, config: &Value) -> Duration {
+        match serde_json::from_value::<T::Config>(config.clone()) {
+            Ok(config) => TypedStep::default_timeout(self, &config),
+            Err(_) => crate::DEFAULT_STEP_TIMEOUT,
+        }
     }
 }

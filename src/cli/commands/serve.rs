@@ -59,6 +59,11 @@ pub struct ServeArgs {
     /// The ID-token claim naming the user (falls back to `sub` when absent).
     #[arg(long, value_name = "CLAIM", default_value = "email")]
     pub oidc_username_claim: String,
+    /// Put before every OIDC username, so that provider-side names cannot be taken for API
+    /// token users (`-`: nothing). By default a name from `email` is kept as it is and any
+    /// other (another claim, or `sub`) becomes `oidc:<name>`; RoleBindings name it so.
+    #[arg(long, value_name = "PREFIX")]
+    pub oidc_username_prefix: Option<String>,
     /// The ID-token claim listing the user's groups (for RoleBindings with `kind: Group`).
     #[arg(long, value_name = "CLAIM", default_value = "groups")]
     pub oidc_groups_claim: String,
@@ -140,10 +145,11 @@ fn oidc_options(args: &ServeArgs) -> Result<Option<OidcOptions>, CliError> {
     let Some(issuer) = args.oidc_issuer.clone() else {
         let stray = args.oidc_client_id.is_some()
             || args.oidc_client_secret_file.is_some()
-            || args.oidc_redirect_url.is_some();
+            || args.oidc_redirect_url.is_some()
+            || args.oidc_username_prefix.is_some();
         if stray {
             return Err(usage(
-                "--oidc-client-id, --oidc-client-secret-file and --oidc-redirect-url need --oidc-issuer",
+                "--oidc-client-id, --oidc-client-secret-file, --oidc-redirect-url and --oidc-username-prefix need --oidc-issuer",
                 "add --oidc-issuer <the provider's issuer URL>, or drop the --oidc-* flags",
             ));
         }
@@ -215,6 +221,10 @@ fn oidc_options(args: &ServeArgs) -> Result<Option<OidcOptions>, CliError> {
         redirect_url,
         username_claim: args.oidc_username_claim.clone(),
         groups_claim: args.oidc_groups_claim.clone(),
+        username_prefix: args
+            .oidc_username_prefix
+            .as_deref()
+            .map(|prefix| if prefix == "-" { "" } else { prefix }.to_owned()),
         scopes,
     }))
 }
@@ -259,6 +269,23 @@ mod tests {
         assert_eq!(options.groups_claim, "groups");
         assert_eq!(options.scopes, ["openid", "profile", "email", "groups"]);
         assert!(options.client_secret.is_none());
+        assert_eq!(options.username_prefix, None);
+        let base = [
+            "--oidc-issuer",
+            "http://127.0.0.1:9400",
+            "--oidc-client-id",
+            "dray",
+        ];
+        let prefix = |given: &str| {
+            let mut args = base.to_vec();
+            args.extend(["--oidc-username-prefix", given]);
+            oidc_options(&parse(&args))
+                .unwrap()
+                .unwrap()
+                .username_prefix
+        };
+        assert_eq!(prefix("-").as_deref(), Some(""));
+        assert_eq!(prefix("corp/").as_deref(), Some("corp/"));
 
         let error = oidc_options(&parse(&[
             "--listen",
