@@ -49,7 +49,7 @@ pub struct GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the server: controllers, HTTP API and webhook receivers, state in SQLite.
-    Serve(commands::serve::ServeArgs),
+    Serve(Box<commands::serve::ServeArgs>),
     /// Create or update resources from YAML files or directories.
     Apply(commands::apply::ApplyArgs),
     /// List resources, or show one.
@@ -116,7 +116,7 @@ fn report(error: &CliError) {
 async fn run(cli: Cli) -> Result<(), CliError> {
     let ctx = || Context::new(&cli.global);
     match cli.command {
-        Command::Serve(args) => commands::serve::run(args).await,
+        Command::Serve(args) => commands::serve::run(*args).await,
         Command::Apply(args) => commands::apply::run(&ctx()?, args).await,
         Command::Get(args) => commands::get::run(&ctx()?, args).await,
         Command::Delete(args) => commands::delete::run(&ctx()?, args).await,
