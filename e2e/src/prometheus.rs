@@ -42,6 +42,17 @@ pub enum Answer {
     Scalar(f64),
     /// An empty vector: the series does not exist (yet).
     Empty,
+    /// One sample of `value`, but only once the query `other` has been asked too: the
+    /// answer is held (at most `wait`) until then, and is an empty vector if it never is.
+    /// Two metrics answered so only pass when Dray measures them at the same time.
+    AfterQuery {
+        /// The query that must be asked before this one is answered.
+        other: String,
+        /// The value then answered.
+        value: f64,
+        /// How long the answer is held at most.
+        wait: std::time::Duration,
+    },
     /// An error of `error_type` (`bad_data`, `execution`, `timeout`, `internal`,
     /// `unavailable`) with Prometheus' status code for it.
     Error {
@@ -192,6 +203,21 @@ async fn query(
             .map(|answers| answers[n.min(answers.len().saturating_sub(1))].clone())
             .unwrap_or(Answer::Empty)
     };
+    let answer = match answer {
+        Answer::AfterQuery { other, value, wait } => {
+            let deadline = tokio::time::Instant::now() + wait;
+            loop {
+                if lock(&inner).queries.contains(&other) {
+                    break Answer::Value(value);
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    break Answer::Empty;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+        answer => answer,
+    };
     let sample = |labels: Value, v: f64| json!({"metric": labels, "value": [time, text(v)]});
     let data = match answer {
         Answer::Value(v) => json!({"resultType": "vector", "result": [sample(json!({}), v)]}),
@@ -204,7 +230,9 @@ async fn query(
             json!({"resultType": "vector", "result": result})
         }
         Answer::Scalar(v) => json!({"resultType": "scalar", "result": [time, text(v)]}),
-        Answer::Empty => json!({"resultType": "vector", "result": []}),
+        Answer::Empty | Answer::AfterQuery { .. } => {
+            json!({"resultType": "vector", "result": []})
+        }
         Answer::Error {
             error_type,
             message,

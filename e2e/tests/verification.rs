@@ -285,3 +285,93 @@ async fn a_closed_sync_window_is_written_to_git_waiting_for_sync_until_it_opens(
         Ok(())
     })
 }
+
+/// Two Stages, `dev` and `staging`, both taking Freight from the Warehouse, rendering to their own branches, each verified by a metric on
+/// its own query; neither has Argo CD Applications, so analysis starts at once.
+fn two_stages(p: &dray_e2e::pipeline::Pipeline, prometheus: &str) -> String {
+    let stage = |name: &str| {
+        format!(
+            r#"---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: {name}, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{direct: true}}
+  verification:
+    analysisTemplates: [{{name: ready}}]
+    args:
+      - name: stage
+        value: ${{{{ ctx.stage }}}}
+  promotionTemplate:
+    spec:
+      steps:
+        - task: {{name: render-to-stage-branch}}
+          vars:
+            - {{name: repoURL, value: "{config_url}"}}
+            - {{name: imageRepo, value: "{registry}/demo/app"}}
+"#,
+            config_url = p.config_url,
+            registry = p.registry.host(),
+        )
+    };
+    format!(
+        r#"apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {{name: ready, namespace: demo}}
+spec:
+  args:
+    - name: stage
+  metrics:
+    - name: ready
+      count: 1
+      successCondition: result[0] == 1.0
+      provider:
+        prometheus:
+          address: "{prometheus}"
+          query: 'ready{{stage="{{{{args.stage}}}}"}}'
+{a}{b}"#,
+        a = stage("dev"),
+        b = stage("staging"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stages_slow_measurement_does_not_hold_up_anothers() -> Result<()> {
+    let p = tokio::task::block_in_place(dray_e2e::pipeline::Pipeline::start)?;
+    let prometheus = dray_e2e::prometheus::Prometheus::start(&p.world)?;
+    // Each Stage's query is answered only once the other's has been asked (held up to 20s,
+    // then empty: Inconclusive): both pass only if Dray measures `staging` while `dev`'s
+    // measurement is still waiting for its answer.
+    let (qa, qb) = (r#"ready{stage="dev"}"#, r#"ready{stage="staging"}"#);
+    let held = |other: &str| Answer::AfterQuery {
+        other: other.to_owned(),
+        value: 1.0,
+        wait: Duration::from_secs(20),
+    };
+    prometheus.set(qa, held(qb));
+    prometheus.set(qb, held(qa));
+    p.apply_base()?;
+    p.apply(&two_stages(&p, &prometheus.url()))?;
+    p.release("1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        let (freight, alias) = p.newest_freight()?;
+        for stage in ["dev", "staging"] {
+            let promoted = p.promote(stage, &alias)?;
+            assert!(promoted.status.success(), "{}", text(&promoted));
+        }
+        for stage in ["dev", "staging"] {
+            let run = p.wait_until(&format!("the verification of `{stage}`"), || {
+                let run = p.stage(stage)?["status"]["verification"].clone();
+                let ended = run["freight"] == freight.as_str()
+                    && !matches!(run["phase"].as_str(), Some("Pending" | "Running") | None);
+                Ok(ended.then_some(run))
+            })?;
+            assert_eq!(run["phase"], "Successful", "`{stage}`: {run:#}");
+        }
+        assert_eq!(prometheus.queries(qa), 1, "{:?}", prometheus.all_queries());
+        assert_eq!(prometheus.queries(qb), 1, "{:?}", prometheus.all_queries());
+        Ok(())
+    })
+}

@@ -12,13 +12,18 @@
 //!   the history and recorded on the Freight (`state::record_on_freight`).
 //!
 //! The loop wakes on the store's change feed, on the next due measurement or health look,
-//! and at least every 30s.
+//! when a look ends, and at least every 30s. Each Stage is looked at in a task of its own
+//! (at most [`MAX_LOOKS_IN_FLIGHT`] at once, one per Stage), so a slow Argo CD or metric
+//! provider for one Stage never delays another's measurements; a Stage is looked at again
+//! when it changed or its next look is due.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+use tokio::sync::OnceCell;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
@@ -34,6 +39,8 @@ use super::analysis::{Analyzer, prepare};
 use super::{health, state};
 
 const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// At most this many Stages are looked at at once; the others wait for a look to end.
+pub const MAX_LOOKS_IN_FLIGHT: usize = 32;
 /// How often health is read while nothing waits on it.
 pub const HEALTH_POLL: Duration = Duration::from_secs(30);
 /// How often health is read while a verification waits on it.
@@ -52,12 +59,78 @@ pub struct VerificationController {
     http: reqwest::Client,
     analyzer: Analyzer,
     exprs: ExprCache,
-    next_health_look: HashMap<ObjectKey, Timestamp>,
+    next_health_look: Mutex<HashMap<ObjectKey, Timestamp>>,
 }
 
 /// What one look at a Stage asks of the loop.
 struct Look {
     wake_at: Option<Timestamp>,
+}
+
+/// The projects' credentials for one turn of the loop, each loaded once, when a look first
+/// needs it.
+type CredentialCache = Arc<Mutex<BTreeMap<String, Arc<OnceCell<Arc<ProjectCredentials>>>>>>;
+
+/// What the loop keeps about a Stage between looks.
+struct Looked {
+    /// The Stage's `resourceVersion` that the last look saw.
+    version: u64,
+    /// When to look again even if it does not change.
+    wake_at: Timestamp,
+}
+
+/// The Stages being looked at, and what the loop knows of the others.
+#[derive(Default)]
+struct Looks {
+    tasks: JoinSet<(ObjectKey, u64, Result<Look, StoreError>)>,
+    in_flight: HashMap<ObjectKey, tokio::task::Id>,
+    looked: HashMap<ObjectKey, Looked>,
+}
+
+impl Looks {
+    /// Whether `stored` is due a look: not being looked at, and changed since the last look
+    /// or at its wake time.
+    fn due(&self, stored: &StoredObject, now: Timestamp) -> bool {
+        !self.in_flight.contains_key(&stored.key)
+            && self.looked.get(&stored.key).is_none_or(|looked| {
+                looked.version != stored.resource_version || looked.wake_at <= now
+            })
+    }
+
+    /// Takes in a finished look.
+    fn finished(
+        &mut self,
+        done: Result<(ObjectKey, u64, Result<Look, StoreError>), tokio::task::JoinError>,
+    ) {
+        match done {
+            Ok((key, version, result)) => {
+                self.in_flight.remove(&key);
+                let now = Timestamp::now();
+                let wake_at = match result {
+                    Ok(look) => look.wake_at.unwrap_or_else(|| after(now, MAX_SLEEP)),
+                    Err(error) => {
+                        tracing::warn!(stage = %key, %error, "cannot verify stage");
+                        after(now, MAX_SLEEP)
+                    }
+                };
+                self.looked.insert(key, Looked { version, wake_at });
+            }
+            Err(error) => {
+                tracing::error!(%error, "a look at a stage ended abnormally");
+                let id = error.id();
+                self.in_flight.retain(|_, task| *task != id);
+            }
+        }
+    }
+
+    /// The earliest time a Stage not being looked at wants a look, at most `MAX_SLEEP` away.
+    fn next_wake(&self, now: Timestamp) -> Timestamp {
+        self.looked
+            .iter()
+            .filter(|(key, _)| !self.in_flight.contains_key(*key))
+            .map(|(_, looked)| looked.wake_at)
+            .fold(after(now, MAX_SLEEP), Timestamp::min)
+    }
 }
 
 fn after(now: Timestamp, duration: Duration) -> Timestamp {
@@ -82,36 +155,55 @@ impl VerificationController {
             analyzer: Analyzer::new(http.clone()),
             http,
             exprs: ExprCache::new(),
-            next_health_look: HashMap::new(),
+            next_health_look: Mutex::default(),
         }
     }
 
-    /// Runs until `shutdown` is cancelled.
-    pub async fn run(mut self, shutdown: CancellationToken) {
-        let mut feed = self.store.changes();
+    /// Runs until `shutdown` is cancelled; looks in flight are then dropped (a run's state
+    /// is in the store, and the next start goes on from it).
+    pub async fn run(self, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        let mut feed = this.store.changes();
+        let mut looks = Looks::default();
         loop {
             let seen = feed.latest();
             let now = Timestamp::now();
-            let mut wake_at = after(now, MAX_SLEEP);
-            match self.store.list(Kind::Stage, None).await {
+            match this.store.list(Kind::Stage, None).await {
                 Ok(stages) => {
-                    let mut credentials = BTreeMap::new();
+                    let listed: std::collections::HashSet<&ObjectKey> =
+                        stages.iter().map(|s| &s.key).collect();
+                    looks.looked.retain(|key, _| listed.contains(key));
+                    let credentials = CredentialCache::default();
                     for stored in stages {
-                        match self.look(&stored, &mut credentials).await {
-                            Ok(look) => {
-                                if let Some(at) = look.wake_at {
-                                    wake_at = wake_at.min(at);
-                                }
-                            }
-                            Err(error) => {
-                                tracing::warn!(stage = %stored.key, %error, "cannot verify stage")
-                            }
+                        if !needs_a_look(&stored.object) {
+                            looks.looked.remove(&stored.key);
+                            this.forget_health(&stored.key);
+                            continue;
                         }
+                        if !looks.due(&stored, now) {
+                            continue;
+                        }
+                        if looks.in_flight.len() >= MAX_LOOKS_IN_FLIGHT {
+                            break;
+                        }
+                        let key = stored.key.clone();
+                        let version = stored.resource_version;
+                        let look = {
+                            let this = Arc::clone(&this);
+                            let credentials = Arc::clone(&credentials);
+                            async move {
+                                let result = this.look(&stored, &credentials).await;
+                                (stored.key, version, result)
+                            }
+                        };
+                        let task = looks.tasks.spawn(look);
+                        looks.in_flight.insert(key, task.id());
                     }
                 }
                 Err(error) => tracing::error!(%error, "cannot list stages"),
             }
-            let sleep = wake_at
+            let sleep = looks
+                .next_wake(now)
                 .duration_since(Timestamp::now())
                 .try_into()
                 .unwrap_or(Duration::ZERO)
@@ -119,33 +211,63 @@ impl VerificationController {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = feed.wait_past(seen, sleep) => {}
+                Some(done) = looks.tasks.join_next(), if !looks.tasks.is_empty() => {
+                    looks.finished(done);
+                }
+            }
+            while let Some(done) = looks.tasks.try_join_next() {
+                looks.finished(done);
             }
         }
+        looks.tasks.abort_all();
     }
 
-    async fn credentials<'a>(
+    /// Forgets when `key`'s health was due (it has nothing to watch any more).
+    fn forget_health(&self, key: &ObjectKey) {
+        self.next_health_look
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+
+    /// When `key`'s health is next due.
+    fn health_due(&self, key: &ObjectKey) -> Option<Timestamp> {
+        self.next_health_look
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            .copied()
+    }
+
+    /// `project`'s credentials, loaded at most once per turn of the loop.
+    async fn credentials(
         &self,
         project: &str,
-        cache: &'a mut BTreeMap<String, ProjectCredentials>,
-    ) -> Result<&'a ProjectCredentials, StoreError> {
-        if !cache.contains_key(project) {
-            let loaded =
-                ProjectCredentials::load(self.store.as_ref(), &self.secret_key, project).await?;
-            cache.insert(project.to_owned(), loaded);
-        }
-        Ok(&cache[project])
+        cache: &CredentialCache,
+    ) -> Result<Arc<ProjectCredentials>, StoreError> {
+        let cell = Arc::clone(
+            cache
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(project.to_owned())
+                .or_default(),
+        );
+        let loaded = cell
+            .get_or_try_init(|| async {
+                ProjectCredentials::load(self.store.as_ref(), &self.secret_key, project)
+                    .await
+                    .map(Arc::new)
+            })
+            .await?;
+        Ok(Arc::clone(loaded))
     }
 
     /// One look at one Stage: health when due, then its run.
     async fn look(
-        &mut self,
+        &self,
         stored: &StoredObject,
-        credentials: &mut BTreeMap<String, ProjectCredentials>,
+        credentials: &CredentialCache,
     ) -> Result<Look, StoreError> {
-        if !needs_a_look(&stored.object) {
-            self.next_health_look.remove(&stored.key);
-            return Ok(Look { wake_at: None });
-        }
         let stage: Stage = stored.to_typed()?;
         let status = stage.status.clone().unwrap_or_default();
         let run = status
@@ -165,16 +287,12 @@ impl VerificationController {
                     _ => true,
                 }
             });
-            let due = stale
-                || self
-                    .next_health_look
-                    .get(&stored.key)
-                    .is_none_or(|at| *at <= now);
+            let due = stale || self.health_due(&stored.key).is_none_or(|at| at <= now);
             if due {
                 let creds = self.credentials(&project, credentials).await?;
                 let fresh = health::check(
                     &self.http,
-                    creds,
+                    creds.as_ref(),
                     &status.applications,
                     health.as_ref(),
                     now,
@@ -195,9 +313,11 @@ impl VerificationController {
                     HEALTH_POLL
                 };
                 self.next_health_look
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
                     .insert(stored.key.clone(), after(now, every));
             }
-            wake_at = self.next_health_look.get(&stored.key).copied();
+            wake_at = self.health_due(&stored.key);
         }
         let Some(run) = run else {
             return Ok(Look { wake_at });
