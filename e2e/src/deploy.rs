@@ -128,14 +128,7 @@ spec:
   requestedFreight:
     - origin: {{kind: Warehouse, name: app}}
       sources: {{stages: [dev]}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-"#,
+{staging_template}"#,
         api = d.argocd.base_url(),
         prom = d.prometheus.url(),
         registry = d.p.registry.host(),
@@ -143,6 +136,7 @@ spec:
         queue_policy = options.queue_policy,
         health_timeout = options.health_timeout,
         sync_timeout = options.sync_timeout,
+        staging_template = d.p.render_template(),
     )
 }
 

@@ -92,6 +92,23 @@ impl Pipeline {
         std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
     }
 
+    /// A Stage's `promotionTemplate` (as it sits under `spec:`) running the quickstart's
+    /// `render-to-stage-branch` task against this world's config repository and registry.
+    pub fn render_template(&self) -> String {
+        format!(
+            r#"  promotionTemplate:
+    spec:
+      steps:
+        - task: {{name: render-to-stage-branch}}
+          vars:
+            - {{name: repoURL, value: "{config_url}"}}
+            - {{name: imageRepo, value: "{registry}/demo/app"}}
+"#,
+            config_url = self.config_url,
+            registry = self.registry.host(),
+        )
+    }
+
     /// Applies [`BASE_FILES`].
     pub fn apply_base(&self) -> Result<()> {
         let yaml = BASE_FILES

@@ -304,16 +304,8 @@ spec:
     args:
       - name: stage
         value: ${{{{ ctx.stage }}}}
-  promotionTemplate:
-    spec:
-      steps:
-        - task: {{name: render-to-stage-branch}}
-          vars:
-            - {{name: repoURL, value: "{config_url}"}}
-            - {{name: imageRepo, value: "{registry}/demo/app"}}
-"#,
-            config_url = p.config_url,
-            registry = p.registry.host(),
+{template}"#,
+            template = p.render_template(),
         )
     };
     format!(
