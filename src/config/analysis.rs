@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 
 use crate::api::{AnalysisTemplate, MAX_PROVIDER_TIMEOUT_SECONDS, Metric, Verification};
 use crate::expr::ExprCache;
-use crate::verification::analysis::{JsonPath, WEB_METHODS, referenced_args};
+use crate::verification::analysis::{
+    ARG_PLACEHOLDER, JsonPath, WEB_METHODS, referenced_args, with_arg_placeholders,
+};
 
 use super::durations;
 use super::error::Issue;
@@ -106,24 +108,31 @@ fn metric(
         ),
         _ => {}
     }
+    let mut texts: Vec<(FieldPath, &str)> = Vec::new();
     for (field, condition) in [
         ("successCondition", &metric.success_condition),
         ("failureCondition", &metric.failure_condition),
     ] {
-        if let Some(condition) = condition
-            && let Err(e) = cache.compile(condition.trim())
-        {
+        let Some(condition) = condition else { continue };
+        texts.push((at.key(field), condition));
+        // Args are substituted before a run compiles it; here each stands as a number.
+        let with_args = !referenced_args(condition).is_empty();
+        if let Err(e) = cache.compile(with_arg_placeholders(condition.trim()).trim()) {
+            let taken = if with_args {
+                format!(" (each `{{{{args.…}}}}` taken as {ARG_PLACEHOLDER})")
+            } else {
+                String::new()
+            };
             issues.push(
                 Issue::new(
                     at.key(field),
-                    format!("metric `{name}`: `{field}` is not valid CEL: {e}"),
+                    format!("metric `{name}`: `{field}` is not valid CEL{taken}: {e}"),
                 )
                 .hint("write a CEL condition over `result`, e.g. `result[0] >= 0.95`"),
             );
         }
     }
     let provider = at.key("provider");
-    let mut texts: Vec<(FieldPath, &str)> = Vec::new();
     match (&metric.provider.web, &metric.provider.prometheus) {
         (Some(web), None) => {
             let at = provider.key("web");

@@ -700,6 +700,56 @@ fn an_analysis_template_and_a_stage_using_it_load() {
 }
 
 #[test]
+fn args_in_conditions_are_checked_as_numbers_and_must_be_declared() {
+    let template = |success: &str| {
+        format!(
+            "\
+apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {{name: rate, namespace: demo}}
+spec:
+  args: [{{name: min}}]
+  metrics:
+  - name: rate
+    successCondition: '{success}'
+    provider: {{web: {{url: http://x}}}}
+"
+        )
+    };
+    let load_one = |text: &str| {
+        load(
+            &[file("project.yaml", PROJECT), file("t.yaml", text)],
+            None,
+            &Default::default(),
+        )
+    };
+    assert!(load_one(&template("result[0] >= {{args.min}}")).is_ok());
+    assert!(load_one(&template("result.status == \"{{ args.min }}\"")).is_ok());
+    let errors = load_new_errors(&[
+        file("project.yaml", PROJECT),
+        file("t.yaml", &template("result[0] >= {{args.max}}")),
+    ]);
+    let found = summary(&errors);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].1, "spec.metrics[0].successCondition");
+    assert_eq!(
+        found[0].2,
+        "metric `rate` uses `{{args.max}}`, but the template declares no arg `max`"
+    );
+    let errors = load_new_errors(&[
+        file("project.yaml", PROJECT),
+        file("t.yaml", &template("result[0] >= {{args.min}} &&")),
+    ]);
+    let found = summary(&errors);
+    assert!(
+        found[0].2.starts_with(
+            "metric `rate`: `successCondition` is not valid CEL (each `{{args.…}}` taken as 0): "
+        ),
+        "{found:#?}"
+    );
+}
+
+#[test]
 fn analysis_template_errors_name_the_metric_and_field() {
     let text = "\
 apiVersion: dray.dev/v1alpha1

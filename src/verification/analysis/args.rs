@@ -65,6 +65,20 @@ pub(super) fn substitute(text: &str, values: &BTreeMap<String, String>) -> Resul
     Ok(out)
 }
 
+/// What stands for every arg when a condition is checked before any run (`dray apply`):
+/// a number, since args in conditions are most often thresholds (`result[0] >= {{args.min}}`).
+pub const PLACEHOLDER: &str = "0";
+
+/// `text` with every `{{args.NAME}}` replaced by [`PLACEHOLDER`], to check that it
+/// compiles before the values are known.
+pub fn with_placeholders(text: &str) -> String {
+    let values = referenced(text)
+        .into_iter()
+        .map(|name| (name.to_owned(), PLACEHOLDER.to_owned()))
+        .collect();
+    substitute(text, &values).unwrap_or_else(|_| text.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

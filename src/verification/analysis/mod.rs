@@ -39,7 +39,10 @@ use jiff::Timestamp;
 use crate::api::{Measurement, Time, VerificationInfo, VerificationPhase};
 use crate::expr::ExprCache;
 
-pub use args::referenced as referenced_args;
+pub use args::{
+    PLACEHOLDER as ARG_PLACEHOLDER, referenced as referenced_args,
+    with_placeholders as with_arg_placeholders,
+};
 pub use condition::{Observed, Verdict};
 pub use error::AnalysisError;
 pub use json_path::JsonPath;

@@ -220,11 +220,13 @@ impl Resolver<'_> {
         field: &str,
     ) -> Result<Option<String>, AnalysisError> {
         let Some(text) = text else { return Ok(None) };
+        let text = self.text(text.trim(), field)?;
         self.cache.compile(text.trim()).map_err(|e| {
             self.invalid(
                 field,
-                format!("not valid CEL: {e}"),
-                "write a CEL condition over `result`, e.g. `result[0] >= 0.95`",
+                format!("not valid CEL with its args substituted (`{text}`): {e}"),
+                "write a CEL condition over `result`, e.g. `result[0] >= 0.95`; an arg used \
+                 in it must be a CEL value, e.g. a number, or quoted: `'{{args.name}}'`",
             )
         })?;
         Ok(Some(text.trim().to_owned()))

@@ -582,6 +582,47 @@ fn prepare_names_the_missing_arg_and_resolves_defaults() {
     );
 }
 
+#[test]
+fn args_are_substituted_in_conditions_before_they_compile() {
+    let template = template(json!({
+        "args": [{"name": "min", "value": "0.9"}, {"name": "bad"}],
+        "metrics": [{
+            "name": "ok",
+            "successCondition": "result[0] >= {{args.min}}",
+            "failureCondition": "result[0] < {{ args.min }} / 2.0",
+            "provider": {"web": {"url": "http://x"}}
+        }]
+    }));
+    let args = BTreeMap::from([("min".to_owned(), "0.5".to_owned())]);
+    let metrics = prepare(std::slice::from_ref(&template), &args).unwrap();
+    assert_eq!(
+        metrics[0].success_condition.as_deref(),
+        Some("result[0] >= 0.5")
+    );
+    assert_eq!(
+        metrics[0].failure_condition.as_deref(),
+        Some("result[0] < 0.5 / 2.0")
+    );
+    // The template's default when the Stage gives none.
+    let metrics = prepare(std::slice::from_ref(&template), &BTreeMap::new()).unwrap();
+    assert_eq!(
+        metrics[0].success_condition.as_deref(),
+        Some("result[0] >= 0.9")
+    );
+    // A value that makes the condition no CEL is named with the condition as run.
+    let mut words = template.clone();
+    words.spec.metrics[0].success_condition = Some("result[0] >= {{args.bad}}".into());
+    words.spec.metrics[0].failure_condition = None;
+    let args = BTreeMap::from([("bad".to_owned(), "high )".to_owned())]);
+    let err = prepare(std::slice::from_ref(&words), &args)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("not valid CEL with its args substituted (`result[0] >= high )`)"),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn web_metrics_read_the_json_path() {
     let server = serve(vec![
