@@ -217,11 +217,11 @@ async fn bad_expressions_are_refused_at_apply_and_rendered_secrets_fail_the_comm
     })
 }
 
-const TEN_STAGES: usize = 10;
+const LOAD_STAGES: usize = 25;
 
 fn many_stages() -> String {
     let mut yaml = String::new();
-    for i in 0..TEN_STAGES {
+    for i in 0..LOAD_STAGES {
         yaml.push_str(&format!(
             "---\napiVersion: dray.dev/v1alpha1\nkind: Stage\nmetadata: {{name: load-{i}, namespace: demo}}\nspec:\n  queuePolicy: Queue\n  requestedFreight:\n    - origin: {{kind: Warehouse, name: app}}\n      sources: {{direct: true}}\n  promotionTemplate:\n    spec:\n      steps:\n        - uses: git-clone\n          config:\n            repoURL: http://127.0.0.1:8080/config.git\n            checkout:\n              - commit: ${{{{ commitFrom(\"http://127.0.0.1:8080/config.git\").id }}}}\n                path: ./src\n              - branch: stage/shared\n                create: true\n                path: ./out\n        - uses: kustomize-set-image\n          config:\n            path: ./src/overlays/dev\n            images:\n              - image: app\n                newName: 127.0.0.1:5000/demo/app\n        - uses: kustomize-build\n          config:\n            path: ./src/overlays/dev\n            outPath: ./out/{i}/manifests.yaml\n        - uses: git-commit\n          config:\n            path: ./out\n            message: load-{i} gets ${{{{ ctx.targetFreight.alias }}}}\n        - uses: git-push\n          config:\n            path: ./out\n            targetBranch: stage/shared\n"
         ));
@@ -230,7 +230,7 @@ fn many_stages() -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
+async fn fifty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
     let q = tokio::task::block_in_place(start)?;
     oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
     tokio::task::block_in_place(|| q.refresh())?;
@@ -242,7 +242,7 @@ async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
         let freight = q.freight()?;
         let (first, second) = (alias(&freight[1]), alias(&freight[0]));
         let mut children = Vec::new();
-        for i in 0..TEN_STAGES {
+        for i in 0..LOAD_STAGES {
             for alias in [&first, &second] {
                 let mut cmd = q.dray.cli_command();
                 cmd.args([
@@ -265,7 +265,7 @@ async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
         }
         Ok(names)
     })?;
-    assert_eq!(names.len(), 2 * TEN_STAGES);
+    assert_eq!(names.len(), 2 * LOAD_STAGES);
     tokio::task::block_in_place(|| -> Result<()> {
         for name in &names {
             let mut phase = String::new();
@@ -302,7 +302,7 @@ async fn twenty_concurrent_promotions_into_one_branch_all_land() -> Result<()> {
         }
         assert_eq!(
             log.len(),
-            2 * TEN_STAGES,
+            2 * LOAD_STAGES,
             "exactly one commit per promotion"
         );
         Ok(())
