@@ -23,6 +23,7 @@
 
 pub mod argocd;
 mod context;
+pub mod duration;
 pub mod forge;
 mod git;
 mod outcome;

@@ -94,13 +94,14 @@ pub fn optional_duration_string(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// Parses a Go-style duration (`30s`, `5m`, `1h30m`, `2d`) into a [`std::time::Duration`].
+/// Parses a Go-style duration (`30s`, `5m`, `1h30m`, `2d`) into a [`std::time::Duration`],
+/// with the same parser as the steps and the CRDs' pattern ([`dray_steps::duration`]).
 ///
 /// Errors name the offending text and show the accepted form.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let hint = "write a duration such as `30s`, `5m` or `1h30m`";
+    let hint = "write a duration such as `30s`, `5m` or `1h30m` (no spaces)";
     if text.trim().is_empty() {
         return Err(format!("empty duration; {hint}"));
     }
-    humantime::parse_duration(text).map_err(|e| format!("`{text}` is not a duration ({e}); {hint}"))
+    dray_steps::duration::parse(text).map_err(|e| format!("{e}; {hint}"))
 }

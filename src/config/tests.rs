@@ -859,7 +859,7 @@ fn a_stage_names_existing_templates_and_gives_their_args() {
             (
                 10,
                 "spec.verification.timeout".into(),
-                "`soon` is not a duration (expected number at 0); write a duration such as `30s`, `5m` or `1h30m`".into()
+                "`soon` is not a duration; write a duration such as `30s`, `5m` or `1h30m` (no spaces)".into()
             ),
         ],
     );

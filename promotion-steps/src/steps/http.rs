@@ -608,46 +608,17 @@ fn reqwest_error(error: reqwest::Error) -> String {
     text
 }
 
-/// Parses `90s`, `1m30s`, `500ms`, `2h` (or nothing: `default`).
+/// Parses `90s`, `1m30s`, `500ms`, `2h` (see [`crate::duration`]), or nothing: `default`.
 pub(crate) fn duration_or(
     text: Option<&str>,
     default: Duration,
     field: &str,
 ) -> Result<Duration, String> {
-    let Some(text) = text.map(str::trim) else {
-        return Ok(default);
-    };
-    let bad = || {
-        format!("`{field}` `{text}` is not a duration; hint: write e.g. `10s`, `1m30s`, `500ms`")
-    };
-    let mut total = Duration::ZERO;
-    let mut rest = text;
-    if rest.is_empty() {
-        return Err(bad());
+    match text {
+        None => Ok(default),
+        Some(text) => crate::duration::parse(text)
+            .map_err(|e| format!("`{field}` {e}; hint: write e.g. `10s`, `1m30s`, `500ms`")),
     }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Some(Duration::from_millis(n)),
-            "s" => Some(Duration::from_secs(n)),
-            "m" => n.checked_mul(60).map(Duration::from_secs),
-            "h" => n.checked_mul(3600).map(Duration::from_secs),
-            _ => return Err(bad()),
-        };
-        total = unit
-            .and_then(|unit| total.checked_add(unit))
-            .ok_or_else(bad)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

@@ -101,33 +101,9 @@ pub(crate) fn pr_outputs(pr: &PullRequest, extra: &[(&str, &str)]) -> Map<String
     outputs
 }
 
-/// Reads `30s`, `5m`, `72h`, `1h30m`, `2d`.
+/// Reads `30s`, `5m`, `72h`, `1h30m`, `2d` (see [`crate::duration`]).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("`{text}` is not a duration (e.g. `30s`, `5m`, `72h`)");
-    let mut total = 0u64;
-    let mut number = String::new();
-    let mut any = false;
-    for c in text.trim().chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let n: u64 = number.parse().map_err(|_| bad())?;
-        number.clear();
-        let unit = match c {
-            's' => 1,
-            'm' => 60,
-            'h' => 3600,
-            'd' => 86400,
-            _ => return Err(bad()),
-        };
-        total = total.saturating_add(n.saturating_mul(unit));
-        any = true;
-    }
-    if !number.is_empty() || !any {
-        return Err(bad());
-    }
-    Ok(Duration::from_secs(total))
+    crate::duration::parse(text).map_err(|e| format!("{e} (e.g. `30s`, `5m`, `72h`)"))
 }
 
 /// When this step first started waiting (epoch seconds), kept in its state.
