@@ -14,7 +14,8 @@
 //! `git merge-tree`. Scriptable: [`GitHubDouble::close_without_merge`] (by a named user),
 //! [`GitHubDouble::refuse_next_merge`] (405 / 409 with GitHub's messages),
 //! [`GitHubDouble::rate_limit_next`] (403 with `x-ratelimit-remaining: 0` or 429 with
-//! `Retry-After`), [`GitHubDouble::set_mergeable_state`] (e.g. `blocked` while checks run).
+//! `Retry-After`), [`GitHubDouble::set_mergeable_state`] (e.g. `blocked` while checks run),
+//! [`GitHubDouble::bad_gateway_next`] (a proxy's 502 page).
 //! Every request is recorded ([`GitHubDouble::requests`]). The API is served at the root
 //! (api.github.com) and under `/api/v3` (GitHub Enterprise Server).
 
@@ -108,12 +109,17 @@ struct Pull {
     refusal: Option<MergeRefusal>,
 }
 
+/// What nginx in front of a forge answers while the forge is down.
+pub(crate) const BAD_GATEWAY_PAGE: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n";
+
 #[derive(Debug, Default)]
 struct Inner {
     repos: BTreeMap<String, PathBuf>,
     pulls: Vec<Pull>,
     next_number: u64,
     rate_limit: Option<(RateLimit, u32)>,
+    /// How many of the next requests the proxy in front answers `502`.
+    bad_gateway: u32,
     requests: Vec<String>,
 }
 
@@ -238,6 +244,12 @@ impl GitHubDouble {
         self.state.lock().rate_limit = Some((limit, count));
     }
 
+    /// The next `count` requests are answered `502 Bad Gateway` (an HTML page) by the proxy
+    /// in front of GitHub, as happens while it is degraded.
+    pub fn bad_gateway_next(&self, count: u32) {
+        self.state.lock().bad_gateway = count;
+    }
+
     /// The pull requests of `repo` as GitHub shows them (`GET …/pulls/{n}`), oldest first.
     pub fn pulls(&self, repo: &str) -> Vec<Value> {
         let pulls: Vec<Pull> = self
@@ -284,6 +296,15 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);
+        if inner.bad_gateway > 0 {
+            inner.bad_gateway -= 1;
+            return (
+                StatusCode::BAD_GATEWAY,
+                [("content-type", "text/html")],
+                BAD_GATEWAY_PAGE,
+            )
+                .into_response();
+        }
         match inner.rate_limit {
             Some((limit, n)) if n > 0 => {
                 inner.rate_limit = if n > 1 { Some((limit, n - 1)) } else { None };

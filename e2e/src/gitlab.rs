@@ -97,6 +97,8 @@ struct Inner {
     rate_limit_skip: u32,
     rate_limited: u32,
     retry_after: u64,
+    /// How many of the next requests the proxy in front answers `502`.
+    bad_gateway: u32,
     requests: Vec<String>,
 }
 
@@ -229,6 +231,12 @@ impl GitLabDouble {
         inner.retry_after = retry_after;
     }
 
+    /// The next `count` requests are answered `502 Bad Gateway` (an HTML page) by the proxy
+    /// in front of GitLab, as while Puma restarts.
+    pub fn bad_gateway_next(&self, count: u32) {
+        self.state.lock().bad_gateway = count;
+    }
+
     /// The merge requests of `project` as GitLab shows them, oldest first.
     pub fn merge_requests(&self, project: &str) -> Vec<Value> {
         let mrs: Vec<Mr> = self
@@ -283,6 +291,15 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);
+        if inner.bad_gateway > 0 {
+            inner.bad_gateway -= 1;
+            return (
+                StatusCode::BAD_GATEWAY,
+                [("content-type", "text/html")],
+                crate::github::BAD_GATEWAY_PAGE,
+            )
+                .into_response();
+        }
         if inner.rate_limit_skip > 0 {
             inner.rate_limit_skip -= 1;
             None

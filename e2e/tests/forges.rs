@@ -401,6 +401,48 @@ async fn github_rate_limits_are_waited_out_and_reported() -> Result<()> {
     Ok(())
 }
 
+/// A proxy's 502 while a step waits on a review is waited out and named, never a failure.
+#[track_caller]
+fn waits_out_a_bad_gateway(outcome: StepOutcome, forge: &str) {
+    match outcome {
+        StepOutcome::Running {
+            retry_after,
+            waiting_for,
+            ..
+        } => {
+            assert_eq!(retry_after.as_secs(), 15, "{waiting_for}");
+            assert!(
+                waiting_for.starts_with(&format!(
+                    "the forge to answer again ({forge} answered 502 Bad Gateway"
+                )),
+                "{waiting_for}"
+            );
+            assert!(waiting_for.contains("asking again at "), "{waiting_for}");
+            assert!(!waiting_for.contains("<html>"), "{waiting_for}");
+        }
+        other => panic!("expected Running, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn github_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    s.promotion_branch("prod-7", "image: app:7.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-7")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let wait = gh_config(&s, &gh, json!({"prNumber": number}));
+    gh.bad_gateway_next(1);
+    waits_out_a_bad_gateway(run(&ctx, "git-wait-for-pr", wait.clone()).await, "GitHub");
+    let merge = gh_config(&s, &gh, json!({"prNumber": number}));
+    gh.bad_gateway_next(1);
+    waits_out_a_bad_gateway(run(&ctx, "git-merge-pr", merge.clone()).await, "GitHub");
+    let (merged, _) = succeeded(run(&ctx, "git-merge-pr", merge).await);
+    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
+    assert_eq!(waited["commit"], merged["commit"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn github_refused_merges_fail_with_githubs_message() -> Result<()> {
     let s = setup()?;
@@ -667,6 +709,30 @@ async fn gitlab_rate_limits_are_waited_out_and_reported() -> Result<()> {
     assert!(gl.merge_requests("acme/config").is_empty());
     let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);
     assert_eq!(outputs["pr"]["id"], json!(1));
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    s.promotion_branch("prod-7", "image: app:7.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-7")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
+    let wait = gl_config(&s, &gl, json!({"prNumber": iid}));
+    // The first request of a step is the gitlab crate's connection check.
+    gl.bad_gateway_next(1);
+    waits_out_a_bad_gateway(run(&ctx, "git-wait-for-pr", wait.clone()).await, "GitLab");
+    let (merged, _) = succeeded(
+        run(
+            &ctx,
+            "git-merge-pr",
+            gl_config(&s, &gl, json!({"prNumber": iid})),
+        )
+        .await,
+    );
+    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
+    assert_eq!(waited["commit"], merged["commit"]);
     Ok(())
 }
 

@@ -73,14 +73,14 @@ impl GitHub {
             http::Method::PUT => self.client._put(uri.as_str(), body).await,
             _ => self.client._patch(uri.as_str(), body).await,
         }
-        .map_err(|e| ForgeError::Other(format!("GitHub at `{uri}` is unreachable: {e}")))?;
+        .map_err(|e| ForgeError::Unavailable(format!("GitHub at `{uri}` is unreachable: {e}")))?;
         let status = response.status();
         let headers = response.headers().clone();
         let text = self
             .client
             .body_to_string(response)
             .await
-            .map_err(|e| ForgeError::Other(format!("reading GitHub's answer: {e}")))?;
+            .map_err(|e| ForgeError::Unavailable(format!("reading GitHub's answer: {e}")))?;
         if status.is_success() {
             return Ok(text);
         }
@@ -125,12 +125,16 @@ impl GitHub {
     }
 }
 
-/// The error a non-2xx answer means.
-fn error_for(status: StatusCode, headers: &HeaderMap, text: &str) -> ForgeError {
-    let message = serde_json::from_str::<Value>(text)
+/// GitHub's `message` in a JSON error answer.
+fn json_message(text: &str) -> Option<String> {
+    serde_json::from_str::<Value>(text)
         .ok()
         .and_then(|v| v["message"].as_str().map(str::to_string))
-        .unwrap_or_else(|| text.trim().to_string());
+}
+
+/// The error a non-2xx answer means.
+fn error_for(status: StatusCode, headers: &HeaderMap, text: &str) -> ForgeError {
+    let message = json_message(text).unwrap_or_else(|| text.trim().to_string());
     let exhausted = headers
         .get("x-ratelimit-remaining")
         .is_some_and(|v| v.as_bytes() == b"0");
@@ -147,6 +151,13 @@ fn error_for(status: StatusCode, headers: &HeaderMap, text: &str) -> ForgeError 
         StatusCode::METHOD_NOT_ALLOWED
         | StatusCode::CONFLICT
         | StatusCode::UNPROCESSABLE_ENTITY => ForgeError::Refused(message),
+        // A proxy's error page says no more than its status does.
+        status if super::is_transient(status) => match json_message(text) {
+            Some(message) => {
+                ForgeError::Unavailable(format!("GitHub answered {status}: {message}"))
+            }
+            None => ForgeError::Unavailable(format!("GitHub answered {status}")),
+        },
         _ => ForgeError::Other(format!("GitHub answered {status}: {message}")),
     }
 }

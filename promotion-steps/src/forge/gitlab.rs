@@ -91,12 +91,21 @@ fn api_error(e: ApiError<RestError>) -> ForgeError {
                 retry_after: DEFAULT_RATE_LIMIT_WAIT,
             }
         }
+        ApiError::GitlabService { status, .. } if super::is_transient(status) => {
+            ForgeError::Unavailable(format!("GitLab answered {status}"))
+        }
+        ApiError::Client { source } => {
+            ForgeError::Unavailable(format!("GitLab did not answer: {source}"))
+        }
         ApiError::GitlabWithStatus { status, msg } => match status {
             StatusCode::NOT_FOUND => ForgeError::NotFound(format!("GitLab: {msg}")),
             StatusCode::METHOD_NOT_ALLOWED
             | StatusCode::NOT_ACCEPTABLE
             | StatusCode::CONFLICT
             | StatusCode::UNPROCESSABLE_ENTITY => ForgeError::Refused(msg),
+            status if super::is_transient(status) => {
+                ForgeError::Unavailable(format!("GitLab answered {status}: {msg}"))
+            }
             _ => ForgeError::Other(format!("GitLab answered {status}: {msg}")),
         },
         other => ForgeError::Other(format!("GitLab: {other}")),

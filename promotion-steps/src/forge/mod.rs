@@ -126,9 +126,21 @@ pub enum ForgeError {
     /// The pull request, or the repository, does not exist (or the token cannot see it).
     #[error("{0}")]
     NotFound(String),
-    /// Anything else (unreachable, bad credentials, an unexpected answer).
+    /// No answer, or one that says "later" (500, 502, 503, 504): the forge or the way to it
+    /// is down for now. A step asks again after [`UNAVAILABLE_WAIT`].
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (bad credentials, an unexpected answer).
     #[error("{0}")]
     Other(String),
+}
+
+/// How long a step waits before asking a forge that did not answer again.
+pub(crate) const UNAVAILABLE_WAIT: Duration = Duration::from_secs(15);
+
+/// Whether an HTTP status from a forge says "try again later" rather than "no".
+pub(crate) fn is_transient(status: http::StatusCode) -> bool {
+    matches!(status.as_u16(), 500 | 502 | 503 | 504)
 }
 
 /// A forge: create, read, find and merge pull requests of one repository.
@@ -250,7 +262,7 @@ async fn within<T>(
     call: impl std::future::Future<Output = Result<T, ForgeError>>,
 ) -> Result<T, ForgeError> {
     tokio::time::timeout(limit, call).await.unwrap_or_else(|_| {
-        Err(ForgeError::Other(format!(
+        Err(ForgeError::Unavailable(format!(
             "{} did not answer {what} within {}s; check that its API (`apiURL`) is reachable",
             provider.name(),
             limit.as_secs_f32()
@@ -337,7 +349,7 @@ mod tests {
             inner: Box::new(github::GitHub::new(&api, "acme/config", None).unwrap()),
             limit: Duration::from_millis(200),
         };
-        let Err(ForgeError::Other(message)) = forge.get(7).await else {
+        let Err(ForgeError::Unavailable(message)) = forge.get(7).await else {
             panic!("a silent forge must be an error");
         };
         assert_eq!(

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::forge::{self, Forge, ForgeError, Provider, PullRequest};
+use crate::forge::{self, Forge, ForgeError, Provider, PullRequest, UNAVAILABLE_WAIT};
 use crate::{StepContext, StepOutcome};
 
 /// How often a step waiting on a pull request looks, unless `pollInterval` says.
@@ -66,6 +66,14 @@ pub(crate) fn forge_error(e: &ForgeError, state: Option<Value>) -> StepOutcome {
                 state,
             }
         }
+        ForgeError::Unavailable(message) => StepOutcome::Running {
+            retry_after: UNAVAILABLE_WAIT,
+            waiting_for: format!(
+                "the forge to answer again ({message}); asking again at {}",
+                at(UNAVAILABLE_WAIT)
+            ),
+            state,
+        },
         ForgeError::Refused(message) => StepOutcome::failed(message.clone()),
         ForgeError::NotFound(message) | ForgeError::Other(message) => {
             StepOutcome::errored(message.clone())
