@@ -353,3 +353,66 @@ async fn with_supersede_a_rollback_aborts_a_waiting_gate_that_wrote_nothing() ->
         Ok(())
     })
 }
+
+/// A service on 127.0.0.1:0 whose `/never` is never ready, counting the requests it gets.
+async fn counted_never() -> Result<(String, std::sync::Arc<std::sync::atomic::AtomicUsize>)> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    let app = Router::new().route(
+        "/never",
+        get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { (StatusCode::SERVICE_UNAVAILABLE, r#"{"ready":false}"#) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok((format!("http://{addr}/never"), hits))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_resumed_after_a_crash_keeps_its_deadline() -> Result<()> {
+    use std::sync::atomic::Ordering;
+    let (url, hits) = counted_never().await?;
+    let mut gates = tokio::task::block_in_place(Gates::start)?;
+    gates.release("1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        gates.apply(&gate_only("shut", &url))?;
+        let alias = gates.newest_alias()?;
+        let name = gates.request("shut", &alias)?;
+        let waiting = gates.wait_for(&name, "wait at its gate", Duration::from_secs(90), |p| {
+            p["status"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("step `check` is waiting for"))
+        })?;
+        let started: jiff::Timestamp = waiting["status"]["stepExecutionMetadata"][0]["startedAt"]
+            .as_str()
+            .context("no startedAt")?
+            .parse()?;
+        gates.0.dray.kill9()?;
+        let before = hits.load(Ordering::SeqCst);
+        // The gate's whole `retry.timeout` (3s) passes while Dray is down.
+        let over = started.checked_add(jiff::SignedDuration::from_secs(4))?;
+        while jiff::Timestamp::now() < over {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        gates.0.dray.restart()?;
+        let ended = gates.wait_for(&name, "end", Duration::from_secs(60), |p| {
+            matches!(phase(p), "Failed" | "Errored" | "Succeeded" | "Aborted")
+        })?;
+        assert_eq!(phase(&ended), "Failed", "{:#}", ended["status"]);
+        let message = ended["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("timed out after 3s"), "{message}");
+        // Resumed, it looked once more and then gave up: its deadline did not start again.
+        assert_eq!(
+            hits.load(Ordering::SeqCst) - before,
+            1,
+            "{:#}",
+            ended["status"]
+        );
+        Ok(())
+    })
+}

@@ -443,7 +443,16 @@ impl Engine {
             .and_then(|r| r.error_threshold)
             .unwrap_or(DEFAULT_ERROR_THRESHOLD)
             .max(1);
-        let deadline = tokio::time::Instant::now() + timeout;
+        // Counted from the step's first start, so a promotion resumed after a restart does
+        // not get its whole timeout again.
+        let waited = run.status.step_execution_metadata[index]
+            .started_at
+            .as_ref()
+            .and_then(|started| {
+                Duration::try_from(jiff::Timestamp::now().duration_since(started.0)).ok()
+            })
+            .unwrap_or_default();
+        let deadline = tokio::time::Instant::now() + timeout.saturating_sub(waited);
         let mut errors = 0;
         let mut ctx = ctx;
         loop {
