@@ -26,6 +26,8 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 # `kubectl kustomize` renders for kustomize-build; Debian's kubernetes-client provides it
 # where the machine has no kubectl of its own.
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
+# git signs Dray's commits with SSH keys (`gpg.format=ssh`) through ssh-keygen.
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 # Browser tests of the web UI (e2e/src/browser.rs) drive Debian's Chromium through ChromeDriver;
 # fonts-liberation (otherwise only a recommendation) gives screenshots readable text.
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)

@@ -381,3 +381,82 @@ async fn kill_9_mid_promotion_then_restart_finishes_with_one_commit() -> Result<
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stage_branch_commits_are_signed_with_the_projects_signing_key() -> Result<()> {
+    let q = tokio::task::block_in_place(start)?;
+    let (_, newest) = q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        // An auditor's key pair: Dray gets the private key, the auditor keeps the public one.
+        let dir = q.world.unique_dir("signing")?;
+        std::fs::create_dir_all(&dir)?;
+        let key = dir.join("dray-signing");
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "dray", "-f"])
+            .arg(&key)
+            .status()
+            .context("ssh-keygen (openssh-client) must be installed")?;
+        assert!(made.success());
+        let private = std::fs::read_to_string(&key)?;
+        let allowed = dir.join("allowed_signers");
+        std::fs::write(
+            &allowed,
+            format!(
+                "dray@localhost {}",
+                std::fs::read_to_string(key.with_extension("pub"))?
+            ),
+        )?;
+        let indented: String = private.lines().map(|l| format!("    {l}\n")).collect();
+        q.apply(&format!(
+            "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: signing, namespace: demo}}\nspec:\n  type: signing\n  repoURL: {}\n  sshPrivateKey: |\n{indented}",
+            q.config_url
+        ))?;
+        // The key never comes back through the API.
+        let shown = text(&q.cli(&["get", "credential", "signing", "-o", "json"])?);
+        assert!(!shown.contains("OPENSSH PRIVATE KEY"), "{shown}");
+        assert!(
+            shown.contains("sshPrivateKey"),
+            "names the field it holds: {shown}"
+        );
+
+        let promoted = q.promote("dev", &newest)?;
+        let said = text(&promoted);
+        assert!(promoted.status.success(), "{said}");
+        assert!(
+            said.contains("signed with the project's signing key"),
+            "{said}"
+        );
+        let head = q.config.head("stage/dev")?;
+        let verify = |allowed: &std::path::Path| -> Result<std::process::Output> {
+            q.config.try_git([
+                "-c",
+                &format!("gpg.ssh.allowedSignersFile={}", allowed.display()),
+                "verify-commit",
+                &head,
+            ])
+        };
+        let checked = verify(&allowed)?;
+        assert!(checked.status.success(), "{}", text(&checked));
+        assert!(
+            text(&checked).contains("Good \"git\" signature for dray@localhost"),
+            "{}",
+            text(&checked)
+        );
+        // Someone else's key does not verify it.
+        let other = dir.join("other");
+        std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(&other)
+            .status()?;
+        let elsewhere = dir.join("other_signers");
+        std::fs::write(
+            &elsewhere,
+            format!(
+                "dray@localhost {}",
+                std::fs::read_to_string(other.with_extension("pub"))?
+            ),
+        )?;
+        assert!(!verify(&elsewhere)?.status.success());
+        Ok(())
+    })
+}

@@ -81,6 +81,11 @@ pub trait CredentialProvider: Send + Sync {
     fn git(&self, repo_url: &str) -> Option<GitCredentials>;
     /// A token for a forge or API at `url` (GitHub, GitLab, Argo CD), if any.
     fn token(&self, url: &str) -> Option<String>;
+    /// The SSH private key (OpenSSH format) that commits Dray makes for the repository at
+    /// `repo_url` are signed with, if the project signs them.
+    fn signing_key(&self, _repo_url: &str) -> Option<String> {
+        None
+    }
 }
 
 /// A provider with no credentials at all.

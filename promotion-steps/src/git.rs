@@ -405,6 +405,66 @@ pub(crate) fn is_valid_ref_name(name: &str) -> bool {
         && !name.chars().any(bad_char)
 }
 
+/// The file, in a worktree's private git directory, holding the key its commits are signed
+/// with (removed with the worktree).
+const SIGNING_KEY_FILE: &str = "dray-signing-key";
+
+/// How the commits Dray makes in one worktree are signed: SSH signatures (`gpg.format=ssh`,
+/// which `git verify-commit` checks against an allowed-signers file) with the key the
+/// project keeps for the worktree's repository.
+#[derive(Debug)]
+pub(crate) struct Signing {
+    key_file: PathBuf,
+}
+
+impl Signing {
+    /// The signing of the worktree at `worktree`, cloned from `repo_url`: the key is
+    /// written (mode 0600, as `ssh-keygen` requires) into the worktree's private git
+    /// directory. `None` when the project has no signing key for the repository.
+    pub(crate) async fn for_worktree(
+        ctx: &StepContext,
+        git: &Git,
+        worktree: &Path,
+        repo_url: &str,
+    ) -> Result<Option<Signing>, GitError> {
+        let Some(key) = ctx.credentials.signing_key(repo_url) else {
+            return Ok(None);
+        };
+        let key_file = private_git_dir(git, worktree).await?.join(SIGNING_KEY_FILE);
+        let mut text = key.trim().to_owned();
+        text.push('\n');
+        write_private(&key_file, text.as_bytes())
+            .await
+            .map_err(|source| GitError::Io {
+                what: format!("write the signing key for `{}`", redact_url(repo_url)),
+                source,
+            })?;
+        Ok(Some(Signing { key_file }))
+    }
+
+    /// The `-c` options that make git sign with this key; they go before the subcommand.
+    pub(crate) fn config_args(&self) -> Vec<String> {
+        vec![
+            "-c".to_owned(),
+            "gpg.format=ssh".to_owned(),
+            "-c".to_owned(),
+            format!("user.signingKey={}", self.key_file.display()),
+        ]
+    }
+}
+
+/// Writes `bytes` to a new file at `path` that only its owner may read.
+async fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let _ = tokio::fs::remove_file(path).await;
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    let mut file = options.open(path).await?;
+    file.write_all(bytes).await?;
+    file.flush().await
+}
+
 /// What `git-clone` records about a worktree, for the steps that follow (`git-push`).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialSpec {
-    /// What the credential is for: `git`, `image`, `webhook` or `argocd`.
+    /// What the credential is for: `git`, `image`, `webhook`, `argocd` or `signing`.
     #[serde(rename = "type")]
     pub type_: CredentialType,
     /// The repository it applies to, exactly (e.g. `https://git.example.com/team/config.git`
@@ -42,7 +42,7 @@ pub struct CredentialSpec {
     /// A token (used as the password; for webhooks, the shared secret). Write-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-    /// An SSH private key in OpenSSH format. Write-only.
+    /// An SSH private key in OpenSSH format (for `signing`). Write-only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_private_key: Option<String>,
     /// The encrypted secret fields, as the embedded store keeps them. Set by Dray.
@@ -81,6 +81,9 @@ pub enum CredentialType {
     Webhook,
     /// An Argo CD API server (`repoURL` is the server's URL; `token` its API token).
     Argocd,
+    /// The SSH key (`sshPrivateKey`) that signs the commits Dray makes for the matching
+    /// repositories (`gpg.format=ssh`; auditors check them with `git verify-commit`).
+    Signing,
 }
 
 /// What the API shows of a credential's secrets: which fields are set, never their values.

@@ -38,6 +38,13 @@ pub(crate) fn check(resource: &Resource, key: &ObjectKey) -> Vec<Issue> {
     }
 }
 
+/// Whether `key` looks like an unencrypted-or-not OpenSSH private key file.
+fn is_openssh_private_key(key: &str) -> bool {
+    let key = key.trim();
+    key.starts_with("-----BEGIN OPENSSH PRIVATE KEY-----")
+        && key.ends_with("-----END OPENSSH PRIVATE KEY-----")
+}
+
 fn credential(credential: &Credential) -> Vec<Issue> {
     let spec = &credential.spec;
     let mut issues = Vec::new();
@@ -48,7 +55,7 @@ fn credential(credential: &Credential) -> Vec<Issue> {
         (_, (false, false)) => issues.push(
             Issue::new(
                 at.key("repoURL"),
-                "a git, image or argocd credential must name its repository or server",
+                "a git, image, argocd or signing credential must name its repository or server",
             )
             .hint("set `repoURL`, or `repoURLPattern` (a regular expression)"),
         ),
@@ -72,14 +79,47 @@ fn credential(credential: &Credential) -> Vec<Issue> {
             .hint("escape dots and slashes as needed, e.g. `^https://git\\.example\\.com/.*`"),
         );
     }
-    if spec.ssh_private_key.is_some() {
-        issues.push(
+    match (spec.type_, &spec.ssh_private_key) {
+        (CredentialType::Signing, None) => issues.push(
             Issue::new(
                 at.key("sshPrivateKey"),
-                "SSH keys are not supported by this build of Dray",
+                "a signing credential needs the SSH private key that signs Dray's commits",
+            )
+            .hint("make one with `ssh-keygen -t ed25519 -N '' -f dray-signing` and give the contents of `dray-signing` (not `.pub`)"),
+        ),
+        (CredentialType::Signing, Some(key)) if !is_openssh_private_key(key) => issues.push(
+            // Never quote the value: it is a secret, however malformed.
+            Issue::new(
+                at.key("sshPrivateKey"),
+                "`sshPrivateKey` is not an OpenSSH private key",
+            )
+            .hint("give the whole key file, from `-----BEGIN OPENSSH PRIVATE KEY-----` to `-----END OPENSSH PRIVATE KEY-----`, unencrypted (no passphrase)"),
+        ),
+        (CredentialType::Signing, Some(_)) => {
+            for (field, set) in [
+                ("password", spec.password.is_some()),
+                ("token", spec.token.is_some()),
+                ("username", spec.username.is_some()),
+            ] {
+                if set {
+                    issues.push(
+                        Issue::new(
+                            at.key(field),
+                            format!("a signing credential takes only `sshPrivateKey`, not `{field}`"),
+                        )
+                        .hint("put the repository's login into a separate credential of type `git`"),
+                    );
+                }
+            }
+        }
+        (_, Some(_)) => issues.push(
+            Issue::new(
+                at.key("sshPrivateKey"),
+                "SSH keys are only used to sign commits (type `signing`); git is reached over https",
             )
             .hint("use an https repository URL with `username` and `token` (or `password`)"),
-        );
+        ),
+        (_, None) => {}
     }
     if spec.sealed.is_some() {
         issues.push(

@@ -877,3 +877,55 @@ fn a_stage_names_existing_templates_and_gives_their_args() {
         errors[2].hint
     );
 }
+
+#[test]
+fn a_signing_credential_needs_an_openssh_key_and_never_shows_it() {
+    let credential = |type_: &str, fields: &str| {
+        format!(
+            "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: c, namespace: demo}}\nspec:\n  type: {type_}\n  repoURL: https://git.example.com/config.git\n{fields}"
+        )
+    };
+    let issues = |text: &str| -> Vec<(String, String)> {
+        match load_new(&[file("project.yaml", PROJECT), file("c.yaml", text)]) {
+            Ok(_) => Vec::new(),
+            Err(errors) => summary(&errors.0)
+                .into_iter()
+                .map(|(_, field, message)| (field, message))
+                .collect(),
+        }
+    };
+    let key = "  sshPrivateKey: |\n    -----BEGIN OPENSSH PRIVATE KEY-----\n    b3BlbnNzaC1rZXktdjEAAAAA\n    -----END OPENSSH PRIVATE KEY-----\n";
+    assert!(issues(&credential("signing", key)).is_empty());
+    assert_eq!(
+        issues(&credential("signing", "")),
+        vec![(
+            "spec.sshPrivateKey".to_owned(),
+            "a signing credential needs the SSH private key that signs Dray's commits".to_owned()
+        )]
+    );
+    let found = issues(&credential(
+        "signing",
+        "  sshPrivateKey: hunter2-not-a-key\n",
+    ));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].1, "`sshPrivateKey` is not an OpenSSH private key");
+    let errors = load_new_errors(&[
+        file("project.yaml", PROJECT),
+        file(
+            "c.yaml",
+            &credential("signing", "  sshPrivateKey: hunter2-not-a-key\n"),
+        ),
+    ]);
+    assert!(
+        errors.iter().all(|e| !e.to_string().contains("hunter2")),
+        "{errors:?}"
+    );
+    let found = issues(&credential("signing", &format!("{key}  token: abc\n")));
+    assert_eq!(found[0].0, "spec.token", "{found:?}");
+    let found = issues(&credential("git", key));
+    assert_eq!(found[0].0, "spec.sshPrivateKey", "{found:?}");
+    assert!(
+        found[0].1.contains("only used to sign commits"),
+        "{found:?}"
+    );
+}

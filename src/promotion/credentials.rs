@@ -87,4 +87,11 @@ impl CredentialProvider for ProjectCredentials {
             .clone()
             .or_else(|| entry.secrets.password.clone())
     }
+
+    fn signing_key(&self, repo_url: &str) -> Option<String> {
+        self.find(&["signing"], repo_url)?
+            .secrets
+            .ssh_private_key
+            .clone()
+    }
 }

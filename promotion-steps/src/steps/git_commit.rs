@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::typed::TypedStep;
-use crate::git::{DEFAULT_EMAIL, DEFAULT_NAME, Git, GitError};
+use crate::git::{DEFAULT_EMAIL, DEFAULT_NAME, Git, GitError, Signing, read_record};
 use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
@@ -249,7 +249,20 @@ async fn commit(
         }
     }
     let tree = git.run(dir, &["write-tree"]).await?;
-    let mut args = vec!["commit-tree", tree.trim()];
+    let signing = match read_record(&git, dir).await {
+        Ok(Some(record)) => Signing::for_worktree(ctx, &git, dir, &record.repo_url).await?,
+        _ => None,
+    };
+    let sign_args = signing
+        .as_ref()
+        .map(Signing::config_args)
+        .unwrap_or_default();
+    let mut args: Vec<&str> = sign_args.iter().map(String::as_str).collect();
+    args.push("commit-tree");
+    if signing.is_some() {
+        args.push("-S");
+    }
+    args.push(tree.trim());
     if let Some(head) = &head {
         args.extend(["-p", head.as_str()]);
     }
@@ -279,9 +292,14 @@ async fn commit(
     }
     git.run(dir, &update).await?;
     ctx.log(&format!(
-        "committed {sha} in `{}` ({} files changed)",
+        "committed {sha} in `{}` ({} files changed){}",
         config.path,
-        changed.len()
+        changed.len(),
+        if signing.is_some() {
+            ", signed with the project's signing key"
+        } else {
+            ""
+        }
     ));
     Ok(succeeded(&sha, message))
 }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::typed::TypedStep;
-use crate::git::{Git, GitError, is_valid_ref_name, read_record, redact_url};
+use crate::git::{Git, GitError, Signing, is_valid_ref_name, read_record, redact_url};
 use crate::{PushLocks, StepContext, StepOutcome};
 
 /// The name used in `uses:`.
@@ -90,8 +90,14 @@ impl TypedStep for GitPush {
             Ok(None) => return not_cloned(),
             Err(e) => return StepOutcome::errored(e),
         };
+        let signing =
+            match Signing::for_worktree(ctx, &Git::local(ctx), &dir, &record.repo_url).await {
+                Ok(signing) => signing,
+                Err(e) => return StepOutcome::errored(e.to_string()),
+            };
         let push = Push {
             ctx,
+            signing,
             git: Git::for_repo(ctx, &record.repo_url),
             dir: &dir,
             path: &config.path,
@@ -157,6 +163,8 @@ struct Push<'a> {
     url: String,
     branch: &'a str,
     force: bool,
+    /// How commits rebased here are signed again, when the project signs them.
+    signing: Option<Signing>,
 }
 
 /// What the remote said to a push.
@@ -313,14 +321,24 @@ impl Push<'_> {
     async fn rebase(&self, head: &str, tip: &str) -> Result<Result<String, String>, GitError> {
         let git = &self.git;
         self.abort_rebase().await;
-        let args = [
+        // A signed commit is signed again when it is rebased: the signature covers its parent.
+        let sign_args = self
+            .signing
+            .as_ref()
+            .map(Signing::config_args)
+            .unwrap_or_default();
+        let mut args: Vec<&str> = sign_args.iter().map(String::as_str).collect();
+        args.extend([
             "rebase",
             "-q",
             "--no-autosquash",
             "--no-autostash",
             "--no-update-refs",
-            tip,
-        ];
+        ]);
+        if self.signing.is_some() {
+            args.push("--gpg-sign");
+        }
+        args.push(tip);
         let output = git.output(self.dir, &args, None).await?;
         if output.status.success() {
             let new_head = git
@@ -601,6 +619,90 @@ mod tests {
         );
         assert_eq!(again["commit"], json!(tip));
         assert_eq!(w.remote_tip("main"), tip);
+    }
+
+    /// Signs every repository's commits with one SSH key.
+    struct SignEverything(String);
+
+    impl crate::CredentialProvider for SignEverything {
+        fn git(&self, _: &str) -> Option<crate::GitCredentials> {
+            None
+        }
+        fn token(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn signing_key(&self, _: &str) -> Option<String> {
+            Some(self.0.clone())
+        }
+    }
+
+    /// A new ed25519 key made by `ssh-keygen` in `dir`: (private key, allowed-signers file
+    /// for Dray's committer address).
+    fn ssh_key(dir: &Path) -> (String, PathBuf) {
+        let key = dir.join("signing");
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "dray", "-f"])
+            .arg(&key)
+            .status()
+            .expect("ssh-keygen runs (install openssh-client)");
+        assert!(made.success());
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let allowed = dir.join("allowed_signers");
+        std::fs::write(&allowed, format!("dray@localhost {public}")).unwrap();
+        (std::fs::read_to_string(&key).unwrap(), allowed)
+    }
+
+    /// Whether `git verify-commit` accepts `rev` in `dir` with the allowed signers given.
+    fn verified(dir: &Path, allowed: &Path, rev: &str) -> bool {
+        std::process::Command::new("git")
+            .arg("-c")
+            .arg(format!("gpg.ssh.allowedSignersFile={}", allowed.display()))
+            .args(["verify-commit", rev])
+            .current_dir(dir)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+
+    #[tokio::test]
+    async fn signed_commits_stay_signed_when_rebased_onto_an_outside_push() {
+        let w = world();
+        let (key, allowed) = ssh_key(w.dir.path());
+        let (mut ctx, out) = w.checkout("staging-1", "main", false).await;
+        ctx.credentials = Arc::new(SignEverything(key.clone()));
+        let ours = commit(&ctx, &out, "app/a.yaml", "v: 1\n", "promote to staging").await;
+        assert!(verified(&out, &allowed, &ours), "git-commit did not sign");
+        push_files(
+            &w.url,
+            "main",
+            &[("docs/notes.md", "hand edit\n")],
+            "outside edit",
+        );
+        let got = outputs(
+            GitPush
+                .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
+                .await,
+        );
+        let tip = w.remote_tip("main");
+        assert_eq!(got["commit"], json!(tip));
+        assert_ne!(tip, ours, "our commit was rebased");
+        let remote = w.dir.path().join("config.git");
+        assert!(
+            verified(&remote, &allowed, &tip),
+            "the rebased commit is not signed"
+        );
+        assert!(
+            !verified(&remote, &allowed, "main^"),
+            "the outside commit is unsigned"
+        );
+        // The key is not left where the worktree's files are.
+        let listed = git(&out, &["status", "--porcelain", "--ignored"]);
+        assert!(!listed.contains("signing"), "{listed}");
+        // Without the key, nothing is signed.
+        let (plain, out) = w.checkout("staging-2", "main", false).await;
+        let unsigned = commit(&plain, &out, "app/b.yaml", "v: 2\n", "promote again").await;
+        assert!(!verified(&out, &allowed, &unsigned));
     }
 
     #[tokio::test]
