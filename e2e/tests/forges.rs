@@ -89,6 +89,15 @@ fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Va
 }
 
 /// Runs `git-open-pr` with `config`, which must succeed; returns the opened PR's number.
+/// Merges with `merge`, then waits with `wait`: both succeed, and the wait's commit is the
+/// merge's. Returns the commit.
+async fn merge_then_wait(ctx: &StepContext, merge: Value, wait: Value) -> String {
+    let (merged, _) = succeeded(run(ctx, "git-merge-pr", merge).await);
+    let (waited, _) = succeeded(run(ctx, "git-wait-for-pr", wait).await);
+    assert_eq!(waited["commit"], merged["commit"]);
+    waited["commit"].as_str().unwrap_or_default().to_owned()
+}
+
 async fn open_pr(ctx: &StepContext, config: Value) -> Result<u64> {
     let (outputs, _) = succeeded(run(ctx, "git-open-pr", config).await);
     outputs["pr"]["id"]
@@ -437,9 +446,7 @@ async fn github_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
     let merge = gh_config(&s, &gh, json!({"prNumber": number}));
     gh.bad_gateway_next(1);
     waits_out_a_bad_gateway(run(&ctx, "git-merge-pr", merge.clone()).await, "GitHub");
-    let (merged, _) = succeeded(run(&ctx, "git-merge-pr", merge).await);
-    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
-    assert_eq!(waited["commit"], merged["commit"]);
+    merge_then_wait(&ctx, merge, wait).await;
     Ok(())
 }
 
@@ -543,17 +550,8 @@ async fn gitlab_open_merge_wait_lands_a_merge_commit() -> Result<()> {
         run(&ctx, "git-wait-for-pr", wait.clone()).await,
         StepOutcome::Running { .. }
     ));
-    let (merged, _) = succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gl_config(&s, &gl, json!({"prNumber": iid})),
-        )
-        .await,
-    );
-    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
-    let commit = waited["commit"].as_str().unwrap();
-    assert_eq!(merged["commit"], json!(commit));
+    let commit = merge_then_wait(&ctx, gl_config(&s, &gl, json!({"prNumber": iid})), wait).await;
+    let commit = commit.as_str();
     assert_eq!(s.main_head()?, commit);
     assert_eq!(
         s.parents(commit)?,
@@ -723,16 +721,7 @@ async fn gitlab_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
     // The first request of a step is the gitlab crate's connection check.
     gl.bad_gateway_next(1);
     waits_out_a_bad_gateway(run(&ctx, "git-wait-for-pr", wait.clone()).await, "GitLab");
-    let (merged, _) = succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gl_config(&s, &gl, json!({"prNumber": iid})),
-        )
-        .await,
-    );
-    let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait).await);
-    assert_eq!(waited["commit"], merged["commit"]);
+    merge_then_wait(&ctx, gl_config(&s, &gl, json!({"prNumber": iid})), wait).await;
     Ok(())
 }
 

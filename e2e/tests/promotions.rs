@@ -382,6 +382,24 @@ async fn kill_9_mid_promotion_then_restart_finishes_with_one_commit() -> Result<
     Ok(())
 }
 
+/// A new ed25519 key pair made by `ssh-keygen` in `dir`: the private key, and an
+/// allowed-signers file trusting its public key for Dray's committer address.
+fn key_pair(dir: &std::path::Path, name: &str) -> Result<(String, std::path::PathBuf)> {
+    let key = dir.join(name);
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "dray", "-f"])
+        .arg(&key)
+        .status()
+        .context("ssh-keygen (openssh-client) must be installed")?;
+    if !made.success() {
+        bail!("ssh-keygen failed for {}", key.display());
+    }
+    let allowed = dir.join(format!("{name}.allowed_signers"));
+    let public = std::fs::read_to_string(key.with_extension("pub"))?;
+    std::fs::write(&allowed, format!("dray@localhost {public}"))?;
+    Ok((std::fs::read_to_string(&key)?, allowed))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stage_branch_commits_are_signed_with_the_projects_signing_key() -> Result<()> {
     let q = tokio::task::block_in_place(start)?;
@@ -390,22 +408,7 @@ async fn stage_branch_commits_are_signed_with_the_projects_signing_key() -> Resu
         // An auditor's key pair: Dray gets the private key, the auditor keeps the public one.
         let dir = q.world.unique_dir("signing")?;
         std::fs::create_dir_all(&dir)?;
-        let key = dir.join("dray-signing");
-        let made = std::process::Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", "dray", "-f"])
-            .arg(&key)
-            .status()
-            .context("ssh-keygen (openssh-client) must be installed")?;
-        assert!(made.success());
-        let private = std::fs::read_to_string(&key)?;
-        let allowed = dir.join("allowed_signers");
-        std::fs::write(
-            &allowed,
-            format!(
-                "dray@localhost {}",
-                std::fs::read_to_string(key.with_extension("pub"))?
-            ),
-        )?;
+        let (private, allowed) = key_pair(&dir, "dray-signing")?;
         let indented: String = private.lines().map(|l| format!("    {l}\n")).collect();
         q.apply(&format!(
             "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: signing, namespace: demo}}\nspec:\n  type: signing\n  repoURL: {}\n  sshPrivateKey: |\n{indented}",
@@ -443,19 +446,7 @@ async fn stage_branch_commits_are_signed_with_the_projects_signing_key() -> Resu
             text(&checked)
         );
         // Someone else's key does not verify it.
-        let other = dir.join("other");
-        std::process::Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-            .arg(&other)
-            .status()?;
-        let elsewhere = dir.join("other_signers");
-        std::fs::write(
-            &elsewhere,
-            format!(
-                "dray@localhost {}",
-                std::fs::read_to_string(other.with_extension("pub"))?
-            ),
-        )?;
+        let (_, elsewhere) = key_pair(&dir, "other")?;
         assert!(!verify(&elsewhere)?.status.success());
         Ok(())
     })

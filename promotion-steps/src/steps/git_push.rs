@@ -520,6 +520,31 @@ mod tests {
                 .collect()
         }
 
+        /// Commits in `out`, lets someone else push to `main` first, then runs `git-push`
+        /// to `main`: our commit, theirs, and the tip pushed (ours rebased onto theirs).
+        async fn push_after_an_outside_edit(
+            &self,
+            ctx: &StepContext,
+            out: &Path,
+        ) -> (String, String, String) {
+            let ours = commit(ctx, out, "app/a.yaml", "v: 1\n", "promote to staging").await;
+            let theirs = push_files(
+                &self.url,
+                "main",
+                &[("docs/notes.md", "hand edit\n")],
+                "outside edit",
+            );
+            let got = outputs(
+                GitPush
+                    .run(ctx, json!({"path": "out", "targetBranch": "main"}))
+                    .await,
+            );
+            let tip = self.remote_tip("main");
+            assert_eq!(got["commit"], json!(tip));
+            assert_ne!(tip, ours, "our commit was rebased");
+            (ours, theirs, tip)
+        }
+
         fn remote_tip(&self, branch: &str) -> String {
             git(&self.dir.path().join("config.git"), &["rev-parse", branch])
         }
@@ -578,25 +603,11 @@ mod tests {
     async fn an_outside_push_is_rebased_onto_and_nothing_is_lost() {
         let w = world();
         let (ctx, out) = w.checkout("staging-1", "main", false).await;
-        let ours = commit(&ctx, &out, "app/a.yaml", "v: 1\n", "promote to staging").await;
-        let theirs = push_files(
-            &w.url,
-            "main",
-            &[("docs/notes.md", "hand edit\n")],
-            "outside edit",
-        );
-        let got = outputs(
-            GitPush
-                .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
-                .await,
-        );
+        let (ours, theirs, tip) = w.push_after_an_outside_edit(&ctx, &out).await;
         assert_eq!(
             w.subjects("main"),
             vec!["promote to staging", "outside edit", "init"]
         );
-        let tip = w.remote_tip("main");
-        assert_eq!(got["commit"], json!(tip));
-        assert_ne!(tip, ours, "our commit was rebased");
         assert_eq!(git(&out, &["rev-parse", "HEAD^"]), theirs);
         // The rebased commit keeps its trailers.
         let trailer = git(
@@ -671,22 +682,8 @@ mod tests {
         let (key, allowed) = ssh_key(w.dir.path());
         let (mut ctx, out) = w.checkout("staging-1", "main", false).await;
         ctx.credentials = Arc::new(SignEverything(key.clone()));
-        let ours = commit(&ctx, &out, "app/a.yaml", "v: 1\n", "promote to staging").await;
+        let (ours, _, tip) = w.push_after_an_outside_edit(&ctx, &out).await;
         assert!(verified(&out, &allowed, &ours), "git-commit did not sign");
-        push_files(
-            &w.url,
-            "main",
-            &[("docs/notes.md", "hand edit\n")],
-            "outside edit",
-        );
-        let got = outputs(
-            GitPush
-                .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
-                .await,
-        );
-        let tip = w.remote_tip("main");
-        assert_eq!(got["commit"], json!(tip));
-        assert_ne!(tip, ours, "our commit was rebased");
         let remote = w.dir.path().join("config.git");
         assert!(
             verified(&remote, &allowed, &tip),
