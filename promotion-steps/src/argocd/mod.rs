@@ -246,14 +246,12 @@ impl Http {
             .unwrap_or("")
             .to_owned();
         if is_transient(status) {
+            // A proxy's error page says no more than its status: only Argo CD's own words.
+            let said = value["message"].as_str().or(value["error"].as_str());
             return Err(ArgocdError::Unavailable(format!(
                 "{} answered {status} to `{method} {path}`{}",
                 self.who,
-                if message.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {message}")
-                }
+                said.map(|m| format!(": {m}")).unwrap_or_default()
             )));
         }
         if status == 401 {
