@@ -604,6 +604,10 @@ async fn argocd_answering_503_is_waited_out_and_named_not_a_failure() -> Result<
             waiting.contains(&s.argocd.base_url()),
             "{door:?}: {waiting}"
         );
+        assert!(
+            !waiting.contains("upstream connect error"),
+            "a proxy's page is not quoted: {waiting}"
+        );
         assert_eq!(s.argocd.syncs_started("shop-prod"), 0, "{door:?}");
         // Argo CD is back: the same step goes on to sync and succeed.
         s.run_to_success(&config, 4).await;
