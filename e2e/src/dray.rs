@@ -118,6 +118,13 @@ impl Dray {
         crate::process::read_lossy(&self.log_path())
     }
 
+    /// The last `lines` lines the server printed.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     /// The log file's path.
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("dray.log")
@@ -231,14 +238,10 @@ impl Drop for Dray {
     /// test's temporary directory.
     fn drop(&mut self) {
         if std::thread::panicking() {
-            let log = self.log();
-            let lines: Vec<&str> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_ON_FAILURE)..];
             eprintln!(
-                "--- the last {} lines of `dray serve`'s log ({}) ---\n{}\n--- end of log ---",
-                tail.len(),
+                "--- the end of `dray serve`'s log ({}) ---\n{}\n--- end of log ---",
                 self.log_path().display(),
-                tail.join("\n")
+                self.log_tail(LOG_TAIL_ON_FAILURE)
             );
         }
     }

@@ -30,6 +30,8 @@
 //! ```
 
 pub mod argocd;
+pub mod bench_baseline;
+pub mod bench_numbers;
 pub mod browser;
 mod credentials;
 pub mod deploy;

@@ -31,6 +31,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use dray::api::{ImageSelectionStrategy, ImageSubscription};
 use dray::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
+use dray_e2e::bench_baseline::{checked, script_promote};
+use dray_e2e::bench_numbers::{
+    Durations, counts, fmt_duration, fmt_ratio, median_table, met, ratio_of, runtime, write_section,
+};
 use dray_e2e::{
     Dray, DrayOptions, GitServer, Registry, TEST_AUTHOR, TestWorld, git, ls_remote, oci,
     workspace_root,
@@ -111,50 +115,28 @@ fn parse_args() -> Result<Args> {
 fn main() -> Result<()> {
     let args = parse_args()?;
     std::fs::create_dir_all(&args.out_dir)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    let runtime = runtime()?;
     let mut failed = false;
     if args.discovery {
-        let text = match runtime.block_on(discovery(&args)) {
-            Ok(text) => text,
-            Err(err) => {
-                failed = true;
-                eprintln!("bench: discovery failed: {err:#}");
-                not_measured("Discovery (issue 3)", &err)
-            }
-        };
-        std::fs::write(args.out_dir.join("discovery.md"), text)?;
+        failed |= write_section(
+            &args.out_dir.join("discovery.md"),
+            "bench: discovery",
+            "Discovery (issue 3)",
+            runtime.block_on(discovery(&args)),
+        )?;
     }
     if args.promotion {
-        let text = match promotion(&runtime, &args) {
-            Ok(text) => text,
-            Err(err) => {
-                failed = true;
-                eprintln!("bench: promotion failed: {err:#}");
-                not_measured("Promotion (issue 4)", &err)
-            }
-        };
-        std::fs::write(args.out_dir.join("promotion.md"), text)?;
+        failed |= write_section(
+            &args.out_dir.join("promotion.md"),
+            "bench: promotion",
+            "Promotion (issue 4)",
+            promotion(&runtime, &args),
+        )?;
     }
     if failed {
         std::process::exit(1);
     }
     Ok(())
-}
-
-/// The Markdown for a part that could not be measured, quoting the error.
-fn not_measured(title: &str, err: &anyhow::Error) -> String {
-    let quoted: String = format!("{err:#}")
-        .lines()
-        .take(40)
-        .map(|l| format!("    {l}\n"))
-        .collect();
-    format!(
-        "### {title}\n\n**Not measured**: the benchmark failed with this error, so there are \
-         no numbers for this part of this run.\n\n{quoted}"
-    )
 }
 
 // --- discovery ----------------------------------------------------------------------------
@@ -280,10 +262,10 @@ async fn discovery(args: &Args) -> Result<String> {
             "bench: discovery run {}/{}: dray first {:.1?}, refresh {:.1?}, skopeo {:.1?} / {:.1?}",
             run + 1,
             args.runs,
-            cold.durations.last().copied().unwrap_or_default(),
-            refresh.durations.last().copied().unwrap_or_default(),
-            skopeo.durations.last().copied().unwrap_or_default(),
-            skopeo_tags.durations.last().copied().unwrap_or_default(),
+            cold.durations.last(),
+            refresh.durations.last(),
+            skopeo.durations.last(),
+            skopeo_tags.durations.last(),
         );
     }
 
@@ -521,9 +503,9 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
             "bench: promotion run {}/{}: dray cli {:.1?}, dray api {:.1?}, script {:.1?}",
             run + 1,
             args.runs,
-            dray_cli.durations.last().copied().unwrap_or_default(),
-            dray_api.durations.last().copied().unwrap_or_default(),
-            script.durations.last().copied().unwrap_or_default(),
+            dray_cli.durations.last(),
+            dray_api.durations.last(),
+            script.durations.last(),
         );
     }
 
@@ -559,29 +541,20 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
          commit, `git push`), after one warm-up run. Median of {} runs (min–max).\n",
         args.commits, total_files, args.runs,
     )?;
-    writeln!(md, "| Measurement | Median | Min–max |")?;
-    writeln!(md, "|---|---:|---:|")?;
-    for (name, samples) in [
+    md.push_str(&median_table(&[
         (
             "Dray: `dray promote --stage dev --alias … --wait` (CLI, end to end)",
-            &dray_cli,
+            &dray_cli.durations,
         ),
         (
             "Dray: the same through the API, polled every 10 ms",
-            &dray_api,
+            &dray_api.durations,
         ),
         (
             "Script: `git clone` + `sed` + `kubectl kustomize` + `git commit` + `git push`",
-            &script,
+            &script.durations,
         ),
-    ] {
-        writeln!(
-            md,
-            "| {name} | {} | {} |",
-            fmt_duration(samples.median()),
-            samples.range()
-        )?;
-    }
+    ]));
     writeln!(
         md,
         "\nFor context (single runs, not compared): generating the repository with \
@@ -777,22 +750,6 @@ fn path_str(path: &Path) -> Result<&str> {
     path.to_str().context("the path is not UTF-8")
 }
 
-/// Run a command; its output if it succeeded, else an error with its stderr and stdout.
-fn checked(cmd: &mut Command) -> Result<Output> {
-    let output = cmd
-        .output()
-        .with_context(|| format!("Failed to run {cmd:?}"))?;
-    if !output.status.success() {
-        bail!(
-            "{cmd:?} failed ({}):\n{}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim(),
-            String::from_utf8_lossy(&output.stdout).trim()
-        );
-    }
-    Ok(output)
-}
-
 /// `dray ARGS` against the server; its output if it succeeded.
 fn cli(dray: &Dray, args: &[&str]) -> Result<Output> {
     let mut cmd = dray.cli_command();
@@ -826,7 +783,7 @@ fn promote_cli(dray: &Dray, alias: &str) -> Result<()> {
         ],
     )
     .map(drop)
-    .with_context(|| format!("server log tail:\n{}", log_tail(&dray.log(), 30)))
+    .with_context(|| format!("server log tail:\n{}", dray.log_tail(30)))
 }
 
 /// Request a promotion through the API and poll it every 10 ms until it ends.
@@ -908,38 +865,12 @@ fn moved(world: &TestWorld, url: &str, branch: &str, before: &str) -> Result<Str
     Ok(now)
 }
 
-/// Run the scripted promotion once.
-fn script_promote(world: &TestWorld, url: &str, image: &str, digest: &str) -> Result<()> {
-    let script = workspace_root().join("e2e/bench/baseline-promote.sh");
-    let (name, email) = TEST_AUTHOR;
-    checked(
-        Command::new("bash")
-            .arg(&script)
-            .args([url, image, digest, "script/dev"])
-            .env("HOME", world.home())
-            .env("TMPDIR", world.path())
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_AUTHOR_NAME", name)
-            .env("GIT_AUTHOR_EMAIL", email)
-            .env("GIT_COMMITTER_NAME", name)
-            .env("GIT_COMMITTER_EMAIL", email)
-            .current_dir(world.path()),
-    )?;
-    Ok(())
-}
-
-fn log_tail(text: &str, lines: usize) -> String {
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
 // --- numbers ------------------------------------------------------------------------------
 
 /// Durations of one measurement, with the request counts of each run.
 #[derive(Debug, Default)]
 struct Samples {
-    durations: Vec<Duration>,
+    durations: Durations,
     /// Dray's own count (`DiscoveryStats::http_requests`).
     own: Vec<u32>,
     /// Requests the registry logged.
@@ -954,19 +885,11 @@ impl Samples {
     }
 
     fn median(&self) -> Duration {
-        let mut sorted = self.durations.clone();
-        sorted.sort();
-        match sorted.len() {
-            0 => Duration::ZERO,
-            n if n % 2 == 1 => sorted[n / 2],
-            n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-        }
+        self.durations.median()
     }
 
     fn range(&self) -> String {
-        let min = self.durations.iter().min().copied().unwrap_or_default();
-        let max = self.durations.iter().max().copied().unwrap_or_default();
-        format!("{}–{}", fmt_duration(min), fmt_duration(max))
+        self.durations.range()
     }
 
     fn own_requests(&self) -> String {
@@ -976,42 +899,4 @@ impl Samples {
     fn logged_requests(&self) -> String {
         counts(&self.logged)
     }
-}
-
-/// `21`, or `21–23` when the runs differ.
-fn counts(values: &[u32]) -> String {
-    let min = values.iter().min().copied().unwrap_or_default();
-    let max = values.iter().max().copied().unwrap_or_default();
-    if min == max {
-        min.to_string()
-    } else {
-        format!("{min}–{max}")
-    }
-}
-
-fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1_000.0;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 1_000.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{:.2} s", ms / 1_000.0)
-    }
-}
-
-fn ratio_of(baseline: Duration, dray: Duration) -> f64 {
-    baseline.as_secs_f64() / dray.as_secs_f64().max(f64::MIN_POSITIVE)
-}
-
-fn fmt_ratio(r: f64) -> String {
-    if r >= 10.0 {
-        format!("{r:.0}×")
-    } else {
-        format!("{r:.1}×")
-    }
-}
-
-fn met(yes: bool) -> String {
-    if yes { "yes" } else { "**no**" }.to_owned()
 }

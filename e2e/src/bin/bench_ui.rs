@@ -39,6 +39,7 @@ use dray::api::{API_VERSION, Freight, FreightCommit, FreightImage, Kind, Stage};
 use dray::config::{SourceFile, load};
 use dray::discovery::mint::{alias_for, freight_id, freight_object};
 use dray::store::{SqliteStore, Store, Write};
+use dray_e2e::bench_numbers::{Durations, fmt_duration, runtime, write_section};
 use dray_e2e::{Dray, DrayOptions, TestWorld};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -142,27 +143,13 @@ fn parse_args() -> Result<Args> {
 fn main() -> Result<()> {
     let args = parse_args()?;
     std::fs::create_dir_all(&args.out_dir)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let (text, failed) = match runtime.block_on(run(&args)) {
-        Ok(text) => (text, false),
-        Err(err) => {
-            eprintln!("bench_ui: failed: {err:#}");
-            let quoted: String = format!("{err:#}")
-                .lines()
-                .take(40)
-                .map(|l| format!("    {l}\n"))
-                .collect();
-            let text = format!(
-                "### UI at scale (issue 8)\n\n**Not measured**: the benchmark failed with this \
-                 error, so there are no numbers for this run.\n\n{quoted}"
-            );
-            (text, true)
-        }
-    };
-    std::fs::write(args.out_dir.join("ui.md"), text)?;
+    let runtime = runtime()?;
+    let failed = write_section(
+        &args.out_dir.join("ui.md"),
+        "bench_ui",
+        "UI at scale (issue 8)",
+        runtime.block_on(run(&args)),
+    )?;
     if failed {
         std::process::exit(1);
     }
@@ -183,8 +170,8 @@ struct Measured {
     auth: Auth,
     /// The page's HTTP status on the first request; measured only when 200.
     page_status: u16,
-    page: Vec<Duration>,
-    list: Vec<Duration>,
+    page: Durations,
+    list: Durations,
     page_bytes: usize,
     json_bytes: usize,
     /// How many of the first three seeded Stages the page's HTML names.
@@ -326,8 +313,8 @@ async fn measure(args: &Args, dray: &Dray, auth: Auth, restart: Duration) -> Res
     let mut measured = Measured {
         auth,
         page_status,
-        page: Vec::new(),
-        list: Vec::new(),
+        page: Durations::default(),
+        list: Durations::default(),
         page_bytes: page_body.len(),
         json_bytes: body.len(),
         stages_named,
@@ -368,7 +355,7 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
     } else {
         "a **debug** (not comparable)"
     };
-    let restarts: Vec<String> = results.iter().map(|r| fmt_ms(r.restart)).collect();
+    let restarts: Vec<String> = results.iter().map(|r| fmt_duration(r.restart)).collect();
     let mut md = String::new();
     writeln!(md, "### UI at scale (issue 8)\n")?;
     writeln!(
@@ -388,7 +375,7 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
         args.warehouses,
         args.freight,
         db_bytes as f64 / (1024.0 * 1024.0),
-        fmt_ms(seeding),
+        fmt_duration(seeding),
         restarts.join(" / "),
         args.requests,
         args.warmup,
@@ -404,9 +391,9 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
             writeln!(
                 md,
                 "| `GET {page_path}` (UI page) | {page_auth} | {} | {} | {} | {} |",
-                fmt_ms(median(&r.page)),
-                fmt_ms(percentile(&r.page, 95)),
-                range(&r.page),
+                fmt_duration(r.page.median()),
+                fmt_duration(r.page.percentile(95)),
+                r.page.range(),
                 fmt_bytes(r.page_bytes)
             )?;
         } else {
@@ -419,9 +406,9 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
         writeln!(
             md,
             "| `GET {json_path}` (JSON, baseline) | {json_auth} | {} | {} | {} | {} |",
-            fmt_ms(median(&r.list)),
-            fmt_ms(percentile(&r.list, 95)),
-            range(&r.list),
+            fmt_duration(r.list.median()),
+            fmt_duration(r.list.percentile(95)),
+            r.list.range(),
             fmt_bytes(r.json_bytes)
         )?;
     }
@@ -448,8 +435,8 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
             )?;
             continue;
         }
-        let page = median(&r.page);
-        let ratio = page.as_secs_f64() / median(&r.list).as_secs_f64().max(f64::MIN_POSITIVE);
+        let page = r.page.median();
+        let ratio = page.as_secs_f64() / r.list.median().as_secs_f64().max(f64::MIN_POSITIVE);
         writeln!(
             md,
             "| page ÷ JSON (medians) | {auth} | {ratio:.1}× | – | – |"
@@ -457,14 +444,14 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
         writeln!(
             md,
             "| page median | {auth} | {} | < 200 ms | {} |",
-            fmt_ms(page),
+            fmt_duration(page),
             met(page)
         )?;
-        let p95 = percentile(&r.page, 95);
+        let p95 = r.page.percentile(95);
         writeln!(
             md,
             "| page p95 | {auth} | {} | < 200 ms | {} |",
-            fmt_ms(p95),
+            fmt_duration(p95),
             met(p95)
         )?;
     }
@@ -764,50 +751,6 @@ async fn write_seed(data_dir: &std::path::Path, seed: Seed) -> Result<()> {
 }
 
 // --- numbers ----------------------------------------------------------------------------
-
-fn sorted(samples: &[Duration]) -> Vec<Duration> {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted
-}
-
-fn median(samples: &[Duration]) -> Duration {
-    let sorted = sorted(samples);
-    match sorted.len() {
-        0 => Duration::ZERO,
-        n if n % 2 == 1 => sorted[n / 2],
-        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2,
-    }
-}
-
-/// The nearest-rank percentile.
-fn percentile(samples: &[Duration], p: usize) -> Duration {
-    let sorted = sorted(samples);
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).clamp(1, sorted.len());
-    sorted[rank - 1]
-}
-
-fn range(samples: &[Duration]) -> String {
-    let sorted = sorted(samples);
-    match (sorted.first(), sorted.last()) {
-        (Some(min), Some(max)) => format!("{}–{}", fmt_ms(*min), fmt_ms(*max)),
-        _ => "–".into(),
-    }
-}
-
-fn fmt_ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1_000.0;
-    if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 1_000.0 {
-        format!("{ms:.0} ms")
-    } else {
-        format!("{:.2} s", ms / 1_000.0)
-    }
-}
 
 fn fmt_bytes(n: usize) -> String {
     if n >= 1024 * 1024 {
