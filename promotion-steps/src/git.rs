@@ -442,6 +442,27 @@ impl Signing {
         Ok(Some(Signing { key_file }))
     }
 
+    /// `error` of a git command that signed, with a hint on what signing needs (it fails
+    /// when `ssh-keygen` is missing or the key cannot be read or has a passphrase).
+    pub(crate) fn explain(signing: Option<&Signing>, error: GitError) -> GitError {
+        match error {
+            GitError::Failed {
+                args,
+                status,
+                stderr,
+            } if signing.is_some() => GitError::Failed {
+                args,
+                status,
+                stderr: format!(
+                    "{stderr}; hint: signing needs `ssh-keygen` (Debian: openssh-client) \
+                         where `dray serve` runs, and the `signing` Credential's \
+                         `sshPrivateKey` must be an OpenSSH private key without a passphrase"
+                ),
+            },
+            other => other,
+        }
+    }
+
     /// The `-c` options that make git sign with this key; they go before the subcommand.
     pub(crate) fn config_args(&self) -> Vec<String> {
         vec![

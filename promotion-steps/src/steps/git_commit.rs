@@ -275,7 +275,10 @@ async fn commit(
     ];
     let output = git.output_env(dir, &args, Some(message), &env).await?;
     if !output.status.success() {
-        return Err(git.failure(&args, &output));
+        return Err(Signing::explain(
+            signing.as_ref(),
+            git.failure(&args, &output),
+        ));
     }
     let sha = String::from_utf8_lossy(&output.stdout).trim().to_string();
     // Detach HEAD at the new commit (an orphan's unborn branch is never created).

@@ -359,7 +359,10 @@ impl Push<'_> {
             .map(str::to_string)
             .collect();
         if files.is_empty() {
-            return Err(git.failure(&args, &output));
+            return Err(Signing::explain(
+                self.signing.as_ref(),
+                git.failure(&args, &output),
+            ));
         }
         let mut log = vec!["log", "-1", "--format=%h \"%s\"", tip, "--not", head, "--"];
         log.extend(files.iter().map(String::as_str));
@@ -700,6 +703,27 @@ mod tests {
         let (plain, out) = w.checkout("staging-2", "main", false).await;
         let unsigned = commit(&plain, &out, "app/b.yaml", "v: 2\n", "promote again").await;
         assert!(!verified(&out, &allowed, &unsigned));
+    }
+
+    #[tokio::test]
+    async fn a_key_git_cannot_sign_with_is_an_error_with_a_hint() {
+        let w = world();
+        let (mut ctx, out) = w.checkout("staging-3", "main", false).await;
+        ctx.credentials = Arc::new(SignEverything(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----".into(),
+        ));
+        std::fs::write(out.join("app/a.yaml"), "v: 9\n").unwrap();
+        let outcome = GitCommit
+            .run(&ctx, json!({"path": "out", "message": "promote"}))
+            .await;
+        let StepOutcome::Errored { reason } = outcome else {
+            panic!("expected Errored, got {outcome:?}")
+        };
+        assert!(
+            reason.contains("hint: signing needs `ssh-keygen`"),
+            "{reason}"
+        );
+        assert!(!reason.contains("AAAA"), "{reason}");
     }
 
     #[tokio::test]
