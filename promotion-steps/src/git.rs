@@ -406,21 +406,34 @@ pub(crate) fn is_valid_ref_name(name: &str) -> bool {
 }
 
 /// The file, in a worktree's private git directory, holding the key its commits are signed
-/// with (removed with the worktree).
+/// with while a step signs (removed when the step is done with it).
 const SIGNING_KEY_FILE: &str = "dray-signing-key";
 
 /// How the commits Dray makes in one worktree are signed: SSH signatures (`gpg.format=ssh`,
 /// which `git verify-commit` checks against an allowed-signers file) with the key the
-/// project keeps for the worktree's repository.
+/// project keeps for the worktree's repository. The key is on disk only while this lives:
+/// dropping it removes the file (the worktree's private git directory outlives the
+/// promotion until the mirror's next `worktree prune`).
 #[derive(Debug)]
 pub(crate) struct Signing {
     key_file: PathBuf,
 }
 
+impl Drop for Signing {
+    fn drop(&mut self) {
+        if let Err(error) = std::fs::remove_file(&self.key_file)
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(file = %self.key_file.display(), %error, "cannot remove a signing key file");
+        }
+    }
+}
+
 impl Signing {
     /// The signing of the worktree at `worktree`, cloned from `repo_url`: the key is
     /// written (mode 0600, as `ssh-keygen` requires) into the worktree's private git
-    /// directory. `None` when the project has no signing key for the repository.
+    /// directory until this is dropped. `None` when the project has no signing key for
+    /// the repository.
     pub(crate) async fn for_worktree(
         ctx: &StepContext,
         git: &Git,

@@ -238,6 +238,11 @@ impl MirrorRepos {
             lock: tokio::sync::Mutex::new(()),
         }
     }
+
+    /// Where the mirrors are.
+    pub(crate) fn root(&self) -> &Path {
+        self.root.path()
+    }
 }
 
 #[async_trait]

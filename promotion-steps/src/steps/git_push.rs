@@ -696,9 +696,23 @@ mod tests {
             !verified(&remote, &allowed, "main^"),
             "the outside commit is unsigned"
         );
-        // The key is not left where the worktree's files are.
+        // The key is not left where the worktree's files are, nor anywhere else.
         let listed = git(&out, &["status", "--porcelain", "--ignored"]);
         assert!(!listed.contains("signing"), "{listed}");
+        fn key_files(dir: &Path) -> Vec<PathBuf> {
+            let mut found = Vec::new();
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    found.extend(key_files(&path));
+                } else if path.file_name().is_some_and(|n| n == "dray-signing-key") {
+                    found.push(path);
+                }
+            }
+            found
+        }
+        assert_eq!(key_files(w.dir.path()), Vec::<PathBuf>::new());
+        assert_eq!(key_files(w.repos.root()), Vec::<PathBuf>::new());
         // Without the key, nothing is signed.
         let (plain, out) = w.checkout("staging-2", "main", false).await;
         let unsigned = commit(&plain, &out, "app/b.yaml", "v: 2\n", "promote again").await;
