@@ -581,6 +581,40 @@ async fn a_provider_user_named_like_a_token_user_gets_none_of_its_roles() -> Res
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_of_dray_logs_nobody_out() -> Result<()> {
+    let world = TestWorld::new()?;
+    let (provider, mut dray) = small(&world).await?;
+    let base = dray.url();
+    let mut web = Web::new()?;
+    let (_, csrf) = log_in(&mut web, &base, &provider, "ann").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        dray.kill9()?;
+        dray.restart()
+    })?;
+    let page = web.get_following(&base, &format!("{base}/")).await?;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(page.body.contains("ann@example.com"), "{}", page.body);
+    assert!(
+        page.body
+            .contains(&format!("name=\"csrf-token\" content=\"{csrf}\"")),
+        "the same session, with its CSRF token: {}",
+        page.body
+    );
+    // Logging out still ends it, for good.
+    let out = web
+        .send(
+            web.http
+                .post(format!("{base}/logout"))
+                .form(&[("csrf", csrf.as_str())]),
+        )
+        .await?;
+    assert_eq!(out.status, StatusCode::SEE_OTHER, "{}", out.body);
+    let after = web.get(&format!("{base}/")).await?;
+    assert_eq!(after.location()?, "/login");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tampered_state_is_refused_and_an_attempt_works_once() -> Result<()> {
     let world = TestWorld::new()?;
     let (provider, dray) = small(&world).await?;

@@ -339,7 +339,7 @@ async fn from_session(
     method: &Method,
     headers: &HeaderMap,
 ) -> Result<Caller, ApiError> {
-    let session = state.sessions.lookup(id).ok_or_else(|| {
+    let session = state.sessions.lookup(id).await?.ok_or_else(|| {
         ApiError::unauthenticated("the session has expired or is unknown")
             .with_hint("log in again at /login")
     })?;
@@ -355,7 +355,7 @@ async fn from_session(
     match caller_for_session(&state.auth, &session).await? {
         Some(caller) => Ok(caller),
         None => {
-            state.sessions.remove(id);
+            crate::ui::forget(state, id).await;
             Err(
                 ApiError::unauthenticated("the API token this session was made with is gone")
                     .with_hint("log in again at /login with a valid token"),

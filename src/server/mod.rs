@@ -48,7 +48,7 @@ pub struct AppState {
     pub discovery: Option<Arc<DiscoveryServices>>,
     /// How callers are authenticated, and their tokens.
     pub auth: Arc<Auth>,
-    /// The web UI's login sessions (this server's own, never shared with another router).
+    /// The web UI's login sessions, kept in the store.
     pub sessions: Arc<crate::ui::session::Sessions>,
     /// The OpenID provider the web UI can log in through, when configured.
     pub oidc: Option<Arc<crate::ui::oidc::Oidc>>,
@@ -72,9 +72,9 @@ impl AppState {
             discovery: None,
             auth: Arc::new(Auth {
                 mode,
-                tokens: store,
+                tokens: store.clone(),
             }),
-            sessions: Default::default(),
+            sessions: Arc::new(crate::ui::session::Sessions::new(store)),
             oidc: None,
             shutdown: Default::default(),
         }

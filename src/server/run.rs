@@ -48,6 +48,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let store = Arc::new(SqliteStore::open(&options.data_dir)?);
     tracing::info!(path = %store.path().display(), "store opened");
     let token_store: Arc<dyn TokenStore> = store.clone();
+    let session_store: Arc<dyn crate::store::SessionStore> = store.clone();
     let store: Arc<dyn Store> = store;
     match options.auth {
         AuthMode::Token => {
@@ -80,7 +81,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             mode: options.auth,
             tokens: token_store,
         }),
-        sessions: Arc::new(crate::ui::session::Sessions::new()),
+        sessions: Arc::new(crate::ui::session::Sessions::new(session_store)),
         oidc,
         shutdown: shutdown.clone(),
     };

@@ -253,7 +253,12 @@ async fn revoking_the_bootstrap_token_warns_how_to_get_admin_back() {
 async fn revoking_a_token_ends_the_web_sessions_made_with_it() {
     let server = Server::new().await;
     let (ann, ann_id) = server.token("ann", "dray-viewer", Some("demo")).await;
-    let (id, _) = server.state.sessions.create_for_token(&hash(&ann), "ann");
+    let (id, _) = server
+        .state
+        .sessions
+        .create_for_token(&hash(&ann), "ann")
+        .await
+        .unwrap();
     let with_cookie = |uri: &str| {
         Request::builder()
             .uri(uri)

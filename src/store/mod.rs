@@ -16,6 +16,7 @@ mod error;
 mod feed;
 mod modify;
 mod object;
+mod sessions;
 mod sqlite;
 mod tokens;
 
@@ -23,6 +24,7 @@ pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
 pub use modify::{modify_object, modify_status, modify_typed_status};
 pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of};
+pub use sessions::{SessionRecord, SessionStore};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use tokens::{
     BOOTSTRAP_CREATOR, ClusterBinding, TokenDetails, TokenInfo, TokenRecord, TokenStore,

@@ -68,6 +68,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
      UPDATE api_tokens SET created_by = 'system:bootstrap'
         WHERE user = 'admin' AND created_at = (SELECT MIN(created_at) FROM api_tokens);
      CREATE UNIQUE INDEX api_tokens_id ON api_tokens (id);",
+    // 5: the web UI's sessions, so that a restart logs nobody out (store/sessions.rs).
+    "CREATE TABLE ui_sessions (
+        key TEXT PRIMARY KEY,
+        identity TEXT NOT NULL,
+        user TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+     ) WITHOUT ROWID;
+     CREATE INDEX ui_sessions_expires ON ui_sessions (expires_at);",
 ];
 
 /// `list_newest`'s sort key: the creation time (RFC 3339 UTC; without its `Z` it sorts as

@@ -137,7 +137,10 @@ pub(crate) async fn login(
         )
             .into_response();
     };
-    let (id, _) = state.sessions.create_for_token(&hash, &record.user);
+    let (id, _) = match state.sessions.create_for_token(&hash, &record.user).await {
+        Ok(created) => created,
+        Err(error) => return super::UiError::from(error).into_response(),
+    };
     tracing::info!(user = %record.user, "logged in to the UI");
     let cookie = session::set_cookie(&id, session::is_https(&headers));
     ([(SET_COOKIE, cookie)], Redirect::to("/")).into_response()
@@ -151,7 +154,11 @@ pub(crate) async fn logout(
 ) -> Response {
     let secure = session::is_https(&headers);
     if let Some(id) = session::cookie_id(&headers) {
-        let Some(found) = state.sessions.lookup(&id) else {
+        let found = match state.sessions.lookup(&id).await {
+            Ok(found) => found,
+            Err(error) => return super::UiError::from(error).into_response(),
+        };
+        let Some(found) = found else {
             return (
                 [(SET_COOKIE, session::clear_cookie(secure))],
                 Redirect::to("/login"),
@@ -169,7 +176,9 @@ pub(crate) async fn logout(
             )
                 .into_response();
         }
-        state.sessions.remove(&id);
+        if let Err(error) = state.sessions.remove(&id).await {
+            return super::UiError::from(error).into_response();
+        }
         tracing::info!(user = %found.user, "logged out of the UI");
     }
     (

@@ -123,7 +123,11 @@ impl FromRequestParts<AppState> for Viewer {
             }
         };
         let id = session::cookie_id(&parts.headers).ok_or_else(to_login)?;
-        let found = state.sessions.lookup(&id).ok_or_else(to_login)?;
+        let found = match state.sessions.lookup(&id).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Err(to_login()),
+            Err(error) => return Err(UiError::from(error).into_response()),
+        };
         match auth::caller_for_session(&state.auth, &found).await {
             Ok(Some(caller)) => Ok(Viewer {
                 caller,
@@ -131,16 +135,24 @@ impl FromRequestParts<AppState> for Viewer {
                 logged_in: true,
             }),
             Ok(None) => {
-                state.sessions.remove(&id);
+                forget(&state, &id).await;
                 Err(to_login())
             }
             // The session's token expired: log in again, as for a revoked one.
             Err(error) if error.status() == StatusCode::UNAUTHORIZED => {
-                state.sessions.remove(&id);
+                forget(&state, &id).await;
                 Err(to_login())
             }
             Err(error) => Err(UiError(error).into_response()),
         }
+    }
+}
+
+/// Ends a session whose caller is gone; a store that cannot do it now is only logged (the
+/// session is refused anyway, and it ends at its expiry).
+pub(crate) async fn forget(state: &AppState, id: &str) {
+    if let Err(error) = state.sessions.remove(id).await {
+        tracing::warn!(%error, "cannot end a UI session");
     }
 }
 

@@ -718,14 +718,21 @@ pub(crate) async fn callback(
     let attempt = session::cookie_value(&headers, STATE_COOKIE);
     let mut response = match oidc.finish(attempt.as_deref(), query).await {
         Ok(who) => {
-            let (id, session) = state.sessions.create(
-                Identity::Oidc {
-                    user: who.user.clone(),
-                    groups: who.groups.clone(),
-                },
-                &who.user,
-                who.ttl,
-            );
+            let created = state
+                .sessions
+                .create(
+                    Identity::Oidc {
+                        user: who.user.clone(),
+                        groups: who.groups.clone(),
+                    },
+                    &who.user,
+                    who.ttl,
+                )
+                .await;
+            let (id, session) = match created {
+                Ok(created) => created,
+                Err(error) => return super::UiError::from(error).into_response(),
+            };
             tracing::info!(user = %who.user, groups = ?who.groups, "logged in to the UI with OIDC");
             let mut response = continue_page().into_response();
             if let Ok(cookie) =

@@ -3,18 +3,16 @@
 //! `HttpOnly`, `SameSite=Strict` cookie; each session has its own CSRF token, which every
 //! state-changing request made with the cookie must echo in `X-CSRF-Token`.
 //!
-//! Sessions live in this process's memory, in the [`Sessions`] store the server's
-//! `AppState` holds (so tests and several routers never share one), keyed by the SHA-256
-//! of their id. A session's [`Identity`] is either the hash of the API token it was made
-//! with (never the token: every request re-resolves the caller from the
-//! [`crate::store::TokenStore`], so a removed token ends its sessions at once) or the user
-//! and groups an OpenID provider vouched for, valid until the ID token's `exp`. A restart
-//! logs everyone out, which for a 12-hour session is an acceptable price for keeping
-//! credentials out of the database and the schema unchanged.
+//! Sessions live in the store ([`SessionStore`], the `ui_sessions` table), keyed by the
+//! SHA-256 of their id, so restarting `dray serve` logs nobody out and the database never
+//! holds an id that could take a session over. A session's [`Identity`] is either the hash
+//! of the API token it was made with (never the token: every request re-resolves the
+//! caller from the [`crate::store::TokenStore`], so a removed token ends its sessions at
+//! once) or the user and groups an OpenID provider vouched for, valid until the ID token's
+//! `exp`.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::header::{COOKIE, HOST, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue};
@@ -22,8 +20,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::OsRng;
 use chacha20poly1305::aead::rand_core::RngCore;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+use crate::store::{SessionRecord, SessionStore, StoreError};
 
 /// The session cookie's name.
 pub const COOKIE_NAME: &str = "dray_session";
@@ -38,7 +39,8 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 const MAX_SESSIONS: usize = 10_000;
 
 /// Who a session stands for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
 pub enum Identity {
     /// An API token, by its SHA-256; the caller is re-resolved from the token store on
     /// every request.
@@ -64,7 +66,8 @@ pub struct Session {
     pub user: String,
     /// The CSRF token pages embed and scripts send back.
     pub csrf: String,
-    expires: Instant,
+    /// When it ends, in Unix seconds.
+    expires_at: i64,
 }
 
 impl std::fmt::Debug for Session {
@@ -73,7 +76,7 @@ impl std::fmt::Debug for Session {
             .field("identity", &self.identity)
             .field("user", &self.user)
             .field("csrf", &"<redacted>")
-            .field("expires", &self.expires)
+            .field("expires_at", &self.expires_at)
             .finish()
     }
 }
@@ -86,14 +89,37 @@ impl Session {
 
     /// How long the session has left (for the cookie's `Max-Age`).
     pub fn remaining(&self) -> Duration {
-        self.expires.saturating_duration_since(Instant::now())
+        Duration::from_secs(u64::try_from(self.expires_at - now()).unwrap_or(0))
+    }
+
+    fn from_record(record: SessionRecord) -> Result<Self, StoreError> {
+        let identity = serde_json::from_str(&record.identity).map_err(|e| {
+            StoreError::Internal(format!("a stored UI session cannot be read: {e}"))
+        })?;
+        Ok(Session {
+            identity,
+            user: record.user,
+            csrf: record.csrf,
+            expires_at: record.expires_at,
+        })
     }
 }
 
-/// The live sessions of one server.
-#[derive(Debug, Default)]
+/// Now, in Unix seconds.
+fn now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// The sessions of one server, kept in its store.
+#[derive(Clone)]
 pub struct Sessions {
-    map: Mutex<HashMap<String, Session>>,
+    store: Arc<dyn SessionStore>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
 }
 
 fn key(id: &str) -> String {
@@ -108,19 +134,18 @@ pub(crate) fn random_id() -> String {
 }
 
 impl Sessions {
-    /// An empty store.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Session>> {
-        // A panic while holding the lock cannot leave the map half-written; keep serving.
-        self.map.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The sessions kept in `store`.
+    pub fn new(store: Arc<dyn SessionStore>) -> Self {
+        Sessions { store }
     }
 
     /// Starts a session for the API token with this hash; returns its id (for the cookie
     /// only) and the session.
-    pub fn create_for_token(&self, token_hash: &str, user: &str) -> (String, Session) {
+    pub async fn create_for_token(
+        &self,
+        token_hash: &str,
+        user: &str,
+    ) -> Result<(String, Session), StoreError> {
         self.create(
             Identity::Token {
                 token_hash: token_hash.to_owned(),
@@ -128,61 +153,54 @@ impl Sessions {
             user,
             SESSION_TTL,
         )
+        .await
     }
 
     /// Starts a session for `identity` lasting `ttl` (at most [`SESSION_TTL`]); returns
     /// its id (for the cookie only) and the session.
-    pub fn create(&self, identity: Identity, user: &str, ttl: Duration) -> (String, Session) {
+    pub async fn create(
+        &self,
+        identity: Identity,
+        user: &str,
+        ttl: Duration,
+    ) -> Result<(String, Session), StoreError> {
         let id = random_id();
-        let now = Instant::now();
+        let now = now();
+        let ttl = i64::try_from(ttl.min(SESSION_TTL).as_secs()).unwrap_or(0);
         let session = Session {
             identity,
             user: user.to_owned(),
             csrf: random_id(),
-            expires: now + ttl.min(SESSION_TTL),
+            expires_at: now + ttl,
         };
-        let mut map = self.map();
-        map.retain(|_, s| s.expires > now);
-        if map.len() >= MAX_SESSIONS
-            && let Some(oldest) = map
-                .iter()
-                .min_by_key(|(_, s)| s.expires)
-                .map(|(k, _)| k.clone())
-        {
-            map.remove(&oldest);
-        }
-        map.insert(key(&id), session.clone());
-        (id, session)
+        let record = SessionRecord {
+            key: key(&id),
+            identity: serde_json::to_string(&session.identity)
+                .map_err(|e| StoreError::Internal(e.to_string()))?,
+            user: session.user.clone(),
+            csrf: session.csrf.clone(),
+            expires_at: session.expires_at,
+        };
+        self.store.put_session(record, now, MAX_SESSIONS).await?;
+        Ok((id, session))
     }
 
     /// The live session with this id.
-    pub fn lookup(&self, id: &str) -> Option<Session> {
-        let mut map = self.map();
-        let k = key(id);
-        match map.get(&k) {
-            Some(s) if s.expires > Instant::now() => Some(s.clone()),
-            Some(_) => {
-                map.remove(&k);
-                None
-            }
-            None => None,
+    pub async fn lookup(&self, id: &str) -> Result<Option<Session>, StoreError> {
+        match self.store.session(&key(id), now()).await? {
+            Some(record) => Session::from_record(record).map(Some),
+            None => Ok(None),
         }
     }
 
     /// Ends a session.
-    pub fn remove(&self, id: &str) {
-        self.map().remove(&key(id));
+    pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
+        self.store.delete_session(&key(id)).await
     }
 
     /// How many sessions are live.
-    pub fn len(&self) -> usize {
-        let now = Instant::now();
-        self.map().values().filter(|s| s.expires > now).count()
-    }
-
-    /// Whether no session is live.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub async fn len(&self) -> Result<usize, StoreError> {
+        self.store.live_sessions(now()).await
     }
 }
 
@@ -254,79 +272,122 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::SqliteStore;
 
-    #[test]
-    fn sessions_are_found_by_id_and_end() {
-        let sessions = Sessions::new();
-        let (id, session) = sessions.create_for_token("hash-1", "ann");
-        assert_eq!(id.len(), 43);
-        assert_ne!(id, session.csrf);
-        assert_eq!(sessions.lookup(&id).map(|s| s.user), Some("ann".to_owned()));
-        assert!(sessions.lookup("not-a-session").is_none());
-        assert_eq!(sessions.len(), 1);
-        sessions.remove(&id);
-        assert!(sessions.lookup(&id).is_none());
-        assert!(sessions.is_empty());
+    /// Sessions over a fresh store (the directory must outlive them).
+    fn sessions() -> (tempfile::TempDir, Sessions) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        (dir, Sessions::new(store))
     }
 
-    #[test]
-    fn a_session_debug_print_hides_its_csrf_token() {
-        let sessions = Sessions::new();
-        let (_, session) = sessions.create_for_token("hash-2", "ann");
+    #[tokio::test]
+    async fn sessions_are_found_by_id_and_end() {
+        let (_dir, sessions) = sessions();
+        let (id, session) = sessions.create_for_token("hash-1", "ann").await.unwrap();
+        assert_eq!(id.len(), 43);
+        assert_ne!(id, session.csrf);
+        let found = sessions.lookup(&id).await.unwrap();
+        assert_eq!(found.map(|s| s.user), Some("ann".to_owned()));
+        assert!(sessions.lookup("not-a-session").await.unwrap().is_none());
+        assert_eq!(sessions.len().await.unwrap(), 1);
+        sessions.remove(&id).await.unwrap();
+        assert!(sessions.lookup(&id).await.unwrap().is_none());
+        assert_eq!(sessions.len().await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_session_outlives_its_server_and_the_store_holds_no_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let (id, session) = {
+            let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+            Sessions::new(store)
+                .create_for_token("hash-9", "ann")
+                .await
+                .unwrap()
+        };
+        // A new server on the same data directory (a restart).
+        let again = Sessions::new(Arc::new(SqliteStore::open(dir.path()).unwrap()));
+        let found = again.lookup(&id).await.unwrap().expect("still logged in");
+        assert_eq!(found.user, "ann");
+        assert_eq!(found.csrf, session.csrf);
+        assert_eq!(
+            found.identity,
+            Identity::Token {
+                token_hash: "hash-9".into()
+            }
+        );
+        let database = std::fs::read(dir.path().join(crate::store::DATABASE_FILE)).unwrap();
+        let wal = std::fs::read(
+            dir.path()
+                .join(format!("{}-wal", crate::store::DATABASE_FILE)),
+        )
+        .unwrap_or_default();
+        let holds = |bytes: &[u8]| bytes.windows(id.len()).any(|w| w == id.as_bytes());
+        assert!(
+            !holds(&database) && !holds(&wal),
+            "the session id is stored"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_debug_print_hides_its_csrf_token() {
+        let (_dir, sessions) = sessions();
+        let (_, session) = sessions.create_for_token("hash-2", "ann").await.unwrap();
         let printed = format!("{session:?} {sessions:?}");
         assert!(!session.csrf.is_empty());
         assert!(!printed.contains(&session.csrf), "{printed}");
         assert!(printed.contains("ann"), "{printed}");
     }
 
-    #[test]
-    fn two_stores_do_not_share_sessions() {
-        let (one, two) = (Sessions::new(), Sessions::new());
-        let (id, _) = one.create_for_token("hash-3", "ann");
-        assert!(one.lookup(&id).is_some());
-        assert!(two.lookup(&id).is_none());
+    #[tokio::test]
+    async fn two_stores_do_not_share_sessions() {
+        let ((_a, one), (_b, two)) = (sessions(), sessions());
+        let (id, _) = one.create_for_token("hash-3", "ann").await.unwrap();
+        assert!(one.lookup(&id).await.unwrap().is_some());
+        assert!(two.lookup(&id).await.unwrap().is_none());
     }
 
-    #[test]
-    fn an_oidc_session_keeps_its_identity_and_ends_with_its_token() {
-        let sessions = Sessions::new();
+    #[tokio::test]
+    async fn an_oidc_session_keeps_its_identity_and_ends_with_its_token() {
+        let (_dir, sessions) = sessions();
         let identity = Identity::Oidc {
             user: "ann@example.com".into(),
             groups: vec!["release-managers".into()],
         };
-        let (id, session) = sessions.create(
-            identity.clone(),
-            "ann@example.com",
-            Duration::from_secs(600),
-        );
+        let (id, session) = sessions
+            .create(
+                identity.clone(),
+                "ann@example.com",
+                Duration::from_secs(600),
+            )
+            .await
+            .unwrap();
         assert!(session.remaining() <= Duration::from_secs(600));
         assert!(session.remaining() > Duration::from_secs(500));
-        assert_eq!(sessions.lookup(&id).map(|s| s.identity), Some(identity));
+        let found = sessions.lookup(&id).await.unwrap();
+        assert_eq!(found.map(|s| s.identity), Some(identity));
         // A token that has already expired makes a session that is already over.
-        let (gone, _) = sessions.create(
-            Identity::Oidc {
-                user: "bob".into(),
-                groups: vec![],
-            },
-            "bob",
-            Duration::ZERO,
-        );
-        assert!(sessions.lookup(&gone).is_none());
+        let bob = Identity::Oidc {
+            user: "bob".into(),
+            groups: vec![],
+        };
+        let (gone, _) = sessions.create(bob, "bob", Duration::ZERO).await.unwrap();
+        assert!(sessions.lookup(&gone).await.unwrap().is_none());
         // Never longer than a token login's session.
-        let (_, long) = sessions.create(
-            Identity::Oidc {
-                user: "cy".into(),
-                groups: vec![],
-            },
-            "cy",
-            Duration::from_secs(7 * 24 * 3600),
-        );
+        let cy = Identity::Oidc {
+            user: "cy".into(),
+            groups: vec![],
+        };
+        let week = Duration::from_secs(7 * 24 * 3600);
+        let (_, long) = sessions.create(cy, "cy", week).await.unwrap();
         assert!(long.remaining() <= SESSION_TTL);
     }
 
-    #[test]
-    fn csrf_must_match_exactly() {
-        let (_, session) = Sessions::new().create_for_token("hash-2", "bob");
+    #[tokio::test]
+    async fn csrf_must_match_exactly() {
+        let (_dir, sessions) = sessions();
+        let (_, session) = sessions.create_for_token("hash-2", "bob").await.unwrap();
         let right = HeaderValue::from_str(&session.csrf).unwrap();
         let wrong = HeaderValue::from_static("nope");
         assert!(session.csrf_matches(Some(&right)));
