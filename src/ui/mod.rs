@@ -135,12 +135,12 @@ impl FromRequestParts<AppState> for Viewer {
                 logged_in: true,
             }),
             Ok(None) => {
-                forget(&state, &id).await;
+                forget(state, &id).await;
                 Err(to_login())
             }
             // The session's token expired: log in again, as for a revoked one.
             Err(error) if error.status() == StatusCode::UNAUTHORIZED => {
-                forget(&state, &id).await;
+                forget(state, &id).await;
                 Err(to_login())
             }
             Err(error) => Err(UiError(error).into_response()),

@@ -199,7 +199,7 @@ impl Sessions {
     }
 
     /// How many sessions are live.
-    pub async fn len(&self) -> Result<usize, StoreError> {
+    pub async fn live(&self) -> Result<usize, StoreError> {
         self.store.live_sessions(now()).await
     }
 }
@@ -290,10 +290,10 @@ mod tests {
         let found = sessions.lookup(&id).await.unwrap();
         assert_eq!(found.map(|s| s.user), Some("ann".to_owned()));
         assert!(sessions.lookup("not-a-session").await.unwrap().is_none());
-        assert_eq!(sessions.len().await.unwrap(), 1);
+        assert_eq!(sessions.live().await.unwrap(), 1);
         sessions.remove(&id).await.unwrap();
         assert!(sessions.lookup(&id).await.unwrap().is_none());
-        assert_eq!(sessions.len().await.unwrap(), 0);
+        assert_eq!(sessions.live().await.unwrap(), 0);
     }
 
     #[tokio::test]
