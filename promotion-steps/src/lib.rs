@@ -33,6 +33,7 @@ mod schemas;
 mod steps;
 #[cfg(test)]
 mod testing;
+mod transient;
 
 pub use context::{
     CredentialProvider, ExprEvaluator, FreightCommit, FreightImage, GitCredentials, LogSink,
@@ -41,6 +42,7 @@ pub use context::{
 pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
+pub use transient::is_transient_status;
 
 use async_trait::async_trait;
 

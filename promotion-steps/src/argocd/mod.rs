@@ -128,16 +128,11 @@ pub(crate) enum ArgocdError {
     /// Refused, or an unexpected answer; the text names server and cause.
     #[error("{0}")]
     Failed(String),
-    /// No answer, or one that says "later" (429, 502, 503, 504): Argo CD or the way to it
+    /// No answer, or one that says "later" (429, 5xx): Argo CD or the way to it
     /// is down for now. A step waiting for Argo CD asks again; the text names server and
     /// cause.
     #[error("{0}")]
     Unavailable(String),
-}
-
-/// Whether an HTTP status says "try again later" rather than "no".
-fn is_transient(status: u16) -> bool {
-    matches!(status, 429 | 502 | 503 | 504)
 }
 
 /// Why Argo CD did not start a sync.
@@ -245,7 +240,7 @@ impl Http {
             .or(value.as_str())
             .unwrap_or("")
             .to_owned();
-        if is_transient(status) {
+        if crate::is_transient_status(status) {
             // A proxy's error page says no more than its status: only Argo CD's own words.
             let said = value["message"].as_str().or(value["error"].as_str());
             return Err(ArgocdError::Unavailable(format!(

@@ -126,7 +126,7 @@ pub enum ForgeError {
     /// The pull request, or the repository, does not exist (or the token cannot see it).
     #[error("{0}")]
     NotFound(String),
-    /// No answer, or one that says "later" (500, 502, 503, 504): the forge or the way to it
+    /// No answer, or one that says "later" (a 5xx): the forge or the way to it
     /// is down for now. A step asks again after [`UNAVAILABLE_WAIT`].
     #[error("{0}")]
     Unavailable(String),
@@ -138,9 +138,10 @@ pub enum ForgeError {
 /// How long a step waits before asking a forge that did not answer again.
 pub(crate) const UNAVAILABLE_WAIT: Duration = Duration::from_secs(15);
 
-/// Whether an HTTP status from a forge says "try again later" rather than "no".
+/// Whether an HTTP status from a forge says "try again later" rather than "no" (429s are
+/// read as rate limits before this is asked).
 pub(crate) fn is_transient(status: http::StatusCode) -> bool {
-    matches!(status.as_u16(), 500 | 502 | 503 | 504)
+    crate::is_transient_status(status.as_u16())
 }
 
 /// A forge: create, read, find and merge pull requests of one repository.

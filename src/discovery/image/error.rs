@@ -137,7 +137,7 @@ impl ImageDiscoveryError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Unreachable { .. } | Self::InvalidResponse { .. } => true,
-            Self::RegistryResponse { status, .. } => *status == 429 || *status >= 500,
+            Self::RegistryResponse { status, .. } => dray_steps::is_transient_status(*status),
             _ => false,
         }
     }
