@@ -12,7 +12,7 @@
 //!   the history and recorded on the Freight (`state::record_on_freight`).
 //!
 //! The loop wakes on the store's change feed, on the next due measurement or health look,
-//! when a look ends, and at least every 30s. Each Stage is looked at in a task of its own
+//! and at least every 30s. Each Stage is looked at in a task of its own
 //! (at most [`MAX_LOOKS_IN_FLIGHT`] at once, one per Stage), so a slow Argo CD or metric
 //! provider for one Stage never delays another's measurements; a Stage is looked at again
 //! when it changed or its next look is due.
@@ -85,6 +85,8 @@ struct Looks {
     tasks: JoinSet<(ObjectKey, u64, Result<Look, StoreError>)>,
     in_flight: HashMap<ObjectKey, tokio::task::Id>,
     looked: HashMap<ObjectKey, Looked>,
+    /// Each Stage's `resourceVersion` in the last listing.
+    listed: HashMap<ObjectKey, u64>,
 }
 
 impl Looks {
@@ -97,11 +99,12 @@ impl Looks {
             })
     }
 
-    /// Takes in a finished look.
+    /// Takes in a finished look; true when the Stage changed while it was looked at (or
+    /// the look broke), so the Stages should be listed again now.
     fn finished(
         &mut self,
         done: Result<(ObjectKey, u64, Result<Look, StoreError>), tokio::task::JoinError>,
-    ) {
+    ) -> bool {
         match done {
             Ok((key, version, result)) => {
                 self.in_flight.remove(&key);
@@ -113,12 +116,18 @@ impl Looks {
                         after(now, MAX_SLEEP)
                     }
                 };
+                let changed = self
+                    .listed
+                    .get(&key)
+                    .is_some_and(|listed| *listed != version);
                 self.looked.insert(key, Looked { version, wake_at });
+                changed
             }
             Err(error) => {
                 tracing::error!(%error, "a look at a stage ended abnormally");
                 let id = error.id();
                 self.in_flight.retain(|_, task| *task != id);
+                true
             }
         }
     }
@@ -168,11 +177,16 @@ impl VerificationController {
         loop {
             let seen = feed.latest();
             let now = Timestamp::now();
+            // Stages left for a later turn because enough looks were in flight.
+            let mut cut_short = false;
             match this.store.list(Kind::Stage, None).await {
                 Ok(stages) => {
-                    let listed: std::collections::HashSet<&ObjectKey> =
-                        stages.iter().map(|s| &s.key).collect();
-                    looks.looked.retain(|key, _| listed.contains(key));
+                    looks.listed = stages
+                        .iter()
+                        .map(|s| (s.key.clone(), s.resource_version))
+                        .collect();
+                    let listed = &looks.listed;
+                    looks.looked.retain(|key, _| listed.contains_key(key));
                     let credentials = CredentialCache::default();
                     for stored in stages {
                         if !needs_a_look(&stored.object) {
@@ -184,6 +198,7 @@ impl VerificationController {
                             continue;
                         }
                         if looks.in_flight.len() >= MAX_LOOKS_IN_FLIGHT {
+                            cut_short = true;
                             break;
                         }
                         let key = stored.key.clone();
@@ -202,24 +217,34 @@ impl VerificationController {
                 }
                 Err(error) => tracing::error!(%error, "cannot list stages"),
             }
-            let sleep = looks
-                .next_wake(now)
-                .duration_since(Timestamp::now())
-                .try_into()
-                .unwrap_or(Duration::ZERO)
-                .max(Duration::from_millis(100));
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = feed.wait_past(seen, sleep) => {}
-                Some(done) = looks.tasks.join_next(), if !looks.tasks.is_empty() => {
-                    looks.finished(done);
+            // Wait for a change or a due look. A look that ends only moves its Stage's wake
+            // time: it does not make the loop list every Stage again, unless the Stage
+            // changed while it was looked at or Stages wait for a free slot (one that wrote
+            // something does, through the change feed).
+            loop {
+                let sleep = looks
+                    .next_wake(Timestamp::now())
+                    .duration_since(Timestamp::now())
+                    .try_into()
+                    .unwrap_or(Duration::ZERO)
+                    .max(Duration::from_millis(100));
+                tokio::select! {
+                    _ = shutdown.cancelled() => {
+                        looks.tasks.abort_all();
+                        return;
+                    }
+                    _ = feed.wait_past(seen, sleep) => break,
+                    Some(done) = looks.tasks.join_next(), if !looks.tasks.is_empty() => {
+                        if looks.finished(done) || cut_short {
+                            break;
+                        }
+                    }
                 }
             }
             while let Some(done) = looks.tasks.try_join_next() {
                 looks.finished(done);
             }
         }
-        looks.tasks.abort_all();
     }
 
     /// Forgets when `key`'s health was due (it has nothing to watch any more).
