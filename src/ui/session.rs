@@ -92,16 +92,21 @@ impl Session {
         Duration::from_secs(u64::try_from(self.expires_at - now()).unwrap_or(0))
     }
 
-    fn from_record(record: SessionRecord) -> Result<Self, StoreError> {
-        let identity = serde_json::from_str(&record.identity).map_err(|e| {
-            StoreError::Internal(format!("a stored UI session cannot be read: {e}"))
-        })?;
-        Ok(Session {
-            identity,
-            user: record.user,
-            csrf: record.csrf,
-            expires_at: record.expires_at,
-        })
+    /// The session a stored row holds; `None` when its identity cannot be read (written by
+    /// another version of Dray): its browser simply logs in again.
+    fn from_record(record: SessionRecord) -> Option<Self> {
+        match serde_json::from_str(&record.identity) {
+            Ok(identity) => Some(Session {
+                identity,
+                user: record.user,
+                csrf: record.csrf,
+                expires_at: record.expires_at,
+            }),
+            Err(error) => {
+                tracing::warn!(user = %record.user, %error, "a stored UI session cannot be read; it is ended");
+                None
+            }
+        }
     }
 }
 
@@ -187,10 +192,14 @@ impl Sessions {
 
     /// The live session with this id.
     pub async fn lookup(&self, id: &str) -> Result<Option<Session>, StoreError> {
-        match self.store.session(&key(id), now()).await? {
-            Some(record) => Session::from_record(record).map(Some),
-            None => Ok(None),
+        let Some(record) = self.store.session(&key(id), now()).await? else {
+            return Ok(None);
+        };
+        let session = Session::from_record(record);
+        if session.is_none() {
+            self.remove(id).await?;
         }
+        Ok(session)
     }
 
     /// Ends a session.
@@ -327,6 +336,31 @@ mod tests {
         assert!(
             !holds(&database) && !holds(&wal),
             "the session id is stored"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_session_stored_in_another_shape_means_logging_in_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let sessions = Sessions::new(store.clone());
+        let id = random_id();
+        let record = SessionRecord {
+            key: key(&id),
+            identity: r#"{"kind":"saml","subject":"ann"}"#.into(),
+            user: "ann".into(),
+            csrf: random_id(),
+            expires_at: now() + 60,
+        };
+        store
+            .put_session(record, now(), MAX_SESSIONS)
+            .await
+            .unwrap();
+        assert!(sessions.lookup(&id).await.unwrap().is_none());
+        assert_eq!(
+            sessions.live().await.unwrap(),
+            0,
+            "the unreadable row is ended"
         );
     }
 
