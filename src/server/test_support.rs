@@ -14,6 +14,64 @@ use crate::store::SqliteStore;
 use super::auth::AuthMode;
 use super::{AppState, router, tokens};
 
+/// Project `demo` with Warehouse `app` (an image) and Stages `dev` (from the Warehouse),
+/// `staging` (from `dev`) and `prod` (from `staging`, with `requiredSoakTime` when given).
+pub(crate) fn three_stages(prod_soak: Option<&str>) -> String {
+    let soak = prod_soak
+        .map(|soak| format!(", requiredSoakTime: {soak}"))
+        .unwrap_or_default();
+    format!(
+        "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {{name: demo}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata: {{name: app, namespace: demo}}
+spec:
+  subscriptions:
+    - image: {{repoURL: 127.0.0.1:5000/demo/app}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: dev, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{direct: true}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: staging, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{stages: [dev]}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: prod, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{stages: [staging]{soak}}}
+"
+    )
+}
+
+/// A JSON API request through the whole router: its status and JSON body.
+pub(crate) async fn call(
+    state: &AppState,
+    token: Option<&str>,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let reply = send(state, json_request(token, method, uri, body)).await;
+    (reply.status, reply.json())
+}
+
 /// A fresh server's state and what the tests reach around it.
 pub(crate) struct Fresh {
     pub(crate) state: AppState,

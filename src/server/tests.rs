@@ -41,9 +41,7 @@ impl TestServer {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let request = test_support::json_request(token, method, uri, body);
-        let reply = test_support::send(&self.state, request).await;
-        (reply.status, reply.json())
+        test_support::call(&self.state, token, method, uri, body).await
     }
 
     async fn apply(&self, content: &str) -> (StatusCode, Value) {
@@ -273,53 +271,25 @@ async fn malformed_bodies_are_400s_that_say_what_to_send() {
     );
 }
 
-const RBAC: &str = "\
+/// Projects `demo` (three Stages) and `other`, and a `deployer` Role that may promote
+/// into `dev` and `staging` only.
+fn rbac() -> String {
+    format!(
+        "{}---
 apiVersion: dray.dev/v1alpha1
 kind: Project
-metadata: {name: demo}
----
-apiVersion: dray.dev/v1alpha1
-kind: Project
-metadata: {name: other}
----
-apiVersion: dray.dev/v1alpha1
-kind: Warehouse
-metadata: {name: app, namespace: demo}
-spec:
-  subscriptions:
-    - image: {repoURL: 127.0.0.1:5000/demo/app}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: dev, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {direct: true}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: staging, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {stages: [dev]}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: prod, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {stages: [staging]}
+metadata: {{name: other}}
 ---
 apiVersion: dray.dev/v1alpha1
 kind: Role
-metadata: {name: deployer, namespace: demo}
+metadata: {{name: deployer, namespace: demo}}
 rules:
-  - {resources: ['*'], verbs: [get, list]}
-  - {resources: [stages], resourceNames: [dev, staging], verbs: [promote]}
-";
+  - {{resources: ['*'], verbs: [get, list]}}
+  - {{resources: [stages], resourceNames: [dev, staging], verbs: [promote]}}
+",
+        test_support::three_stages(None)
+    )
+}
 
 impl TestServer {
     /// Makes a token through the API (as admin) and returns it.
@@ -362,7 +332,7 @@ async fn the_api_needs_a_valid_token_but_health_and_webhooks_do_not() {
 #[tokio::test]
 async fn a_role_for_dev_and_staging_may_not_promote_to_prod() {
     let server = TestServer::new().await;
-    let (status, body) = server.apply(RBAC).await;
+    let (status, body) = server.apply(&rbac()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let ann = server.token("ann", "deployer", Some("demo")).await;
     let promote = |stage: &str| format!("/api/v1/projects/demo/stages/{stage}/promote");
@@ -461,7 +431,7 @@ async fn a_role_for_dev_and_staging_may_not_promote_to_prod() {
 #[tokio::test]
 async fn a_viewer_reads_but_may_not_approve_apply_or_make_tokens() {
     let server = TestServer::new().await;
-    server.apply(RBAC).await;
+    server.apply(&rbac()).await;
     let vic = server.token("vic", "dray-viewer", None).await;
     let (status, stages) = server
         .call_as(
@@ -489,7 +459,7 @@ async fn a_viewer_reads_but_may_not_approve_apply_or_make_tokens() {
         "user `vic` may not approve stages/prod in project `demo`"
     );
 
-    let apply = json!({"files": [{"path": "test.yaml", "content": RBAC}]});
+    let apply = json!({"files": [{"path": "test.yaml", "content": rbac()}]});
     let (status, answer) = server
         .call_as(Some(&vic), Method::POST, "/api/v1/apply", Some(apply))
         .await;
@@ -513,7 +483,7 @@ async fn a_viewer_reads_but_may_not_approve_apply_or_make_tokens() {
 #[tokio::test]
 async fn tokens_are_kept_only_as_hashes() {
     let server = TestServer::new().await;
-    server.apply(RBAC).await;
+    server.apply(&rbac()).await;
     let token = server.token("ann", "dray-promoter", Some("demo")).await;
     let (status, _) = server
         .call_as(
@@ -561,8 +531,9 @@ async fn without_auth_everyone_is_anonymous_with_every_right() {
 #[tokio::test]
 async fn roles_are_validated_with_hints() {
     let server = TestServer::new().await;
+    let rbac = rbac();
     let bad = format!(
-        "{RBAC}---
+        "{rbac}---
 apiVersion: dray.dev/v1alpha1
 kind: Role
 metadata: {{name: typo, namespace: demo}}

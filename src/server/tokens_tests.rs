@@ -56,9 +56,7 @@ impl Server {
         uri: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let request = test_support::json_request(token, method, uri, body);
-        let (status, body, _) = self.send(request).await;
-        (status, body)
+        test_support::call(&self.state, token, method, uri, body).await
     }
 
     /// A request with the bootstrap admin's token.

@@ -40,43 +40,6 @@ impl Answer {
     }
 }
 
-const PIPELINE: &str = "\
-apiVersion: dray.dev/v1alpha1
-kind: Project
-metadata: {name: demo}
----
-apiVersion: dray.dev/v1alpha1
-kind: Warehouse
-metadata: {name: app, namespace: demo}
-spec:
-  subscriptions:
-    - image: {repoURL: 127.0.0.1:5000/demo/app}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: dev, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {direct: true}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: staging, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {stages: [dev]}
----
-apiVersion: dray.dev/v1alpha1
-kind: Stage
-metadata: {name: prod, namespace: demo}
-spec:
-  requestedFreight:
-    - origin: {kind: Warehouse, name: app}
-      sources: {stages: [staging], requiredSoakTime: 1h}
-";
-
 fn freight(name: &str, alias: &str, tag: &str) -> Value {
     json!({
         "apiVersion": "dray.dev/v1alpha1",
@@ -117,7 +80,7 @@ impl Ui {
             admin: fresh.admin,
             _dir: fresh.dir,
         };
-        let body = json!({"files": [{"path": "p.yaml", "content": PIPELINE}]});
+        let body = json!({"files": [{"path": "p.yaml", "content": &test_support::three_stages(Some("1h"))}]});
         let applied = ui
             .send(test_support::json_request(
                 Some(&ui.admin),
@@ -159,6 +122,11 @@ impl Ui {
         let answer = self.login_with(token, &[]).await;
         assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
         answer.cookie().split(';').next().unwrap().to_owned()
+    }
+
+    /// The body of `GET uri`.
+    async fn body(&self, uri: &str, cookie: Option<&str>) -> String {
+        self.get(uri, cookie).await.body
     }
 
     async fn get(&self, uri: &str, cookie: Option<&str>) -> Answer {
@@ -333,7 +301,7 @@ async fn cookie_requests_that_change_state_need_the_csrf_token() {
 async fn logout_ends_the_session_and_needs_its_csrf_token() {
     let ui = Ui::new(AuthMode::Token).await;
     let cookie = ui.login(&ui.admin).await;
-    let csrf = csrf_of(&ui.get("/projects/demo", Some(&cookie)).await.body);
+    let csrf = csrf_of(&ui.body("/projects/demo", Some(&cookie)).await);
     let logout = |form: String| {
         Request::post("/logout")
             .header(COOKIE, cookie.clone())
@@ -378,7 +346,7 @@ async fn a_viewer_sees_actions_disabled_with_the_reason() {
     let ui = Ui::new(AuthMode::Token).await;
     ui.add_freight("f1", "first", "1.0.0").await;
     let viewer = ui.login(VIEWER_TOKEN).await;
-    let page = ui.get("/projects/demo", Some(&viewer)).await.body;
+    let page = ui.body("/projects/demo", Some(&viewer)).await;
     let promote = tag_with(
         &page,
         &["data-action=\"promote\"", "data-stage=\"staging\""],
@@ -414,7 +382,7 @@ async fn a_viewer_sees_actions_disabled_with_the_reason() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 
     let admin = ui.login(&ui.admin).await;
-    let page = ui.get("/projects/demo", Some(&admin)).await.body;
+    let page = ui.body("/projects/demo", Some(&admin)).await;
     let promote = tag_with(
         &page,
         &["data-action=\"promote\"", "data-stage=\"staging\""],
@@ -446,13 +414,13 @@ async fn the_selected_freight_shows_each_stage_available_or_why_not() {
             .unwrap_or_else(|| panic!("no row for {stage}"));
         page[start..].split("</tr>").next().unwrap().to_owned()
     };
-    let first = ui.get("/projects/demo?freight=f1", None).await.body;
+    let first = ui.body("/projects/demo?freight=f1", None).await;
     assert!(first.contains("id=\"availability\" data-freight=\"f1\""));
     assert!(row(&first, "dev").contains("available"));
     assert!(row(&first, "staging").contains("not verified in `dev`"));
     assert!(row(&first, "prod").contains("not verified in `staging`"));
     // The newest Freight is selected by default.
-    let second = ui.get("/projects/demo", None).await.body;
+    let second = ui.body("/projects/demo", None).await;
     assert!(second.contains("id=\"availability\" data-freight=\"f2\""));
     let prod = row(&second, "prod");
     assert!(prod.contains("soaking in `staging`: 59m"), "{prod}");
@@ -466,7 +434,7 @@ async fn the_timeline_shows_the_newest_fifty_and_pages_back() {
         ui.add_freight(&format!("f{i:02}"), &format!("alias-{i:02}"), "1.0.0")
             .await;
     }
-    let page = ui.get("/projects/demo", None).await.body;
+    let page = ui.body("/projects/demo", None).await;
     let items = |page: &str| page.matches("<li data-freight=").count();
     assert_eq!(items(&page), 50);
     assert!(page.contains("<li data-freight=\"f54\""));
@@ -475,7 +443,7 @@ async fn the_timeline_shows_the_newest_fifty_and_pages_back() {
         page.contains("href=\"?before=f05\""),
         "the cursor is the last shown"
     );
-    let older = ui.get("/projects/demo?before=f05", None).await.body;
+    let older = ui.body("/projects/demo?before=f05", None).await;
     assert_eq!(items(&older), 5);
     assert!(older.contains("<li data-freight=\"f00\""));
     assert!(!older.contains("older →"));
@@ -514,15 +482,14 @@ async fn the_promote_confirmation_shows_what_changes_and_who_you_are() {
     assert!(body.contains("data-body=\"{&quot;freight&quot;:&quot;f2&quot;}\""));
     // Gates that refuse are listed too.
     let staging = ui
-        .get(
+        .body(
             "/projects/demo/stages/staging/confirm?action=promote&freight=f2",
             Some(&cookie),
         )
-        .await
-        .body;
+        .await;
     assert!(staging.contains("not verified in `dev`"));
     // The page shows the hold and offers to lift it.
-    let page = ui.get("/projects/demo", Some(&cookie)).await.body;
+    let page = ui.body("/projects/demo", Some(&cookie)).await;
     assert!(tag_with(&page, &["data-action=\"lift-hold\"", "data-stage=\"dev\""]).is_some());
     assert!(
         tag_with(
@@ -564,9 +531,8 @@ async fn a_failed_promotion_shows_the_step_and_its_reason() {
         .await
         .unwrap();
     let view = ui
-        .get("/projects/demo/promotions/dev-first-1/view", None)
-        .await
-        .body;
+        .body("/projects/demo/promotions/dev-first-1/view", None)
+        .await;
     assert!(
         view.contains("id=\"promotion\" data-phase=\"Failed\""),
         "{view}"
@@ -583,7 +549,7 @@ async fn a_failed_promotion_shows_the_step_and_its_reason() {
     assert!(view.contains("href=\"https://forge.example/pr/9\""));
     assert!(view.contains("data-commit=\"abcdef0123456789\""), "{view}");
     assert!(view.contains("href=\"http://127.0.0.1:9/config/commit/abcdef0123456789\""));
-    let stage = ui.get("/projects/demo/stages/dev", None).await.body;
+    let stage = ui.body("/projects/demo/stages/dev", None).await;
     let row = stage
         .split("data-promotion=\"dev-first-1\"")
         .nth(1)
@@ -722,7 +688,7 @@ spec:
         )
         .await;
     assert_eq!(applied.status, StatusCode::OK, "{}", applied.body);
-    let page = ui.get("/projects/demo", None).await.body;
+    let page = ui.body("/projects/demo", None).await;
     let dev = page
         .split("<tr data-stage=\"dev\"")
         .nth(1)
@@ -737,24 +703,22 @@ spec:
     let staging = page.split("<tr data-stage=\"staging\"").nth(1).unwrap();
     assert!(!staging.split("</tr>").next().unwrap().contains("frozen"));
     let confirm = ui
-        .get(
+        .body(
             "/projects/demo/stages/dev/confirm?action=promote&freight=f1",
             None,
         )
-        .await
-        .body;
+        .await;
     assert!(
         confirm.contains("frozen by window `holiday-freeze` until"),
         "{confirm}"
     );
     assert!(confirm.contains("id=\"confirm-override\""));
     let open = ui
-        .get(
+        .body(
             "/projects/demo/stages/staging/confirm?action=promote&freight=f1",
             None,
         )
-        .await
-        .body;
+        .await;
     assert!(!open.contains("confirm-override"));
 }
 
@@ -810,7 +774,7 @@ async fn every_action_confirms_with_its_api_call() {
     assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
     assert!(unknown.body.contains("unknown action"));
     // The node offers Abort for the running promotion.
-    let page = ui.get("/projects/demo", None).await.body;
+    let page = ui.body("/projects/demo", None).await;
     let abort_button = tag_with(&page, &["data-action=\"abort\"", "data-stage=\"dev\""]).unwrap();
     assert!(
         abort_button.contains("data-promotion=\"dev-first-1\""),
@@ -1013,7 +977,7 @@ async fn stage_nodes_show_health_verification_and_written_to_git_escaped() {
     );
     // A Stage that judges no health shows no health at all.
     ui.set_stage_status("prod", json!({})).await;
-    let body = ui.get("/projects/demo", None).await.body;
+    let body = ui.body("/projects/demo", None).await;
     assert!(!node_of(&body, "prod").contains("data-health"));
 }
 
@@ -1022,7 +986,7 @@ async fn a_viewer_sees_verify_and_stop_verification_disabled_with_the_reason() {
     let ui = Ui::new(AuthMode::Token).await;
     deploy_and_verify_world(&ui).await;
     let viewer = ui.login(VIEWER_TOKEN).await;
-    let page = ui.get("/projects/demo", Some(&viewer)).await.body;
+    let page = ui.body("/projects/demo", Some(&viewer)).await;
     let staging = node_of(&page, "staging");
     let why = "user `vic` may not verify stages/staging";
     for action in ["verify", "abort-verification"] {
@@ -1059,19 +1023,18 @@ async fn a_viewer_sees_verify_and_stop_verification_disabled_with_the_reason() {
     assert_eq!(refused.status, StatusCode::FORBIDDEN);
 
     let admin = ui.login(&ui.admin).await;
-    let page = ui.get("/projects/demo", Some(&admin)).await.body;
+    let page = ui.body("/projects/demo", Some(&admin)).await;
     let staging = node_of(&page, "staging");
     for action in ["verify", "abort-verification"] {
         let button = tag_with(staging, &[&format!("data-action=\"{action}\"")]).unwrap();
         assert!(!button.contains("disabled"), "{button}");
     }
     let confirm = ui
-        .get(
+        .body(
             "/projects/demo/stages/staging/confirm?action=abort-verification",
             Some(&admin),
         )
-        .await
-        .body;
+        .await;
     assert!(confirm.contains("data-url=\"/api/v1/projects/demo/stages/staging/verify\""));
     assert!(
         confirm.contains("data-body=\"{&quot;abort&quot;:true}\""),
@@ -1159,7 +1122,7 @@ async fn the_stage_page_shows_health_and_each_verification_with_aliases() {
     );
 
     // The promotion history names Freight by alias.
-    let prod = ui.get("/projects/demo/stages/prod", None).await.body;
+    let prod = ui.body("/projects/demo/stages/prod", None).await;
     let row = prod
         .split("data-promotion=\"prod-second-1\"")
         .nth(1)
@@ -1170,9 +1133,8 @@ async fn the_stage_page_shows_health_and_each_verification_with_aliases() {
     );
     // So does the Promotion view, which says it is written to git.
     let view = ui
-        .get("/projects/demo/promotions/prod-second-1/view", None)
-        .await
-        .body;
+        .body("/projects/demo/promotions/prod-second-1/view", None)
+        .await;
     assert!(
         view.contains("<strong class=\"alias\" title=\"f2\">second</strong>"),
         "{view}"
