@@ -230,6 +230,18 @@ impl Pipeline {
         ])
     }
 
+    /// [`Pipeline::promote`] that must succeed: an error with what the CLI said otherwise.
+    pub fn promote_ok(&self, stage: &str, alias: &str) -> Result<()> {
+        let promoted = self.promote(stage, alias)?;
+        if !promoted.status.success() {
+            bail!(
+                "promoting `{alias}` into `{stage}` failed: {}",
+                text(&promoted)
+            );
+        }
+        Ok(())
+    }
+
     /// One Stage as JSON.
     pub fn stage(&self, name: &str) -> Result<Value> {
         self.json(&["get", "stage", name, "-o", "json"])

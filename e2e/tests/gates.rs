@@ -113,8 +113,7 @@ async fn approval_bypasses_the_gates_on_the_record() -> Result<()> {
 
         let listed = text(&p.cli(&["get", "freight", "--stage", "prod"])?);
         assert!(listed.contains("available (approved by ann)"), "{listed}");
-        let promoted = p.promote("prod", &alias)?;
-        assert!(promoted.status.success(), "{}", text(&promoted));
+        p.promote_ok("prod", &alias)?;
         let head = &p.config.log("stage/prod")?[0];
         assert_eq!(head.trailer("Dray-Approved-By"), Some("ann"));
         Ok(())

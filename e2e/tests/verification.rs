@@ -32,8 +32,7 @@ async fn healthy_and_successful_analysis_verifies_freight_and_makes_it_available
     let d = pipeline("Supersede", &["1.0.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        let promoted = d.p.promote("dev", &alias)?;
-        assert!(promoted.status.success(), "{}", text(&promoted));
+        d.p.promote_ok("dev", &alias)?;
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Successful", "{run:#}");
         assert_eq!(run["metrics"][0]["successful"], 2, "{run:#}");
@@ -63,8 +62,7 @@ async fn failures_beyond_the_limit_fail_and_a_failed_reverification_revokes_veri
     let d = pipeline("Supersede", &["1.0.0"]).await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        let promoted = d.p.promote("dev", &alias)?;
-        assert!(promoted.status.success(), "{}", text(&promoted));
+        d.p.promote_ok("dev", &alias)?;
         assert_eq!(d.verification_of(&freight)?["phase"], "Successful");
         assert!(d.p.freight_named(&freight)?["status"]["verifiedIn"]["dev"].is_object());
 
@@ -101,8 +99,7 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
     d.prometheus.set(QUERY, Answer::Empty);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        let promoted = d.p.promote("dev", &alias)?;
-        assert!(promoted.status.success(), "{}", text(&promoted));
+        d.p.promote_ok("dev", &alias)?;
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Inconclusive", "{run:#}");
         let metric = &run["metrics"][0];
@@ -138,8 +135,7 @@ async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unveri
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
         // Written to git and synced: the promotion succeeded; the health is the Stage's.
-        let promoted = d.p.promote("dev", &alias)?;
-        assert!(promoted.status.success(), "{}", text(&promoted));
+        d.p.promote_ok("dev", &alias)?;
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Error", "{run:#}");
         let message = run["message"].as_str().unwrap_or_default();
@@ -350,8 +346,7 @@ async fn one_stages_slow_measurement_does_not_hold_up_anothers() -> Result<()> {
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = p.newest_freight()?;
         for stage in ["dev", "staging"] {
-            let promoted = p.promote(stage, &alias)?;
-            assert!(promoted.status.success(), "{}", text(&promoted));
+            p.promote_ok(stage, &alias)?;
         }
         for stage in ["dev", "staging"] {
             let run = p.wait_until(&format!("the verification of `{stage}`"), || {

@@ -339,16 +339,26 @@ async fn gates(
     })
 }
 
+/// The Promotion `name` drawn for `viewer` (who must be allowed to read it).
+async fn promotion_markup(
+    state: &AppState,
+    viewer: &Viewer,
+    project: &str,
+    name: &str,
+) -> Result<Markup, UiError> {
+    let promotion =
+        load_checked::<Promotion>(state, viewer, Kind::Promotion, project, name).await?;
+    let alias = promoted_alias(state, project, &promotion).await?;
+    Ok(promotion_view(project, &promotion, alias.as_deref()))
+}
+
 /// `GET /projects/{project}/promotions/{name}/view`: the live Promotion fragment.
 pub(crate) async fn promotion_fragment(
     State(state): State<AppState>,
     viewer: Viewer,
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
-    let promotion =
-        load_checked::<Promotion>(&state, &viewer, Kind::Promotion, &project, &name).await?;
-    let alias = promoted_alias(&state, &project, &promotion).await?;
-    Ok(promotion_view(&project, &promotion, alias.as_deref()))
+    promotion_markup(&state, &viewer, &project, &name).await
 }
 
 /// `GET /projects/{project}/promotions/{name}`: the same, as a page.
@@ -357,14 +367,12 @@ pub(crate) async fn promotion_page(
     viewer: Viewer,
     Path((project, name)): Path<(String, String)>,
 ) -> Result<Markup, UiError> {
-    let promotion =
-        load_checked::<Promotion>(&state, &viewer, Kind::Promotion, &project, &name).await?;
-    let alias = promoted_alias(&state, &project, &promotion).await?;
+    let view = promotion_markup(&state, &viewer, &project, &name).await?;
     Ok(layout::page(
         &name,
         Some(&viewer),
         Some(&project),
-        html! { div #promotion-slot data-promotion=(name) { (promotion_view(&project, &promotion, alias.as_deref())) } },
+        html! { div #promotion-slot data-promotion=(name) { (view) } },
     ))
 }
 
