@@ -91,6 +91,14 @@ pub fn met(yes: bool) -> String {
     if yes { "yes" } else { "**no**" }.to_owned()
 }
 
+/// A benchmark flag's positive whole number (`--runs 5`), for clap's `value_parser`.
+pub fn positive(text: &str) -> Result<usize, String> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("takes a positive whole number, not `{text}`"))
+}
+
 /// The runtime every benchmark runs on: two workers, as the machines have two cores.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -33,7 +33,8 @@ use dray::api::{ImageSelectionStrategy, ImageSubscription};
 use dray::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use dray_e2e::bench_baseline::{checked, script_promote};
 use dray_e2e::bench_numbers::{
-    Durations, counts, fmt_duration, fmt_ratio, median_table, met, ratio_of, runtime, write_section,
+    Durations, counts, fmt_duration, fmt_ratio, median_table, met, positive, ratio_of, runtime,
+    write_section,
 };
 use dray_e2e::{
     Dray, DrayOptions, GitServer, Registry, TEST_AUTHOR, TestWorld, git, ls_remote, oci,
@@ -42,20 +43,43 @@ use dray_e2e::{
 use futures_util::StreamExt as _;
 use serde_json::Value;
 
-/// What to run and how big.
-#[derive(Debug)]
+/// Dray's discovery against skopeo and its promotion against a scripted one (issues 3
+/// and 4); each part's Markdown goes to `<out-dir>/<part>.md`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "bench")]
 struct Args {
+    /// Timed runs per measurement.
+    #[arg(long, default_value = "5", value_parser = positive)]
     runs: usize,
-    discovery: bool,
-    promotion: bool,
+    /// Run one part only.
+    #[arg(long, value_enum)]
+    only: Option<Part>,
+    /// Where to write the Markdown.
+    #[arg(long, default_value = ".")]
     out_dir: PathBuf,
+    /// Tags in the registry repository (discovery).
+    #[arg(long, default_value = "300", value_parser = positive)]
     tags: usize,
+    /// Commits in the generated config repository (promotion).
+    #[arg(long, default_value = "20000", value_parser = positive)]
     commits: usize,
+    /// Files in it (promotion).
+    #[arg(long, default_value = "2000", value_parser = positive)]
     files: usize,
 }
 
-const USAGE: &str = "usage: bench [--runs N] [--only discovery|promotion] [--out-dir DIR] \
-                     [--tags N] [--commits N] [--files N]";
+/// The parts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    Discovery,
+    Promotion,
+}
+
+impl Args {
+    fn runs(&self, part: Part) -> bool {
+        self.only.is_none_or(|only| only == part)
+    }
+}
 
 /// Candidates each discovery keeps (`discoveryLimit`).
 const DISCOVERY_LIMIT: usize = 20;
@@ -67,45 +91,7 @@ const FILES_PER_DIR: usize = 50;
 const TUNE_EVERY: usize = 50;
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        runs: 5,
-        discovery: true,
-        promotion: true,
-        out_dir: PathBuf::from("."),
-        tags: 300,
-        commits: 20_000,
-        files: 2_000,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .with_context(|| format!("`{name}` needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String| -> Result<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("`{name}` takes a positive number, not `{v}`"))
-        };
-        match flag.as_str() {
-            "--runs" => args.runs = number("--runs", value("--runs")?)?,
-            "--tags" => args.tags = number("--tags", value("--tags")?)?,
-            "--commits" => args.commits = number("--commits", value("--commits")?)?,
-            "--files" => args.files = number("--files", value("--files")?)?,
-            "--out-dir" => args.out_dir = PathBuf::from(value("--out-dir")?),
-            "--only" => match value("--only")?.as_str() {
-                "discovery" => args.promotion = false,
-                "promotion" => args.discovery = false,
-                other => bail!("`--only` takes `discovery` or `promotion`, not `{other}`"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
-        }
-    }
+    let args = <Args as clap::Parser>::parse();
     if args.tags < DISCOVERY_LIMIT {
         bail!("`--tags` must be at least {DISCOVERY_LIMIT} (the discovery limit)");
     }
@@ -117,7 +103,7 @@ fn main() -> Result<()> {
     std::fs::create_dir_all(&args.out_dir)?;
     let runtime = runtime()?;
     let mut failed = false;
-    if args.discovery {
+    if args.runs(Part::Discovery) {
         failed |= write_section(
             &args.out_dir.join("discovery.md"),
             "bench: discovery",
@@ -125,7 +111,7 @@ fn main() -> Result<()> {
             runtime.block_on(discovery(&args)),
         )?;
     }
-    if args.promotion {
+    if args.runs(Part::Promotion) {
         failed |= write_section(
             &args.out_dir.join("promotion.md"),
             "bench: promotion",

@@ -39,13 +39,10 @@ use dray::api::{API_VERSION, Freight, FreightCommit, FreightImage, Kind, Stage};
 use dray::config::{SourceFile, load};
 use dray::discovery::mint::{alias_for, freight_id, freight_object};
 use dray::store::{SqliteStore, Store, Write};
-use dray_e2e::bench_numbers::{Durations, fmt_duration, runtime, write_section};
+use dray_e2e::bench_numbers::{Durations, fmt_duration, positive, runtime, write_section};
 use dray_e2e::{Dray, DrayOptions, TestWorld};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-
-const USAGE: &str = "usage: bench_ui [--stages N] [--freight N] [--warehouses N] \
-                     [--requests N] [--warmup N] [--page-path PATH] [--out-dir DIR]";
 
 /// The seeded project.
 const PROJECT: &str = "scale";
@@ -74,54 +71,36 @@ const BATCH: usize = 500;
 /// How long the whole set of requests may take before the benchmark gives up.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
-#[derive(Debug)]
+/// The UI's project page at scale against the JSON list of the same Stages; the Markdown
+/// goes to `<out-dir>/ui.md`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "bench_ui")]
 struct Args {
+    /// Stages in the seeded project.
+    #[arg(long, default_value = "1000", value_parser = positive)]
     stages: usize,
+    /// Freight in it.
+    #[arg(long, default_value = "10000", value_parser = positive)]
     freight: usize,
+    /// Warehouses in it.
+    #[arg(long, default_value = "5", value_parser = positive)]
     warehouses: usize,
+    /// Timed requests per measurement.
+    #[arg(long, default_value = "30", value_parser = positive)]
     requests: usize,
+    /// Untimed requests first.
+    #[arg(long, default_value = "5", value_parser = positive)]
     warmup: usize,
+    /// The page to time (`{project}` is replaced).
+    #[arg(long, default_value = "/projects/{project}")]
     page_path: String,
+    /// Where to write the Markdown.
+    #[arg(long, default_value = ".")]
     out_dir: PathBuf,
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        stages: 1_000,
-        freight: 10_000,
-        warehouses: 5,
-        requests: 30,
-        warmup: 5,
-        page_path: "/projects/{project}".into(),
-        out_dir: PathBuf::from("."),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .with_context(|| format!("`{name}` needs a value\n{USAGE}"))
-        };
-        let number = |name: &str, v: String| -> Result<usize> {
-            v.parse::<usize>()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("`{name}` takes a positive number, not `{v}`"))
-        };
-        match flag.as_str() {
-            "--stages" => args.stages = number("--stages", value("--stages")?)?,
-            "--freight" => args.freight = number("--freight", value("--freight")?)?,
-            "--warehouses" => args.warehouses = number("--warehouses", value("--warehouses")?)?,
-            "--requests" => args.requests = number("--requests", value("--requests")?)?,
-            "--warmup" => args.warmup = number("--warmup", value("--warmup")?)?,
-            "--page-path" => args.page_path = value("--page-path")?,
-            "--out-dir" => args.out_dir = PathBuf::from(value("--out-dir")?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
-        }
-    }
+    let args = <Args as clap::Parser>::parse();
     if args.warehouses > WAREHOUSES.len() {
         bail!(
             "`--warehouses` is at most {} (the benchmark names them)",

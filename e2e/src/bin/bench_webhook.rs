@@ -34,15 +34,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use dray_e2e::bench_baseline::{checked, script_promote};
 use dray_e2e::bench_numbers::{
-    Durations, fmt_duration, fmt_ratio, median_table, met, ratio_of, runtime, write_section,
+    Durations, fmt_duration, fmt_ratio, median_table, met, positive, ratio_of, runtime,
+    write_section,
 };
 use dray_e2e::{
     Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, git, oci, workspace_root,
 };
 use jiff::Timestamp;
 use serde_json::Value;
-
-const USAGE: &str = "usage: bench_webhook [--runs N] [--out-dir DIR]";
 
 /// The section title in `docs/benchmarks.md`.
 const TITLE: &str = "Webhook to a dev promotion pushed (KARGO-LESSONS 25)";
@@ -71,41 +70,21 @@ const WARMUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// The aim of KARGO-LESSONS 25.
 const AIM: Duration = Duration::from_secs(2);
 
-#[derive(Debug)]
+/// From the CI webhook to `stage/dev` pushed, beside the scripted promotion; the Markdown
+/// goes to `<out-dir>/webhook.md`.
+#[derive(Debug, clap::Parser)]
+#[command(name = "bench_webhook")]
 struct Args {
+    /// Timed samples.
+    #[arg(long, default_value = "10", value_parser = positive)]
     runs: usize,
+    /// Where to write the Markdown.
+    #[arg(long, default_value = ".")]
     out_dir: PathBuf,
 }
 
 fn parse_args() -> Result<Args> {
-    let mut args = Args {
-        runs: 10,
-        out_dir: PathBuf::from("."),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .with_context(|| format!("`{name}` needs a value\n{USAGE}"))
-        };
-        match flag.as_str() {
-            "--runs" => {
-                let v = value("--runs")?;
-                args.runs = v
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .with_context(|| format!("`--runs` takes a positive number, not `{v}`"))?;
-            }
-            "--out-dir" => args.out_dir = PathBuf::from(value("--out-dir")?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => bail!("unknown argument `{other}`\n{USAGE}"),
-        }
-    }
-    Ok(args)
+    Ok(<Args as clap::Parser>::parse())
 }
 
 fn main() -> Result<()> {
