@@ -9,7 +9,9 @@
 //! Project resources live in the namespace named after their project
 //! (`metadata.namespace: <project>`); [`Project`] itself is cluster-scoped.
 
+mod actor;
 mod analysis_template;
+pub mod annotations;
 mod common;
 pub mod crd;
 mod credential;
@@ -24,6 +26,7 @@ mod role;
 mod stage;
 mod warehouse;
 
+pub use actor::*;
 pub use analysis_template::*;
 pub use common::*;
 pub use credential::*;

@@ -30,7 +30,7 @@ pub const TOKENS_RESOURCE: &str = "tokens";
 pub const BUILTIN_ROLES: [&str; 3] = ["dray-admin", "dray-promoter", "dray-viewer"];
 
 /// The label on the built-in roles the API shows.
-pub const BUILTIN_LABEL: &str = "dray.dev/built-in";
+pub use super::annotations::BUILTIN_LABEL;
 
 /// What a rule may allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

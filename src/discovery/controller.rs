@@ -34,9 +34,9 @@ use super::image::ImageDiscoverer;
 use super::mint;
 
 /// The annotation that asks for a refresh; its value is an opaque token.
-pub const REFRESH_ANNOTATION: &str = "dray.dev/refresh";
+pub use crate::api::annotations::REFRESH as REFRESH_ANNOTATION;
 /// The label that names the Warehouse a Freight came from.
-pub const WAREHOUSE_LABEL: &str = "dray.dev/warehouse";
+pub use crate::api::annotations::WAREHOUSE_LABEL;
 /// The default discovery interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
 /// The longest the loop sleeps without looking at the store.

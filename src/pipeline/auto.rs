@@ -16,11 +16,10 @@ use crate::api::{Freight, Kind, ProjectConfig, PromotionPhase, SelectionPolicy, 
 use crate::store::{Store, StoreError, StoredObject};
 
 use super::availability::availability;
+use super::door::AutoPromotion;
 use super::request::{self, PromoteRequest};
 use super::windows;
 
-/// The actor auto-promotions are recorded under.
-pub const AUTO_ACTOR: &str = "dray:auto-promotion";
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// Promotes Stages by policy.
@@ -201,11 +200,10 @@ impl AutoPromoter {
             let request = PromoteRequest {
                 stage: name.clone(),
                 freight: Some(id.clone()),
-                alias: None,
-                actor: AUTO_ACTOR.to_owned(),
-                override_window: None,
+                ..Default::default()
             };
-            match request::request_promotion(self.store.as_ref(), project, &request).await {
+            let store = self.store.as_ref();
+            match request::request_promotion(store, &AutoPromotion, project, &request).await {
                 Ok(created) => {
                     tracing::info!(promotion = %created.key, freight = %id, "auto-promotion requested")
                 }

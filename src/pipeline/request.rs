@@ -8,32 +8,21 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
 use crate::api::{
-    API_VERSION, Freight, Kind, ObjectKey, PromotionPhase, PromotionTask, QueuePolicy, Stage,
+    API_VERSION, Freight, Kind, ObjectKey, PromotionPhase, PromotionTask, QueuePolicy, Stage, Verb,
 };
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify_status};
 
 use super::availability::{Reason, availability};
+use super::door::{AuthorizeError, Authorizer};
 use super::windows::{self, WindowError, WindowState};
 use super::{
     ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION,
 };
 
-/// What to promote where, and who asks.
-#[derive(Debug, Clone, Default)]
-pub struct PromoteRequest {
-    /// The Stage.
-    pub stage: String,
-    /// The Freight, by id.
-    pub freight: Option<String>,
-    /// The Freight, by alias.
-    pub alias: Option<String>,
-    /// Who asks.
-    pub actor: String,
-    /// Promote through a closed promotion window, for this reason (needs `override`).
-    pub override_window: Option<String>,
-}
+pub use super::door::PromoteRequest;
 
 /// Why a promotion was not created.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +43,14 @@ pub enum PromoteError {
         /// `with id `…`` or `with alias `…``.
         what: String,
     },
+    /// The one who asks may not.
+    #[error("{message}")]
+    Forbidden {
+        /// Names user, verb and Stage.
+        message: String,
+        /// What to do about it.
+        hint: String,
+    },
     /// Neither or both of id and alias were given.
     #[error("name the Freight by id or by alias (exactly one)")]
     Ambiguous,
@@ -73,6 +70,15 @@ pub enum PromoteError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl From<AuthorizeError> for PromoteError {
+    fn from(error: AuthorizeError) -> Self {
+        match error {
+            AuthorizeError::Denied { message, hint } => PromoteError::Forbidden { message, hint },
+            AuthorizeError::Store(error) => PromoteError::Store(error),
+        }
+    }
 }
 
 async fn find_freight(
@@ -143,12 +149,24 @@ fn promotion_name(stage: &str, alias: &str) -> String {
     format!("{}-{}", base.trim_end_matches('-'), &suffix[..8])
 }
 
-/// Creates a Promotion (superseding older pending ones when the Stage says so).
+/// The one door to a Stage (see [`super::door`]): creates a Promotion once `who` may
+/// `promote` the Stage (and `override` to pass a closed window) and every gate lets the
+/// Freight in, with the Stage's steps and `who` as its actor; supersedes older pending ones
+/// when the Stage says so.
 pub async fn request_promotion(
     store: &dyn Store,
+    who: &dyn Authorizer,
     project: &str,
     request: &PromoteRequest,
 ) -> Result<StoredObject, PromoteError> {
+    let stages = Kind::Stage.plural();
+    who.authorize(store, Verb::Promote, stages, project, &request.stage)
+        .await?;
+    if request.override_window.is_some() {
+        who.authorize(store, Verb::Override, stages, project, &request.stage)
+            .await?;
+    }
+    let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, &request.stage);
     let stage: Stage = store
         .get(&stage_key)
@@ -170,7 +188,7 @@ pub async fn request_promotion(
                 .as_ref()
                 .map(|b| b.window.clone())
                 .unwrap_or_default();
-            window_override = Some(format!("{}: {reason} (window `{window}`)", request.actor));
+            window_override = Some(format!("{actor}: {reason} (window `{window}`)"));
         }
         (Ok(state), None) => {
             let blocked = state.blocked_by.clone();
@@ -201,7 +219,10 @@ pub async fn request_promotion(
         .filter_map(|t| Some((t.key.name.clone(), t.to_typed().ok()?)))
         .collect();
     let plan = plan::build(&stage, &tasks)?;
-    let name = promotion_name(&request.stage, &freight.spec.alias);
+    let name = request
+        .name
+        .clone()
+        .unwrap_or_else(|| promotion_name(&request.stage, &freight.spec.alias));
     let freight_id = freight.metadata.name.clone().unwrap_or_default();
     let object = json!({
         "apiVersion": API_VERSION,
@@ -209,9 +230,9 @@ pub async fn request_promotion(
         "metadata": {
             "name": name,
             "namespace": project,
-            "labels": {"dray.dev/stage": request.stage, "dray.dev/freight": freight_id},
+            "labels": {STAGE_LABEL: request.stage, FREIGHT_LABEL: freight_id},
             "annotations": {
-                ACTOR_ANNOTATION: request.actor,
+                ACTOR_ANNOTATION: actor.name(),
                 REQUESTED_AT_ANNOTATION: jiff::Timestamp::now().to_string(),
             },
         },
@@ -246,8 +267,8 @@ pub async fn request_promotion(
     if stage.spec.queue_policy == QueuePolicy::Supersede {
         supersede_running(store, project, &request.stage, &name).await?;
     }
-    if request.actor != super::auto::AUTO_ACTOR {
-        update_hold(store, project, &stage, &freight, &request.actor).await?;
+    if !actor.is_auto_promotion() {
+        update_hold(store, project, &stage, &freight, actor.name()).await?;
     }
     Ok(written.remove(0))
 }
@@ -468,15 +489,26 @@ pub async fn abort_promotion(
     )))
 }
 
-/// Approves `freight` for `stage`: it becomes available there regardless of verification
-/// and soak, on the record (who, when, why). Returns the updated Freight.
+/// Approves `freight` for `stage` once `who` may `approve` it: it becomes available there
+/// regardless of verification and soak, on the record (who, when, why). Returns the updated
+/// Freight.
 pub async fn approve(
     store: &dyn Store,
+    who: &dyn Authorizer,
     project: &str,
     stage_name: &str,
     which: &PromoteRequest,
     reason: &str,
 ) -> Result<StoredObject, PromoteError> {
+    who.authorize(
+        store,
+        Verb::Approve,
+        Kind::Stage.plural(),
+        project,
+        stage_name,
+    )
+    .await?;
+    let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, stage_name);
     let stage: Stage = store
         .get(&stage_key)
@@ -510,7 +542,7 @@ pub async fn approve(
     let approved = modify_status(store, &key, |_, status| {
         status["approvedFor"][stage_name] = json!({
             "approvedAt": jiff::Timestamp::now().to_string(),
-            "by": which.actor,
+            "by": actor.name(),
             "reason": reason,
         });
         Ok(true)
@@ -577,10 +609,12 @@ mod tests {
         let request = PromoteRequest {
             stage: "prod".into(),
             freight: Some(freight.into()),
-            actor: "ann".into(),
             ..Default::default()
         };
-        request_promotion(store, "demo", &request).await.unwrap()
+        let ann = super::super::door::tests::Allowed::person("ann");
+        request_promotion(store, &ann, "demo", &request)
+            .await
+            .unwrap()
     }
 
     /// Marks `promotion` Running with its gate and push steps in these states.

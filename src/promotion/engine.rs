@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionStatus, PromotionStep,
-    StepExecution, Time, parse_duration,
+    Actor, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionStatus, PromotionStep,
+    StepExecution, Time, annotations, parse_duration,
 };
 use crate::expr::{DEFAULT_CONDITION, ExprCache, ExprContext, FreightView};
 use crate::secrets::SecretKey;
@@ -232,14 +232,28 @@ impl Engine {
             .and_then(|s| s.approved_for.get(&stage))
             .map(|a| a.by.clone())
             .filter(|by| !by.is_empty());
-        let actor = run
+        let recorded = run
             .promotion
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get("dray.dev/actor"))
-            .cloned()
-            .unwrap_or_else(|| "anonymous".into());
+            .and_then(|a| a.get(annotations::ACTOR))
+            .and_then(|name| Actor::from_recorded(name));
+        // Every Promotion the promote path makes names its actor; one without came in some
+        // other way, and runs nothing (the stage branch would not say who decided).
+        let Some(actor) = recorded.map(|a| a.name().to_owned()) else {
+            return self
+                .finish(
+                    &mut run,
+                    PromotionPhase::Errored,
+                    format!(
+                        "Promotion `{}` records no actor (`{}`): it was not made by the promote path, so it runs nothing; promote again with `dray promote`",
+                        key.name,
+                        annotations::ACTOR
+                    ),
+                )
+                .await;
+        };
         let argocd = argocd_target(self.store.as_ref(), &project).await?;
         let base = StepContext {
             work_dir: work_dir.clone(),
@@ -255,7 +269,7 @@ impl Engine {
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(crate::pipeline::WINDOW_OVERRIDE_ANNOTATION))
+                .and_then(|a| a.get(annotations::WINDOW_OVERRIDE))
                 .cloned(),
             credentials,
             repos: self.repos.clone(),
@@ -534,7 +548,7 @@ impl Engine {
         let wake_of = |object: &Value| {
             object
                 .pointer("/metadata/annotations")
-                .and_then(|a| a.get(crate::pipeline::WAKE_ANNOTATION))
+                .and_then(|a| a.get(annotations::WAKE))
                 .cloned()
         };
         let mut feed = self.store.changes();
@@ -630,7 +644,7 @@ impl Engine {
             Ok(Some(current)) => current
                 .object
                 .pointer("/metadata/annotations")
-                .and_then(|a| a.get(crate::pipeline::ABORT_ANNOTATION))
+                .and_then(|a| a.get(annotations::ABORT))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             _ => None,

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::api::{Kind, ObjectKey, Verb};
-use crate::config::{self, ConfigErrors, SourceFile};
+use crate::config::{self, ConfigError, ConfigErrors, Manifest, SourceFile};
+use crate::pipeline::door::{self, Admitted, Operation};
 use crate::secrets::SecretKey;
 use crate::store::{Store, Write, desired_state};
 
@@ -116,7 +117,7 @@ pub async fn apply(
         }])));
     }
 
-    let mut ordered = manifests;
+    let mut ordered = through_the_door(manifests)?;
     ordered.sort_by_key(|m| Kind::ALL.iter().position(|k| *k == m.key.kind));
     let mut writes = Vec::new();
     let mut results = Vec::new();
@@ -182,6 +183,58 @@ pub async fn apply(
         store.commit(writes).await?;
     }
     Ok(ApplyResponse { results })
+}
+
+/// The documents as the door admits them (see [`crate::pipeline::door`]): statuses
+/// dropped; Promotions (an action, not configuration) and Freight (minted, never written)
+/// refused, each error naming its file, document and line.
+fn through_the_door(manifests: Vec<Manifest>) -> Result<Vec<Manifest>, ConfigErrors> {
+    let mut admitted = Vec::new();
+    let mut errors = Vec::new();
+    for mut manifest in manifests {
+        let object = std::mem::take(&mut manifest.object);
+        // Create or Update: the door answers both alike for what `apply` writes.
+        let refusal = match door::admit(Operation::Create, &manifest.key, Some(object), None) {
+            Ok(Admitted::Write(object)) => {
+                manifest.object = object;
+                admitted.push(manifest);
+                continue;
+            }
+            Ok(Admitted::Promote(_)) => None,
+            Ok(Admitted::Delete) => continue,
+            Err(refusal) => Some(refusal),
+        };
+        let (message, hint) = match refusal {
+            Some(refusal) => (refusal.to_string(), refusal.hint()),
+            None => (
+                "a Promotion cannot be applied: it is a request to promote, not configuration"
+                    .to_owned(),
+                format!(
+                    "use `dray promote -p {} --stage STAGE --alias ALIAS` (it goes through the Stage's gates)",
+                    manifest.key.namespace.as_deref().unwrap_or("PROJECT")
+                ),
+            ),
+        };
+        let origin = &manifest.origin;
+        errors.push(ConfigError {
+            file: origin.file.clone(),
+            document: Some(origin.document),
+            kind: Some(manifest.key.kind.as_str().to_owned()),
+            name: Some(match &manifest.key.namespace {
+                Some(project) => format!("{project}/{}", manifest.key.name),
+                None => manifest.key.name.clone(),
+            }),
+            line: Some(origin.line),
+            field: None,
+            message,
+            hint: Some(hint),
+        });
+    }
+    if errors.is_empty() {
+        Ok(admitted)
+    } else {
+        Err(ConfigErrors(errors))
+    }
 }
 
 /// Fills in the status that follows from the spec alone (a ProjectConfig's receiver URLs).

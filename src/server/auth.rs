@@ -43,8 +43,9 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::{Kind, ObjectKey, Role, RoleBinding, SubjectKind, Verb};
-use crate::store::{Store, TokenStore};
+use crate::api::{Actor, Kind, ObjectKey, Role, RoleBinding, SubjectKind, Verb};
+use crate::pipeline::door::{AuthorizeError, Authorizer};
+use crate::store::{Store, StoreError, TokenStore};
 use crate::ui::session::{self, Identity, Session};
 
 use super::AppState;
@@ -124,7 +125,7 @@ impl Caller {
         resource: &str,
         project: Option<&str>,
         name: Option<&str>,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, StoreError> {
         if self.unrestricted || self.cluster_allows(verb, resource, name) {
             return Ok(true);
         }
@@ -170,7 +171,7 @@ impl Caller {
     }
 
     /// The roles RoleBindings of `scope` give the caller (built-in or the project's own).
-    async fn bound_roles(&self, store: &dyn Store, scope: &str) -> Result<Vec<Role>, ApiError> {
+    async fn bound_roles(&self, store: &dyn Store, scope: &str) -> Result<Vec<Role>, StoreError> {
         let mut roles = Vec::new();
         for stored in store.list(Kind::RoleBinding, Some(scope)).await? {
             let Ok(binding) = stored.to_typed::<RoleBinding>() else {
@@ -223,6 +224,18 @@ impl Caller {
         project: Option<&str>,
         name: Option<&str>,
     ) -> ApiError {
+        let (message, hint) = self.denial(verb, resource, project, name);
+        ApiError::forbidden(message).with_hint(hint)
+    }
+
+    /// What a refusal says, and what to do about it; logged.
+    fn denial(
+        &self,
+        verb: Verb,
+        resource: &str,
+        project: Option<&str>,
+        name: Option<&str>,
+    ) -> (String, String) {
         let what = match name {
             Some(name) => format!("{resource}/{name}"),
             None => resource.to_owned(),
@@ -240,8 +253,36 @@ impl Caller {
             ),
         };
         tracing::info!(user = %self.user, %verb, resource = %what, project = project.unwrap_or(""), "forbidden");
-        ApiError::forbidden(format!("{}{place}", self.refusal(verb, resource, name)))
-            .with_hint(hint)
+        (
+            format!("{}{place}", self.refusal(verb, resource, name)),
+            hint,
+        )
+    }
+}
+
+/// The promote path asks the authenticated caller, and records them as the actor.
+#[async_trait::async_trait]
+impl Authorizer for Caller {
+    fn actor(&self) -> Actor {
+        Actor::Person(self.user.clone())
+    }
+
+    async fn authorize(
+        &self,
+        store: &dyn Store,
+        verb: Verb,
+        resource: &str,
+        project: &str,
+        name: &str,
+    ) -> Result<(), AuthorizeError> {
+        if self
+            .may(store, verb, resource, Some(project), Some(name))
+            .await?
+        {
+            return Ok(());
+        }
+        let (message, hint) = self.denial(verb, resource, Some(project), Some(name));
+        Err(AuthorizeError::Denied { message, hint })
     }
 }
 

@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ConfigErrors;
+use crate::pipeline::door::{Refusal, RefusalKind};
 use crate::store::StoreError;
 
 /// The body of every error response.
@@ -109,6 +110,17 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(ErrorBody { error: self.detail })).into_response()
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        let (status, code) = match refusal.kind() {
+            RefusalKind::Invalid => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+            RefusalKind::NotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "not_allowed"),
+            RefusalKind::Conflict => (StatusCode::CONFLICT, "conflict"),
+        };
+        ApiError::new(status, code, refusal.to_string()).with_hint(refusal.hint())
     }
 }
 

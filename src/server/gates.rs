@@ -38,25 +38,15 @@ pub(crate) async fn approve(
     caller: Caller,
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Approve,
-            "stages",
-            Some(&project),
-            Some(&stage),
-        )
-        .await?;
     let which = PromoteRequest {
         stage: stage.clone(),
         freight: body.freight,
         alias: body.alias,
-        actor: caller.user.clone(),
-        override_window: None,
+        ..Default::default()
     };
-    let updated =
-        request::approve(state.store.as_ref(), &project, &stage, &which, &body.reason).await?;
-    tracing::info!(freight = %updated.key, %stage, by = %which.actor, "freight approved");
+    let store = state.store.as_ref();
+    let updated = request::approve(store, &caller, &project, &stage, &which, &body.reason).await?;
+    tracing::info!(freight = %updated.key, %stage, by = %caller.user, "freight approved");
     Ok(Json(present(updated.object)))
 }
 

@@ -8,6 +8,8 @@
 pub mod apply;
 pub mod auth;
 mod credentials;
+#[cfg(test)]
+mod door_tests;
 pub mod error;
 pub mod gates;
 pub mod promotions;

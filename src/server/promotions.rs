@@ -1,5 +1,6 @@
-//! Promotion actions: request one (`POST …/stages/{stage}/promote`, needing `promote` on
-//! the Stage, and `override` too through a closed window), abort one
+//! Promotion actions: request one (`POST …/stages/{stage}/promote`, or a Promotion document
+//! on the generic routes; both go through the pipeline's one door, which asks for `promote`
+//! on the Stage, and `override` too through a closed window), abort one
 //! (`POST …/promotions/{name}/abort`, `abort` on the Promotion), and read a Stage's audit
 //! trail from git (`GET …/stages/{stage}/audit`, `get` on the Stage). The decisions are the
 //! pipeline's; this module maps them to HTTP. The actor is the authenticated user.
@@ -45,6 +46,9 @@ impl From<PromoteError> for ApiError {
                 .with_hint(format!("run `dray get stages -p {project}`")),
             PromoteError::NoFreight { project, .. } => ApiError::not_found(error.to_string())
                 .with_hint(format!("run `dray get freight -p {project}`")),
+            PromoteError::Forbidden { message, hint } => {
+                ApiError::forbidden(message.clone()).with_hint(hint.clone())
+            }
             PromoteError::Ambiguous => ApiError::bad_request(error.to_string())
                 .with_hint("pass either `freight` (the id) or `alias`, not both"),
             PromoteError::Refused { reasons, stage, .. } => {
@@ -73,26 +77,30 @@ pub(crate) async fn promote(
     caller: Caller,
     Json(body): Json<PromoteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let store = state.store.as_ref();
-    let (scope, name) = (Some(project.as_str()), Some(stage.as_str()));
-    caller
-        .authorize(store, Verb::Promote, "stages", scope, name)
-        .await?;
-    if body.override_window.is_some() {
-        caller
-            .authorize(store, Verb::Override, "stages", scope, name)
-            .await?;
-    }
     let request = PromoteRequest {
         stage,
         freight: body.freight,
         alias: body.alias,
-        actor: caller.user.clone(),
         override_window: body.override_window,
+        name: None,
     };
-    let created = request::request_promotion(state.store.as_ref(), &project, &request).await?;
-    tracing::info!(promotion = %created.key, actor = %request.actor, "promotion requested");
-    Ok((StatusCode::CREATED, Json(created.object)))
+    let created = request_through_door(&state, &caller, &project, &request).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// Every way a client asks for a Promotion — this route, the web UI's Promote button, a
+/// Promotion document on the generic routes — comes here: the pipeline's one door, asked
+/// as the authenticated caller.
+pub(crate) async fn request_through_door(
+    state: &AppState,
+    caller: &Caller,
+    project: &str,
+    request: &PromoteRequest,
+) -> Result<Value, ApiError> {
+    let created =
+        request::request_promotion(state.store.as_ref(), caller, project, request).await?;
+    tracing::info!(promotion = %created.key, actor = %caller.user, "promotion requested");
+    Ok(created.object)
 }
 
 /// `POST /api/v1/projects/{project}/promotions/{name}/abort`.

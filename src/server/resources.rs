@@ -5,7 +5,10 @@
 //! - `GET|PUT|DELETE /api/v1/projects/{project}/{plural}/{name}`
 //! - `PUT /api/v1/projects/{project}/{plural}/{name}/status`
 //!
-//! Creates and updates go through the same validation as `dray apply`. Each route needs
+//! Creates and updates go through the same validation as `dray apply`, then through the
+//! pipeline's door ([`crate::pipeline::door`]): a Promotion document becomes a request on
+//! the promote path, Freight is never written, a Promotion never changed, and status is
+//! never a client's to write (the status route always refuses, naming why). Each route needs
 //! its verb (`list`, `create`, `get`, `update`, `delete`) on the kind's plural; listing
 //! projects shows those the caller may `get`. The built-in roles show among `roles`.
 
@@ -17,7 +20,8 @@ use serde_json::Value;
 
 use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, Role, Verb};
 use crate::config::{self, SourceFile};
-use crate::store::{StoredObject, key_of, resource_version_of};
+use crate::pipeline::door::{self, Admitted, Operation};
+use crate::store::{StoredObject, key_of};
 
 use super::AppState;
 use super::apply::referenced_objects;
@@ -190,6 +194,13 @@ async fn delete_key(
     key: ObjectKey,
     params: DeleteParams,
 ) -> Result<Json<Value>, ApiError> {
+    let current = state.store.get(&key).await?;
+    door::admit(
+        Operation::Delete,
+        &key,
+        None,
+        current.as_ref().map(|c| &c.object),
+    )?;
     let referrers = referrers(state, &key).await?;
     if !referrers.is_empty() {
         return Err(
@@ -342,8 +353,21 @@ pub(crate) async fn create(
         .unwrap_or_default();
     let kind =
         authorized_kind(&state, &caller, Verb::Create, &plural, &project, Some(name)).await?;
-    check_path_matches(&object, &ObjectKey::namespaced(kind, &project, name))?;
-    let mut object = validated(&state, &object).await?;
+    let key = ObjectKey::namespaced(kind, &project, name);
+    check_path_matches(&object, &key)?;
+    let object = validated(&state, &object).await?;
+    let mut object = match door::admit(Operation::Create, &key, Some(object), None)? {
+        Admitted::Promote(request) => {
+            let created =
+                super::promotions::request_through_door(&state, &caller, &project, &request)
+                    .await?;
+            return Ok((StatusCode::CREATED, Json(created)));
+        }
+        Admitted::Write(object) => object,
+        Admitted::Delete => {
+            return Err(ApiError::internal("the door admitted a create as a delete"));
+        }
+    };
     seal(&state.secret_key, &mut object, None)?;
     let created = state.store.create(object).await?;
     tracing::info!(resource = %created.key, "created");
@@ -396,7 +420,13 @@ pub(crate) async fn put(
     fill_namespace(&mut object, &project);
     let key = ObjectKey::namespaced(kind, &project, &name);
     check_path_matches(&object, &key)?;
-    let mut object = validated(&state, &object).await?;
+    let object = validated(&state, &object).await?;
+    let Admitted::Write(mut object) = door::admit(Operation::Update, &key, Some(object), None)?
+    else {
+        return Err(ApiError::internal(
+            "the door admitted an update as something else",
+        ));
+    };
     if kind == Kind::Credential {
         let previous = state.store.get(&key).await?;
         seal(&state.secret_key, &mut object, previous.as_ref())?;
@@ -429,21 +459,16 @@ pub(crate) async fn put_status(
     )
     .await?;
     let key = ObjectKey::namespaced(kind, &project, &name);
-    let status = object
-        .get("status")
-        .filter(|s| s.is_object())
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::bad_request("the body must hold a `status` object").with_hint(
-                "send `{\"status\": {…}}`, with `metadata.resourceVersion` to guard against concurrent writes",
-            )
-        })?;
-    let resource_version = resource_version_of(&object)?;
-    let updated = state
-        .store
-        .update_status(&key, status, resource_version)
-        .await?;
-    Ok(body(updated))
+    let refused = match door::admit(Operation::WriteStatus, &key, Some(object), None) {
+        Err(refusal) => refusal,
+        Ok(_) => {
+            return Err(ApiError::internal(
+                "the door admitted a client's status write",
+            ));
+        }
+    };
+    tracing::info!(resource = %key, user = %caller.user, "refused a status write");
+    Err(refused.into())
 }
 
 pub(crate) async fn delete(

@@ -207,7 +207,7 @@ async fn deletes_refuse_while_something_still_refers_to_the_resource() {
 }
 
 #[tokio::test]
-async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
+async fn a_status_is_drays_to_write_and_unknown_routes_answer_json() {
     let server = TestServer::new().await;
     server.apply(PIPELINE).await;
     let status_body = json!({"status": {"lastPromotion": "p-1"}});
@@ -218,9 +218,21 @@ async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
             Some(status_body),
         )
         .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["status"]["lastPromotion"], "p-1");
-    assert_eq!(body["spec"]["requestedFreight"][0]["origin"]["name"], "app");
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "the status of Stage demo/dev is written by Dray's controllers only"
+    );
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("promote")),
+        "{body}"
+    );
+    let (_, stage) = server
+        .call(Method::GET, "/api/v1/projects/demo/stages/dev", None)
+        .await;
+    assert!(stage["status"].get("lastPromotion").is_none(), "{stage}");
 
     let (status, body) = server
         .call(Method::GET, "/api/v1/projects/demo/gizmos", None)
@@ -239,21 +251,6 @@ async fn status_updates_keep_the_spec_and_unknown_routes_answer_json() {
 async fn malformed_bodies_are_400s_that_say_what_to_send() {
     let server = TestServer::new().await;
     server.apply(PIPELINE).await;
-    let (status, body) = server
-        .call(
-            Method::PUT,
-            "/api/v1/projects/demo/stages/dev/status",
-            Some(json!({"lastPromotion": "p-1"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(
-        body["error"]["hint"]
-            .as_str()
-            .is_some_and(|h| h.contains("\"status\"")),
-        "{body}"
-    );
-
     let mut stage = server
         .call(Method::GET, "/api/v1/projects/demo/stages/dev", None)
         .await

@@ -170,6 +170,14 @@ pub(crate) fn now() -> String {
 
 /// A user or group name: letters, digits and `.`, `_`, `@`, `+`, `-`, at most 253.
 fn check_subject(what: &str, name: &str) -> Result<(), ApiError> {
+    if name == super::auth::ANONYMOUS {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            format!("`{name}` is reserved: it is who acts under `dray serve --auth none`, and the record must not confuse a person with it"),
+        )
+        .with_hint("choose the person's own name, e.g. `ann` or `ann@example.com`"));
+    }
     let valid = !name.is_empty()
         && name.len() <= 253
         && name

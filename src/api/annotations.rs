@@ -1,0 +1,32 @@
+//! Every `dray.dev/*` annotation and label key, in one place. Keys in [`PREFIX`] are
+//! Dray's own: clients never set them on what they write (see `pipeline::door`).
+
+/// The prefix of Dray's own keys.
+pub const PREFIX: &str = "dray.dev/";
+
+/// Asks a running promotion to abort; the value is who asked.
+pub const ABORT: &str = "dray.dev/abort";
+/// Who requested a promotion ([`super::Actor::name`]).
+pub const ACTOR: &str = "dray.dev/actor";
+/// Orders promotions in a Stage's queue (RFC 3339 with nanoseconds).
+pub const REQUESTED_AT: &str = "dray.dev/requested-at";
+/// A promotion through a closed window: `<user>: <reason> (window `<name>`)`.
+pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
+/// Wakes a waiting promotion at once (set by webhooks); any new value.
+pub const WAKE: &str = "dray.dev/wake";
+/// Asks a Warehouse to look again; any new value.
+pub const REFRESH: &str = "dray.dev/refresh";
+
+/// Label: the Stage a Promotion is for.
+pub const STAGE_LABEL: &str = "dray.dev/stage";
+/// Label: the Freight a Promotion promotes.
+pub const FREIGHT_LABEL: &str = "dray.dev/freight";
+/// Label: the Warehouse that minted a Freight.
+pub const WAREHOUSE_LABEL: &str = "dray.dev/warehouse";
+/// Label: a built-in Role.
+pub const BUILTIN_LABEL: &str = "dray.dev/built-in";
+
+/// Whether `key` is one of Dray's own.
+pub fn is_reserved(key: &str) -> bool {
+    key.starts_with(PREFIX)
+}
