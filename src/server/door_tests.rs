@@ -19,22 +19,10 @@ struct World {
     promoter: String,
 }
 
-const TEMPLATE: &str = "
-  promotionTemplate:
-    spec:
-      steps:
-        - uses: http
-          as: gate
-          config: {url: 'http://127.0.0.1:9/health'}";
-
 impl World {
     async fn new(extra: &str) -> Self {
         let fresh = test_support::fresh(AuthMode::Token).await;
-        let stages = test_support::three_stages(None).replacen(
-            "      sources: {direct: true}",
-            &format!("      sources: {{direct: true}}{TEMPLATE}"),
-            1,
-        );
+        let stages = test_support::three_stages_dev_promotable();
         let world = World {
             fresh,
             promoter: String::new(),

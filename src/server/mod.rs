@@ -13,8 +13,11 @@ mod door_tests;
 pub mod error;
 pub mod gates;
 pub mod promotions;
+#[cfg(test)]
+mod rbac_matrix;
 pub mod refresh;
 pub mod resources;
+pub mod routes;
 pub mod run;
 #[cfg(test)]
 pub(crate) mod test_support;
@@ -28,7 +31,7 @@ pub mod webhooks;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::routing::{get, post, put};
+use axum::http::Method;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
@@ -37,6 +40,7 @@ use crate::store::Store;
 
 pub use auth::{Auth, AuthMode, Caller};
 pub use error::{ApiError, ErrorBody};
+pub use routes::{Door, Route};
 pub use run::{ServeOptions, serve};
 
 /// What every route shares.
@@ -91,89 +95,161 @@ pub struct DiscoveryServices {
     pub mirrors: Arc<crate::discovery::git::MirrorCache>,
 }
 
-/// The whole HTTP API.
-pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .route("/version", get(version))
-        .route("/apply", post(apply_route))
-        .route("/tokens", get(tokens::list).post(tokens::create))
-        .route("/tokens/{id}", axum::routing::delete(tokens::revoke))
-        .route(
-            "/projects",
-            get(resources::list_projects).post(resources::create_project),
-        )
-        .route(
+/// The `/api/v1` routes, relative to `/api/v1`; each handler authorizes its verb.
+pub fn api_routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        Route::new(M::GET, "/version", Door::Api, version),
+        Route::new(M::POST, "/apply", Door::Api, apply_route),
+        Route::new(M::GET, "/tokens", Door::Api, tokens::list),
+        Route::new(M::POST, "/tokens", Door::Api, tokens::create),
+        Route::new(M::DELETE, "/tokens/{id}", Door::Api, tokens::revoke),
+        Route::new(M::GET, "/projects", Door::Api, resources::list_projects),
+        Route::new(M::POST, "/projects", Door::Api, resources::create_project),
+        Route::new(
+            M::GET,
             "/projects/{name}",
-            get(resources::get_project)
-                .put(resources::put_project)
-                .delete(resources::delete_project),
-        )
-        .route(
+            Door::Api,
+            resources::get_project,
+        ),
+        Route::new(
+            M::PUT,
+            "/projects/{name}",
+            Door::Api,
+            resources::put_project,
+        ),
+        Route::new(
+            M::DELETE,
+            "/projects/{name}",
+            Door::Api,
+            resources::delete_project,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/{plural}",
-            get(resources::list).post(resources::create),
-        )
-        .route(
+            Door::Api,
+            resources::list,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/{plural}",
+            Door::Api,
+            resources::create,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/{plural}/{name}",
-            get(resources::get)
-                .put(resources::put)
-                .delete(resources::delete),
-        )
-        .route(
+            Door::Api,
+            resources::get,
+        ),
+        Route::new(
+            M::PUT,
+            "/projects/{project}/{plural}/{name}",
+            Door::Api,
+            resources::put,
+        ),
+        Route::new(
+            M::DELETE,
+            "/projects/{project}/{plural}/{name}",
+            Door::Api,
+            resources::delete,
+        ),
+        Route::new(
+            M::PUT,
             "/projects/{project}/{plural}/{name}/status",
-            put(resources::put_status),
-        )
-        .route(
+            Door::Api,
+            resources::put_status,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/warehouses/{name}/refresh",
-            post(warehouses::refresh),
-        )
-        .route(
+            Door::Api,
+            warehouses::refresh,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/freight/assemble",
-            post(warehouses::assemble_freight),
-        )
-        .route(
+            Door::Api,
+            warehouses::assemble_freight,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/stages/{stage}/promote",
-            post(promotions::promote),
-        )
-        .route(
+            Door::Api,
+            promotions::promote,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/stages/{stage}/audit",
-            get(promotions::audit_trail),
-        )
-        .route(
+            Door::Api,
+            promotions::audit_trail,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/stages/{stage}/approve",
-            post(gates::approve),
-        )
-        .route(
+            Door::Api,
+            gates::approve,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/stages/{stage}/verify",
-            post(verify::verify),
-        )
-        .route(
+            Door::Api,
+            verify::verify,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/stages/{stage}/hold/lift",
-            post(gates::lift_hold),
-        )
-        .route(
+            Door::Api,
+            gates::lift_hold,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/stages/{stage}/window",
-            get(gates::stage_window),
-        )
-        .route(
+            Door::Api,
+            gates::stage_window,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/stages/{stage}/freight",
-            get(gates::stage_freight),
-        )
-        .route(
+            Door::Api,
+            gates::stage_freight,
+        ),
+        Route::new(
+            M::POST,
             "/projects/{project}/promotions/{name}/abort",
-            post(promotions::abort),
-        )
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ));
-    Router::new()
-        .route("/healthz", get(healthz))
-        .nest("/api/v1", api)
-        .route("/webhooks/{project}/{receiver}", post(webhooks::signed))
-        .route(
+            Door::Api,
+            promotions::abort,
+        ),
+    ]
+}
+
+/// The routes outside `/api/v1`: health, and the webhook receivers (their own secrets).
+pub fn edge_routes() -> Vec<Route> {
+    vec![
+        Route::new(Method::GET, "/healthz", Door::Open, healthz),
+        Route::new(
+            Method::POST,
+            "/webhooks/{project}/{receiver}",
+            Door::Webhook,
+            webhooks::signed,
+        ),
+        Route::new(
+            Method::POST,
             "/webhooks/{project}/{receiver}/{token}",
-            post(webhooks::generic),
-        )
+            Door::Webhook,
+            webhooks::generic,
+        ),
+    ]
+}
+
+/// The whole HTTP API, the webhook receivers and the web UI.
+pub fn router(state: AppState) -> Router {
+    let api = routes::build(api_routes()).route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        auth::authenticate,
+    ));
+    routes::build(edge_routes())
+        .nest("/api/v1", api)
         .merge(crate::ui::router())
         .fallback(not_found)
         .with_state(state)

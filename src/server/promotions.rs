@@ -41,31 +41,30 @@ pub struct PromoteBody {
 
 impl From<PromoteError> for ApiError {
     fn from(error: PromoteError) -> Self {
-        match &error {
-            PromoteError::NoStage { project, .. } => ApiError::not_found(error.to_string())
+        let message = error.to_string();
+        match error {
+            PromoteError::NoStage { project, .. } => ApiError::not_found(message)
                 .with_hint(format!("run `dray get stages -p {project}`")),
-            PromoteError::NoFreight { project, .. } => ApiError::not_found(error.to_string())
+            PromoteError::NoFreight { project, .. } => ApiError::not_found(message)
                 .with_hint(format!("run `dray get freight -p {project}`")),
             PromoteError::Forbidden { message, hint } => {
-                ApiError::forbidden(message.clone()).with_hint(hint.clone())
+                ApiError::forbidden(message).with_hint(hint)
             }
-            PromoteError::Ambiguous => ApiError::bad_request(error.to_string())
+            PromoteError::Ambiguous => ApiError::bad_request(message)
                 .with_hint("pass either `freight` (the id) or `alias`, not both"),
             PromoteError::Refused { reasons, stage, .. } => {
-                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", error.to_string())
-                    .with_hint(format!(
-                        "run `dray get freight --stage {stage}` to see which Freight may go"
-                    ));
+                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", message).with_hint(
+                    format!("run `dray get freight --stage {stage}` to see which Freight may go"),
+                );
                 api.set_details(json!(reasons));
                 api
             }
-            PromoteError::Plan(_) => ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid",
-                error.to_string(),
-            )
-            .with_hint("fix the Stage's promotionTemplate and apply it again"),
-            PromoteError::Store(_) => ApiError::internal(error),
+            PromoteError::Plan(_) => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
+                    .with_hint("fix the Stage's promotionTemplate and apply it again")
+            }
+            // A name already taken is a 409, a vanished resource a 404, as for any write.
+            PromoteError::Store(store) => ApiError::from(store),
         }
     }
 }

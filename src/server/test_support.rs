@@ -60,6 +60,22 @@ spec:
     )
 }
 
+/// `three_stages` where `dev` can be promoted to: its template is one `http` gate (at a
+/// port nothing listens on, so a promotion that runs fails without reaching anything).
+pub(crate) fn three_stages_dev_promotable() -> String {
+    three_stages(None).replacen(
+        "      sources: {direct: true}",
+        "      sources: {direct: true}
+  promotionTemplate:
+    spec:
+      steps:
+        - uses: http
+          as: gate
+          config: {url: 'http://127.0.0.1:9/health'}",
+        1,
+    )
+}
+
 /// A JSON API request through the whole router: its status and JSON body.
 pub(crate) async fn call(
     state: &AppState,

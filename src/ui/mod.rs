@@ -35,40 +35,63 @@ mod view;
 
 use axum::Router;
 use axum::extract::FromRequestParts;
-use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::{get, post};
 
 use crate::server::auth::{self, AuthMode, Caller};
-use crate::server::{ApiError, AppState};
+use crate::server::{ApiError, AppState, Door, Route};
 
-/// The UI's routes, to merge into the server's router.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/", get(project_page::index))
-        .route("/login", get(login::form).post(login::login))
-        .route("/logout", post(login::logout))
-        .route("/auth/login", get(oidc::start))
-        .route("/auth/callback", get(oidc::callback))
-        .route("/ui/assets/app.css", get(layout::css))
-        .route("/ui/assets/app.js", get(layout::js))
-        .route("/ui/events", get(events::stream))
-        .route("/projects/{project}", get(project_page::page))
-        .route("/projects/{project}/live", get(project_page::live))
-        .route("/projects/{project}/stages/{stage}", get(stage_page::page))
-        .route(
+/// The UI's routes: the pages behind a session, and the login flow and assets open to all.
+pub fn routes() -> Vec<Route> {
+    use Method as M;
+    vec![
+        Route::new(M::GET, "/", Door::Ui, project_page::index),
+        Route::new(M::GET, "/login", Door::Open, login::form),
+        Route::new(M::POST, "/login", Door::Open, login::login),
+        Route::new(M::POST, "/logout", Door::Open, login::logout),
+        Route::new(M::GET, "/auth/login", Door::Open, oidc::start),
+        Route::new(M::GET, "/auth/callback", Door::Open, oidc::callback),
+        Route::new(M::GET, "/ui/assets/app.css", Door::Open, layout::css),
+        Route::new(M::GET, "/ui/assets/app.js", Door::Open, layout::js),
+        Route::new(M::GET, "/ui/events", Door::Ui, events::stream),
+        Route::new(M::GET, "/projects/{project}", Door::Ui, project_page::page),
+        Route::new(
+            M::GET,
+            "/projects/{project}/live",
+            Door::Ui,
+            project_page::live,
+        ),
+        Route::new(
+            M::GET,
+            "/projects/{project}/stages/{stage}",
+            Door::Ui,
+            stage_page::page,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/stages/{stage}/confirm",
-            get(actions::confirm),
-        )
-        .route(
+            Door::Ui,
+            actions::confirm,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/promotions/{name}",
-            get(actions::promotion_page),
-        )
-        .route(
+            Door::Ui,
+            actions::promotion_page,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/promotions/{name}/view",
-            get(actions::promotion_fragment),
-        )
+            Door::Ui,
+            actions::promotion_fragment,
+        ),
+    ]
+}
+
+/// The UI's router, to merge into the server's.
+pub fn router() -> Router<AppState> {
+    crate::server::routes::build(routes())
         .layer(axum::middleware::map_response(layout::security_headers))
 }
 
