@@ -193,15 +193,17 @@ fn through_the_door(manifests: Vec<Manifest>) -> Result<Vec<Manifest>, ConfigErr
     let mut errors = Vec::new();
     for mut manifest in manifests {
         let object = std::mem::take(&mut manifest.object);
-        // Create or Update: the door answers both alike for what `apply` writes.
+        // Create or Update: the door answers both alike for what `apply` writes. A
+        // Promotion is refused as a whole, whatever it holds: fixing its steps would not
+        // make it configuration.
         let refusal = match door::admit(Operation::Create, &manifest.key, Some(object), None) {
             Ok(Admitted::Write(object)) => {
                 manifest.object = object;
                 admitted.push(manifest);
                 continue;
             }
-            Ok(Admitted::Promote(_)) => None,
-            Ok(Admitted::Delete) => continue,
+            _ if manifest.key.kind == Kind::Promotion => None,
+            Ok(Admitted::Promote(_) | Admitted::Delete) => None,
             Err(refusal) => Some(refusal),
         };
         let (message, hint) = match refusal {
