@@ -14,9 +14,10 @@
 //! and each document alone (`document`: unknown fields in `schema_check`, types in `typed`,
 //! names in `names`, durations in `durations`, kind-specific rules in `semantics`,
 //! `steps` and `analysis`), then the batch as a whole
-//! (`references`, `cycles`). Errors and hints are built with `error`, `path` and `suggest`;
-//! files are found by `files`. This module does not store anything, and knows nothing of
-//! the server or the CLI.
+//! (`references`, `cycles`). What a webhook secret must be is in `webhook_secret` (the
+//! webhook receivers apply the same rule at request time). Errors and hints are built with
+//! `error`, `path` and `suggest`; files are found by `files`. This module does not store
+//! anything, and knows nothing of the server or the CLI.
 
 mod analysis;
 mod argocd;
@@ -33,6 +34,7 @@ mod semantics;
 mod steps;
 mod suggest;
 mod typed;
+pub mod webhook_secret;
 mod yaml;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,5 +1,6 @@
 //! Rules about one resource that its type cannot express: Warehouse subscriptions, Stage
-//! requests, durations, names used as references, Promotion targets, ProjectConfig naming.
+//! requests, Credentials' fields (a webhook secret's length), durations, names used as
+//! references, Promotion targets, ProjectConfig naming.
 //! Rules that need other documents live in [`super::references`].
 
 use std::collections::BTreeMap;
@@ -17,6 +18,7 @@ use super::path::FieldPath;
 use super::steps::{check_steps, check_vars};
 use super::suggest;
 use super::typed::Resource;
+use super::webhook_secret;
 
 /// The most candidates a subscription may keep.
 const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -120,6 +122,14 @@ fn credential(credential: &Credential) -> Vec<Issue> {
             .hint("use an https repository URL with `username` and `token` (or `password`)"),
         ),
         (_, None) => {}
+    }
+    if spec.type_ == CredentialType::Webhook {
+        for (field, value) in [("token", &spec.token), ("password", &spec.password)] {
+            // Never quote the value: it is the secret, however weak.
+            if let Some(weak) = value.as_deref().and_then(webhook_secret::check) {
+                issues.push(Issue::new(at.key(field), weak.to_string()).hint(webhook_secret::HINT));
+            }
+        }
     }
     if spec.sealed.is_some() {
         issues.push(

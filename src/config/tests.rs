@@ -539,6 +539,57 @@ spec:
 }
 
 #[test]
+fn a_webhook_secret_shorter_than_sixteen_bytes_is_refused_and_never_shown() {
+    let credential = |fields: &str| {
+        format!(
+            "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: hook, namespace: demo}}\nspec:\n  type: webhook\n{fields}"
+        )
+    };
+    let files = |fields: &str| [file("p.yaml", PROJECT), file("c.yaml", &credential(fields))];
+    let errors = |fields: &str| load_new_errors(&files(fields));
+    assert!(load_new(&files("  token: a-secret-of-16-by\n")).is_ok());
+    // No secret at all keeps the stored one (or leaves the receiver refusing everything).
+    assert!(load_new(&files("")).is_ok());
+    for (fields, field, message) in [
+        (
+            "  token: \"\"\n",
+            "spec.token",
+            "the webhook secret is empty: a receiver needs a secret of at least 16 bytes",
+        ),
+        (
+            "  token: hunter2hunter2\n",
+            "spec.token",
+            "the webhook secret is shorter than 16 bytes, too easy to guess",
+        ),
+        (
+            "  password: hunter2hunter2\n",
+            "spec.password",
+            "the webhook secret is shorter than 16 bytes, too easy to guess",
+        ),
+    ] {
+        let found = errors(fields);
+        assert_eq!(
+            summary(&found)
+                .into_iter()
+                .map(|(_, f, m)| (f, m))
+                .collect::<Vec<_>>(),
+            vec![(field.to_owned(), message.to_owned())],
+            "{fields}"
+        );
+        assert_eq!(found[0].kind.as_deref(), Some("Credential"));
+        assert_eq!(found[0].name.as_deref(), Some("demo/hook"));
+        assert_eq!(
+            found[0].hint.as_deref(),
+            Some(crate::config::webhook_secret::HINT)
+        );
+        assert!(
+            found.iter().all(|e| !e.to_string().contains("hunter2")),
+            "{found:?}"
+        );
+    }
+}
+
+#[test]
 fn promotions_name_a_stage_and_freight() {
     let promo = "\
 apiVersion: dray.dev/v1alpha1

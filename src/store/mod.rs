@@ -1,6 +1,8 @@
 //! Persistence behind one trait, [`Store`]: the embedded SQLite store today
 //! ([`SqliteStore`]), a Kubernetes-backed store later. API tokens and cluster-wide role
-//! bindings, which are not resources, sit behind a second, small trait, [`TokenStore`]. The store remembers; it does not
+//! bindings, which are not resources, sit behind a second, small trait, [`TokenStore`];
+//! the webhook deliveries receivers have taken behind [`DeliveryLog`], which every
+//! [`Store`] also is. The store remembers; it does not
 //! decide (validation lives in `config`, decisions in `pipeline`).
 //!
 //! The contract every implementation keeps:
@@ -12,6 +14,7 @@
 //! - every write appears, in order, on the [`ChangeFeed`], which controllers wait on
 //!   instead of polling.
 
+mod deliveries;
 mod error;
 mod feed;
 mod modify;
@@ -20,6 +23,7 @@ mod sessions;
 mod sqlite;
 mod tokens;
 
+pub use deliveries::DeliveryLog;
 pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
 pub use modify::{modify_object, modify_status, modify_typed_status};
@@ -34,9 +38,10 @@ use async_trait::async_trait;
 
 use crate::api::{Kind, ObjectKey};
 
-/// Where Dray keeps its resources.
+/// Where Dray keeps its resources (and, as a [`DeliveryLog`], which webhook deliveries
+/// were taken).
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: DeliveryLog + Send + Sync + 'static {
     /// One resource, or `None` when it does not exist.
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError>;
 

@@ -77,6 +77,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
      ) WITHOUT ROWID;
      CREATE INDEX ui_sessions_expires ON ui_sessions (expires_at);",
+    // 6: webhook deliveries already taken, so a replay does nothing (store/deliveries.rs).
+    "CREATE TABLE webhook_deliveries (
+        receiver TEXT NOT NULL,
+        key TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (receiver, key)
+     ) WITHOUT ROWID;
+     CREATE INDEX webhook_deliveries_expires ON webhook_deliveries (expires_at);",
 ];
 
 /// `list_newest`'s sort key: the creation time (RFC 3339 UTC; without its `Z` it sorts as
