@@ -31,8 +31,8 @@
 //! (`kind: Group`) apply as for a token's user. Cluster-wide roles come only from the
 //! cluster bindings `dray token create` records, by user or group name: an OIDC user has
 //! none unless such a binding names them (user and group names are one namespace across
-//! tokens and OIDC; a username not from `email` is prefixed, `oidc:bob`, so it cannot be
-//! taken for a token user's). The API
+//! tokens and OIDC; a username not from a verified `email` is prefixed, `oidc:bob`, so it
+//! cannot be taken for a token user's). The API
 //! itself still takes only Dray's bearer tokens, not the provider's.
 
 use std::sync::Arc;
