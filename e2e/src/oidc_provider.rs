@@ -9,6 +9,12 @@
 //! "Deny" button sends the user back with `error=access_denied`. Any client id is accepted
 //! with any redirect URI (`--require-registration` is off). The issuer is
 //! `http://127.0.0.1:PORT` (no trailing slash). Installed by `e2e/test.sh`; killed on drop.
+//!
+//! A user's claims are put into the ID token after the provider's own (`iss`, `aud`,
+//! `exp`, `nonce`…), so a user given such a claim ([`OidcUser::with_claim`]) gets ID
+//! tokens that the provider really signs but that are for another audience, from another
+//! issuer, expired, or for another nonce. What the provider cannot be made to sign, a
+//! token altered after signing or not signed at all, [`tamper::TamperingProxy`] makes.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,6 +25,8 @@ use serde_json::{Value, json};
 
 use crate::process::{READY_TIMEOUT, Service};
 use crate::world::{TestWorld, free_port, loopback};
+
+pub mod tamper;
 
 /// The Python module that runs the provider.
 pub const MODULE: &str = "oidc_provider_mock";
@@ -32,20 +40,40 @@ pub struct OidcUser {
     pub email: String,
     /// `groups`.
     pub groups: Vec<String>,
+    /// `email_verified`; left out of the token when `None`.
+    pub email_verified: Option<bool>,
+    /// More claims, put over the provider's own ones (`exp`, `aud`…) and the above.
+    pub extra: serde_json::Map<String, Value>,
 }
 
 impl OidcUser {
-    /// A user with this subject, `<sub>@example.com` and these groups.
+    /// A user with this subject, `<sub>@example.com` (verified) and these groups.
     pub fn new(sub: &str, groups: &[&str]) -> Self {
         OidcUser {
             sub: sub.to_owned(),
             email: format!("{sub}@example.com"),
             groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            email_verified: Some(true),
+            extra: serde_json::Map::new(),
         }
     }
 
+    /// The same user with `name: value` in their ID tokens, in place of what the provider
+    /// would put there (`"exp": 1000000000` makes tokens that expired in 2001).
+    pub fn with_claim(mut self, name: &str, value: Value) -> Self {
+        self.extra.insert(name.to_owned(), value);
+        self
+    }
+
     fn claims(&self) -> Value {
-        json!({"sub": self.sub, "email": self.email, "email_verified": true, "groups": self.groups})
+        let mut claims = json!({"sub": self.sub, "email": self.email, "groups": self.groups});
+        if let Some(verified) = self.email_verified {
+            claims["email_verified"] = json!(verified);
+        }
+        for (name, value) in &self.extra {
+            claims[name] = value.clone();
+        }
+        claims
     }
 }
 

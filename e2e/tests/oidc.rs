@@ -11,12 +11,19 @@
 //! - The provider's "Deny" comes back as `error=access_denied` and the page says so; an
 //!   unreachable provider does not stop `dray serve`, and the login page says why.
 //! - In Chromium: click `#oidc-login`, fill the provider's form, see the project page.
+//! - ID tokens that must not verify are refused, each naming what is wrong, with no
+//!   session: really signed by the provider but expired, for another audience, from
+//!   another issuer or for another nonce (users whose claims say so), and, through
+//!   [`TamperingProxy`] in front of the provider's token endpoint, one altered after
+//!   signing and one unsigned (`alg: none`).
+//! - An email that is not verified does not name the user: `sub` does, as `oidc:<sub>`.
 
 use std::collections::BTreeMap;
 use std::process::Output;
 
 use anyhow::{Context, Result, bail, ensure};
 use dray_e2e::browser::Browser;
+use dray_e2e::oidc_provider::tamper::{Tampering, TamperingProxy};
 use dray_e2e::oidc_provider::{OidcProvider, OidcUser};
 use dray_e2e::{
     Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, free_port, workspace_root,
@@ -57,6 +64,20 @@ fn users() -> Vec<OidcUser> {
         OidcUser::new("bob", &["developers"]),
         // The same name as the bootstrap token's user, who is `dray-admin` everywhere.
         OidcUser::new("admin", &[]),
+        // ID tokens the provider really signs, but that Dray must refuse.
+        OidcUser::new("late", &[]).with_claim("exp", json!(1_000_000_000)),
+        OidcUser::new("elsewhere", &[]).with_claim("aud", json!("another-client")),
+        OidcUser::new("impostor", &[]).with_claim("iss", json!("https://impostor.example")),
+        OidcUser::new("replayed", &[]).with_claim("nonce", json!("a-nonce-from-another-login")),
+        // Emails not verified: absent, and `false`.
+        OidcUser {
+            email_verified: None,
+            ..OidcUser::new("eve", &["release-managers"])
+        },
+        OidcUser {
+            email_verified: Some(false),
+            ..OidcUser::new("fay", &["release-managers"])
+        },
     ]
 }
 
@@ -64,13 +85,18 @@ fn users() -> Vec<OidcUser> {
 /// secret (`client_secret_basic`, any secret accepted), so Dray is a confidential client
 /// here, with the secret in a file as production would have it.
 fn oidc_args(world: &TestWorld, provider: &OidcProvider) -> Result<Vec<String>> {
+    oidc_args_for(world, &provider.issuer())
+}
+
+/// [`oidc_args`] for the provider at `issuer`.
+fn oidc_args_for(world: &TestWorld, issuer: &str) -> Result<Vec<String>> {
     let dir = world.unique_dir("oidc-client")?;
     std::fs::create_dir_all(&dir)?;
     let secret = dir.join("client-secret");
     std::fs::write(&secret, "e2e-client-secret\n")?;
     Ok(vec![
         "--oidc-issuer".into(),
-        provider.issuer(),
+        issuer.to_owned(),
         "--oidc-client-id".into(),
         CLIENT_ID.into(),
         "--oidc-client-secret-file".into(),
@@ -225,8 +251,9 @@ fn decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `GET /auth/login`: checks the 302 and the attempt cookie; returns the provider's URL.
-async fn start_login(web: &mut Web, base: &str, provider: &OidcProvider) -> Result<String> {
+/// `GET /auth/login`: checks the 302 (to the provider at `issuer`) and the attempt
+/// cookie; returns the provider's URL.
+async fn start_login(web: &mut Web, base: &str, issuer: &str) -> Result<String> {
     let started = web.get(&format!("{base}/auth/login")).await?;
     ensure!(
         started.status == StatusCode::FOUND,
@@ -246,7 +273,7 @@ async fn start_login(web: &mut Web, base: &str, provider: &OidcProvider) -> Resu
     );
     let authorize = started.location()?;
     ensure!(
-        authorize.starts_with(&format!("{}/oauth2/authorize?", provider.issuer())),
+        authorize.starts_with(&format!("{issuer}/oauth2/authorize?")),
         "{authorize}"
     );
     assert_eq!(
@@ -308,7 +335,12 @@ async fn log_in(
     provider: &OidcProvider,
     sub: &str,
 ) -> Result<(Page, String)> {
-    let authorize = start_login(web, base, provider).await?;
+    log_in_at(web, base, &provider.issuer(), sub).await
+}
+
+/// [`log_in`] through the provider at `issuer`.
+async fn log_in_at(web: &mut Web, base: &str, issuer: &str, sub: &str) -> Result<(Page, String)> {
+    let authorize = start_login(web, base, issuer).await?;
     let back = at_provider(web, &authorize, &[("sub", sub)]).await?;
     ensure!(
         back.starts_with(&format!("{base}/auth/callback?")),
@@ -545,6 +577,12 @@ async fn small_with(world: &TestWorld, extra: &[&str]) -> Result<(OidcProvider, 
             ..Default::default()
         },
     )?;
+    apply_project(world, &dray)?;
+    Ok((provider, dray))
+}
+
+/// Applies a bare project `demo` with the OIDC bindings.
+fn apply_project(world: &TestWorld, dray: &Dray) -> Result<()> {
     let dir = world.unique_dir("project")?;
     std::fs::create_dir_all(&dir)?;
     std::fs::write(
@@ -555,7 +593,7 @@ async fn small_with(world: &TestWorld, extra: &[&str]) -> Result<(OidcProvider, 
     )?;
     let applied = dray.cli(["apply", "-f", dir.to_str().context("utf-8")?])?;
     ensure!(applied.status.success(), "apply failed: {}", text(&applied));
-    Ok((provider, dray))
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -620,7 +658,7 @@ async fn a_tampered_state_is_refused_and_an_attempt_works_once() -> Result<()> {
     let (provider, dray) = small(&world).await?;
     let base = dray.url();
     let mut web = Web::new()?;
-    let authorize = start_login(&mut web, &base, &provider).await?;
+    let authorize = start_login(&mut web, &base, &provider.issuer()).await?;
     let back = at_provider(&mut web, &authorize, &[("sub", "ann")]).await?;
     let state = query_param(&back, "state").context("no state in the callback")?;
     let tampered = back.replace(&format!("state={state}"), "state=forged-by-someone-else");
@@ -643,7 +681,7 @@ async fn a_tampered_state_is_refused_and_an_attempt_works_once() -> Result<()> {
 
     // The same id again with its cookie restored: expired or already used.
     let mut again = Web::new()?;
-    let authorize = start_login(&mut again, &base, &provider).await?;
+    let authorize = start_login(&mut again, &base, &provider.issuer()).await?;
     let attempt = again
         .jar
         .get("dray_oidc_state")
@@ -665,7 +703,7 @@ async fn a_denied_login_says_why_and_an_unreachable_provider_does_not_stop_dray(
     let (provider, dray) = small(&world).await?;
     let base = dray.url();
     let mut web = Web::new()?;
-    let authorize = start_login(&mut web, &base, &provider).await?;
+    let authorize = start_login(&mut web, &base, &provider.issuer()).await?;
     let back = at_provider(&mut web, &authorize, &[("action", "deny")]).await?;
     assert_eq!(
         query_param(&back, "error").as_deref(),
@@ -769,5 +807,222 @@ async fn in_chromium_the_oidc_button_logs_in_through_the_providers_form() -> Res
         browser.current_url().await
     );
     browser.screenshot("oidc-logged-in").await?;
+    Ok(())
+}
+
+/// A login as `sub` through the provider at `issuer` that the callback must refuse (the
+/// `case`): 401, a page saying each of `says`, that the ID token was refused and to log in
+/// again, with the login button; no session cookie, and the browser is still logged out.
+async fn refused_login(
+    dray: &Dray,
+    issuer: &str,
+    sub: &str,
+    case: &str,
+    says: &[&str],
+) -> Result<()> {
+    let base = dray.url();
+    let mut web = Web::new()?;
+    let authorize = start_login(&mut web, &base, issuer).await?;
+    let back = at_provider(&mut web, &authorize, &[("sub", sub)]).await?;
+    ensure!(
+        back.starts_with(&format!("{base}/auth/callback?code=")),
+        "{case}: the provider must send a code back: {back}"
+    );
+    let page = web.get(&back).await?;
+    ensure!(
+        page.status == StatusCode::UNAUTHORIZED,
+        "{case}: the callback answered {}: {}",
+        page.status,
+        page.body
+    );
+    let said = page.body.replace("&#96;", "`");
+    for part in says
+        .iter()
+        .chain(&["the OpenID provider's ID token was refused", "log in again"])
+    {
+        ensure!(
+            said.contains(part),
+            "{case}: the page must say `{part}`: {}",
+            page.body
+        );
+    }
+    ensure!(
+        page.body.contains("id=\"oidc-login\""),
+        "{case}: the page must offer to log in again: {}",
+        page.body
+    );
+    ensure!(
+        page.set_cookie("dray_session").is_none() && !web.jar.contains_key("dray_session"),
+        "{case}: no session may be made: {:?}",
+        page.headers
+    );
+    let after = web.get(&format!("{base}/projects/demo")).await?;
+    ensure!(
+        after.status.is_redirection() && after.location()? == "/login",
+        "{case}: the next page must still ask to log in: {} {}",
+        after.status,
+        after.body
+    );
+    let api = web.get(&format!("{base}/api/v1/projects")).await?;
+    ensure!(
+        api.status == StatusCode::UNAUTHORIZED,
+        "{case}: the API must still refuse: {} {}",
+        api.status,
+        api.body
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn id_tokens_the_provider_signs_wrongly_are_refused_and_make_no_session() -> Result<()> {
+    let world = TestWorld::new()?;
+    let (provider, dray) = small(&world).await?;
+    let issuer = provider.issuer();
+    let cases: [(&str, &str, &[&str]); 4] = [
+        (
+            "expired",
+            "late",
+            &["it has expired", "expired at 2001-09-09", "clock"],
+        ),
+        (
+            "wrong audience",
+            "elsewhere",
+            &[
+                "it was issued to another client",
+                "`another-client`",
+                "--oidc-client-id",
+            ],
+        ),
+        (
+            "wrong issuer",
+            "impostor",
+            &[
+                "it was not issued by the configured provider",
+                "found `https://impostor.example`",
+                "--oidc-issuer",
+            ],
+        ),
+        (
+            "wrong nonce",
+            "replayed",
+            &[
+                "its nonce is not the one this login sent",
+                "replayed or injected",
+            ],
+        ),
+    ];
+    for (case, sub, says) in cases {
+        refused_login(&dray, &issuer, sub, case, says).await?;
+    }
+    // Each refusal is logged with its reason, never with the token (a JWT starts `eyJ`).
+    let log = dray.log();
+    for reason in [
+        "it has expired",
+        "issued to another client",
+        "not issued by the configured provider",
+        "its nonce is not the one",
+    ] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("OIDC login refused") && l.contains(reason)),
+            "the log must say why ({reason}): {log}"
+        );
+    }
+    assert!(!log.contains("eyJ"), "no token in the log: {log}");
+    // The provider itself is fine: a user without such claims gets in.
+    let mut web = Web::new()?;
+    let (page, _) = log_in(&mut web, &dray.url(), &provider, "ann").await?;
+    assert!(page.body.contains("ann@example.com"), "{}", page.body);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn id_tokens_altered_after_signing_or_unsigned_are_refused_and_make_no_session() -> Result<()>
+{
+    let world = TestWorld::new()?;
+    let provider = OidcProvider::start(&world, &users())?;
+    let proxy = TamperingProxy::start(&provider)?;
+    let dray = Dray::start(
+        &world,
+        DrayOptions {
+            args: oidc_args_for(&world, &proxy.issuer())?,
+            ..Default::default()
+        },
+    )?;
+    apply_project(&world, &dray)?;
+    let base = dray.url();
+
+    // Untouched, the way through the proxy works: what follows is refused for the tampering.
+    let mut web = Web::new()?;
+    let (page, _) = log_in_at(&mut web, &base, &proxy.issuer(), "ann").await?;
+    assert!(page.body.contains("ann@example.com"), "{}", page.body);
+    assert_eq!(proxy.tampered(), 0);
+
+    let cases: [(&str, Tampering, &[&str]); 2] = [
+        (
+            "claims altered after signing (ann made admin)",
+            Tampering::AlteredClaims,
+            &["its signature does not verify", "forged or altered"],
+        ),
+        (
+            "unsigned (alg none)",
+            Tampering::Unsigned,
+            &["its signature does not verify", "forged or altered"],
+        ),
+    ];
+    for (number, (case, tampering, says)) in cases.into_iter().enumerate() {
+        proxy.set(Some(tampering));
+        refused_login(&dray, &proxy.issuer(), "ann", case, says).await?;
+        assert_eq!(
+            proxy.tampered(),
+            number + 1,
+            "{case}: the proxy must have rewritten the ID token"
+        );
+    }
+    let log = dray.log();
+    assert!(
+        log.lines()
+            .filter(
+                |l| l.contains("OIDC login refused") && l.contains("its signature does not verify")
+            )
+            .count()
+            >= 2,
+        "the log must say why: {log}"
+    );
+    assert!(!log.contains("eyJ"), "no token in the log: {log}");
+    assert!(!log.contains("admin@example.com"), "nor its claims: {log}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unverified_email_does_not_name_the_user() -> Result<()> {
+    let world = TestWorld::new()?;
+    let (provider, dray) = small(&world).await?;
+    let base = dray.url();
+    for (case, sub) in [
+        ("email_verified absent", "eve"),
+        ("email_verified false", "fay"),
+    ] {
+        let mut web = Web::new()?;
+        let (page, _) = log_in(&mut web, &base, &provider, sub).await?;
+        assert!(
+            page.body.contains(&format!("id=\"user\">oidc:{sub}<")),
+            "{case}: the user is named by sub, prefixed: {}",
+            page.body
+        );
+        assert!(
+            !page.body.contains(&format!("{sub}@example.com")),
+            "{case}: not by the unverified email: {}",
+            page.body
+        );
+    }
+    // A verified one still names the user.
+    let mut web = Web::new()?;
+    let (page, _) = log_in(&mut web, &base, &provider, "ann").await?;
+    assert!(
+        page.body.contains("id=\"user\">ann@example.com<"),
+        "{}",
+        page.body
+    );
     Ok(())
 }

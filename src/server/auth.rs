@@ -3,8 +3,9 @@
 //!
 //! - [`authenticate`] is the middleware: `Authorization: Bearer <token>` is hashed and
 //!   looked up in the [`TokenStore`]; the [`Caller`] (user, groups, cluster-wide roles) goes
-//!   into the request's extensions. A missing, unknown (or revoked) token is a 401
-//!   `unauthenticated`; so is an expired one, naming its id and expiry. Each use is
+//!   into the request's extensions. A missing or unknown token is a 401
+//!   `unauthenticated`; so is an expired or a revoked one, naming its id and when it
+//!   expired or was revoked ([`TokenRefusal`], worded as the UI's login page words it). Each use is
 //!   recorded as the token's `lastUsedAt`, at most once a minute ([`LAST_USED_EVERY`]).
 //!   Without that header, the web UI's session cookie (`dray_session`, see
 //!   [`crate::ui::session`]) is accepted instead; a state-changing request made with the
@@ -30,8 +31,8 @@
 //! (`kind: Group`) apply as for a token's user. Cluster-wide roles come only from the
 //! cluster bindings `dray token create` records, by user or group name: an OIDC user has
 //! none unless such a binding names them (user and group names are one namespace across
-//! tokens and OIDC; a username not from `email` is prefixed, `oidc:bob`, so it cannot be
-//! taken for a token user's). The API
+//! tokens and OIDC; a username not from a verified `email` is prefixed, `oidc:bob`, so it
+//! cannot be taken for a token user's). The API
 //! itself still takes only Dray's bearer tokens, not the provider's.
 
 use std::sync::Arc;
@@ -45,7 +46,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::api::{Actor, Kind, ObjectKey, Role, RoleBinding, SubjectKind, Verb};
 use crate::pipeline::door::{AuthorizeError, Authorizer};
-use crate::store::{Store, StoreError, TokenStore};
+use crate::store::{Store, StoreError, TokenInfo, TokenStore};
 use crate::ui::session::{self, Identity, Session};
 
 use super::AppState;
@@ -439,36 +440,139 @@ pub(crate) fn last_use_is_stale(last_used: Option<&str>, now: jiff::Timestamp) -
     }
 }
 
-/// The caller the token with this SHA-256 hash stands for, if it exists. An expired token
-/// is a 401 naming its id and expiry. Records the use (at most once a minute per token).
-pub(crate) async fn caller_for_token_hash(
+/// Why a presented API token authenticates no one. The one wording of the API's 401 and
+/// of the web UI's login page: [`TokenRefusal::reason`] says what is wrong,
+/// [`TokenRefusal::remedy`] what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum TokenRefusal {
+    /// No token has this hash (never made, or revoked before Dray kept revoked tokens).
+    Unknown,
+    /// The token's expiry has passed.
+    Expired {
+        /// The token's id.
+        id: String,
+        /// Its user.
+        user: String,
+        /// When it expired.
+        at: jiff::Timestamp,
+    },
+    /// The token was revoked (`dray token revoke`).
+    Revoked {
+        /// The token's id.
+        id: String,
+        /// Its user.
+        user: String,
+        /// When it was revoked (RFC 3339).
+        at: String,
+    },
+}
+
+impl TokenRefusal {
+    /// What is wrong with the token.
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            TokenRefusal::Unknown => "the API token is not valid: it is unknown".to_owned(),
+            TokenRefusal::Expired { id, user, at } => {
+                format!("the API token `{id}` of user `{user}` expired at {at}")
+            }
+            TokenRefusal::Revoked { id, user, at } => format!(
+                "the API token is not valid: it was revoked at {at} (token `{id}` of user `{user}`)"
+            ),
+        }
+    }
+
+    /// What to do about it.
+    pub(crate) fn remedy(&self) -> &'static str {
+        match self {
+            TokenRefusal::Unknown => "check it, or create one with `dray token create`",
+            TokenRefusal::Expired { .. } => {
+                "create a new one with `dray token create` (or ask an admin for one)"
+            }
+            TokenRefusal::Revoked { .. } => "ask an admin for a new one",
+        }
+    }
+
+    /// The API's 401 for it.
+    fn api_error(&self) -> ApiError {
+        let hint = match self {
+            TokenRefusal::Unknown => TOKEN_HINT.to_owned(),
+            _ => format!(
+                "pass --token or set DRAY_TOKEN with another token; {}",
+                self.remedy()
+            ),
+        };
+        ApiError::unauthenticated(self.reason()).with_hint(hint)
+    }
+}
+
+impl std::fmt::Display for TokenRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.reason(), self.remedy())
+    }
+}
+
+/// The token with this SHA-256 hash, or why it authenticates no one: expired, revoked or
+/// unknown. A refused expired or revoked token is logged by id and user (never the token).
+pub(crate) async fn check_token(
     auth: &Auth,
     hash: &str,
-) -> Result<Option<Caller>, ApiError> {
+) -> Result<Result<TokenInfo, TokenRefusal>, StoreError> {
     let Some(info) = auth.tokens.token_info(hash).await? else {
-        return Ok(None);
+        return Ok(Err(match auth.tokens.revoked_token(hash).await? {
+            Some(revoked) => {
+                tracing::info!(user = %revoked.user, token = %revoked.id, "refused a revoked API token");
+                TokenRefusal::Revoked {
+                    id: revoked.id,
+                    user: revoked.user,
+                    at: revoked.revoked_at,
+                }
+            }
+            None => TokenRefusal::Unknown,
+        }));
     };
-    let now = jiff::Timestamp::now();
-    if let Some(expired) = info.expired(now) {
+    if let Some(at) = info.expired(jiff::Timestamp::now()) {
         tracing::info!(user = %info.user, token = %info.id, "refused an expired API token");
-        return Err(ApiError::unauthenticated(format!(
-            "the API token `{}` of user `{}` expired at {expired}",
-            info.id, info.user
-        ))
-        .with_hint("ask an admin for a new token (`dray token create --expires-in …`)"));
+        return Ok(Err(TokenRefusal::Expired {
+            id: info.id,
+            user: info.user,
+            at,
+        }));
     }
-    if last_use_is_stale(info.last_used_at.as_deref(), now) {
+    Ok(Ok(info))
+}
+
+/// The caller the token with this SHA-256 hash stands for, or why it is refused
+/// ([`check_token`]). Records the use (at most once a minute per token).
+async fn token_caller(auth: &Auth, hash: &str) -> Result<Result<Caller, TokenRefusal>, ApiError> {
+    let info = match check_token(auth, hash).await? {
+        Ok(info) => info,
+        Err(refusal) => return Ok(Err(refusal)),
+    };
+    if last_use_is_stale(info.last_used_at.as_deref(), jiff::Timestamp::now()) {
         if let Err(error) = auth.tokens.touch_token(hash, &tokens::now()).await {
             tracing::warn!(token = %info.id, %error, "cannot record when an API token was used");
         }
     }
     let cluster_roles = auth.tokens.cluster_roles(&info.user, &info.groups).await?;
-    Ok(Some(Caller {
+    Ok(Ok(Caller {
         user: info.user,
         groups: info.groups,
         cluster_roles,
         unrestricted: false,
     }))
+}
+
+/// The caller the token with this SHA-256 hash stands for, if it exists (none when unknown
+/// or revoked). An expired token is a 401 naming its id and expiry.
+pub(crate) async fn caller_for_token_hash(
+    auth: &Auth,
+    hash: &str,
+) -> Result<Option<Caller>, ApiError> {
+    match token_caller(auth, hash).await? {
+        Ok(caller) => Ok(Some(caller)),
+        Err(refusal @ TokenRefusal::Expired { .. }) => Err(refusal.api_error()),
+        Err(TokenRefusal::Unknown | TokenRefusal::Revoked { .. }) => Ok(None),
+    }
 }
 
 /// The caller a bearer token stands for.
@@ -489,12 +593,7 @@ async fn resolve(auth: &Auth, header: Option<&HeaderValue>) -> Result<Caller, Ap
             ApiError::unauthenticated("the Authorization header must be `Bearer <token>`")
                 .with_hint(TOKEN_HINT)
         })?;
-    caller_for_token_hash(auth, &tokens::hash(token))
+    token_caller(auth, &tokens::hash(token))
         .await?
-        .ok_or_else(|| {
-            ApiError::unauthenticated(
-                "the API token is not valid: it is unknown, or it was revoked",
-            )
-            .with_hint(TOKEN_HINT)
-        })
+        .map_err(|refusal| refusal.api_error())
 }

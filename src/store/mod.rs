@@ -31,7 +31,8 @@ pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of
 pub use sessions::{SessionRecord, SessionStore};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use tokens::{
-    BOOTSTRAP_CREATOR, ClusterBinding, TokenDetails, TokenInfo, TokenRecord, TokenStore,
+    BOOTSTRAP_CREATOR, ClusterBinding, RevokedToken, TokenDetails, TokenInfo, TokenRecord,
+    TokenStore,
 };
 
 use async_trait::async_trait;

@@ -85,6 +85,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (receiver, key)
      ) WITHOUT ROWID;
      CREATE INDEX webhook_deliveries_expires ON webhook_deliveries (expires_at);",
+    // 7: revoked API tokens (hash, id, user, when), so that a revoked token is refused as
+    // revoked rather than as unknown (`tokens.rs`).
+    "CREATE TABLE revoked_api_tokens (
+        hash TEXT PRIMARY KEY,
+        id TEXT NOT NULL,
+        user TEXT NOT NULL,
+        revoked_at TEXT NOT NULL
+     ) WITHOUT ROWID;",
 ];
 
 /// `list_newest`'s sort key: the creation time (RFC 3339 UTC; without its `Z` it sorts as

@@ -14,6 +14,11 @@
 //! only for tokens that have not expired; [`TokenStore::token_info`] for any, so that the
 //! API can say when a refused token expired.
 //!
+//! Revoking a token removes it and keeps, in a table of their own, its hash, id, user and
+//! when it was revoked ([`RevokedToken`]), so that a revoked token presented again is
+//! refused as revoked, not as unknown. Tokens revoked before Dray kept them (store
+//! migration 7) are unknown.
+//!
 //! Cluster-wide bindings (a built-in role for a user or group in every project) live here
 //! too, since a project's `RoleBinding` cannot express them.
 
@@ -106,6 +111,17 @@ impl TokenInfo {
     }
 }
 
+/// What is kept of a revoked token: never the token, and it authenticates no one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RevokedToken {
+    /// The token's id, as it was listed.
+    pub id: String,
+    /// The user it authenticated as.
+    pub user: String,
+    /// When it was revoked (RFC 3339).
+    pub revoked_at: String,
+}
+
 /// A built-in role given to a user or group in every project.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterBinding {
@@ -159,8 +175,12 @@ pub trait TokenStore: Send + Sync + 'static {
     /// Every token (of `user` only, when given), oldest first (to the second).
     async fn list_tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, StoreError>;
 
-    /// Removes the token with this id; false when there was none.
+    /// Removes the token with this id, keeping it as a [`RevokedToken`]; false when there
+    /// was none.
     async fn revoke_token(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// The revoked token with this hash, if a token with it was revoked.
+    async fn revoked_token(&self, hash: &str) -> Result<Option<RevokedToken>, StoreError>;
 
     /// Records that the token with this hash was used at `at` (RFC 3339).
     async fn touch_token(&self, hash: &str, at: &str) -> Result<(), StoreError>;
@@ -317,8 +337,37 @@ impl TokenStore for SqliteStore {
 
     async fn revoke_token(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
+        let now = jiff::Timestamp::now();
+        let revoked_at = now.round(jiff::Unit::Second).unwrap_or(now).to_string();
         self.with_connection(move |c| {
-            Ok(c.execute("DELETE FROM api_tokens WHERE id = ?1", params![id])? > 0)
+            let tx = c.transaction()?;
+            tx.execute(
+                "INSERT OR REPLACE INTO revoked_api_tokens (hash, id, user, revoked_at)
+                 SELECT hash, id, user, ?2 FROM api_tokens WHERE id = ?1",
+                params![id, revoked_at],
+            )?;
+            let removed = tx.execute("DELETE FROM api_tokens WHERE id = ?1", params![id])? > 0;
+            tx.commit()?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn revoked_token(&self, hash: &str) -> Result<Option<RevokedToken>, StoreError> {
+        let hash = hash.to_owned();
+        self.with_connection(move |c| {
+            Ok(c.query_row(
+                "SELECT id, user, revoked_at FROM revoked_api_tokens WHERE hash = ?1",
+                params![hash],
+                |row| {
+                    Ok(RevokedToken {
+                        id: row.get(0)?,
+                        user: row.get(1)?,
+                        revoked_at: row.get(2)?,
+                    })
+                },
+            )
+            .optional()?)
         })
         .await
     }
@@ -536,9 +585,39 @@ mod tests {
             Some("2026-01-01T00:00:00Z")
         );
 
+        assert!(
+            store
+                .revoked_token(&"aa".repeat(32))
+                .await
+                .unwrap()
+                .is_none()
+        );
         assert!(store.revoke_token(&ann).await.unwrap());
         assert!(!store.revoke_token(&ann).await.unwrap());
         assert!(store.token(&"aa".repeat(32)).await.unwrap().is_none());
+        assert!(store.token_info(&"aa".repeat(32)).await.unwrap().is_none());
         assert!(store.token_by_id(&ann).await.unwrap().is_none());
+        // What is kept says whose it was and when it was revoked.
+        let revoked = store
+            .revoked_token(&"aa".repeat(32))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (revoked.id.as_str(), revoked.user.as_str()),
+            (ann.as_str(), "ann")
+        );
+        assert!(
+            revoked.revoked_at.parse::<jiff::Timestamp>().is_ok(),
+            "{revoked:?}"
+        );
+        assert!(
+            store
+                .revoked_token(&"bb".repeat(32))
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(store.list_tokens(None).await.unwrap().len(), 1);
     }
 }

@@ -1,7 +1,10 @@
 //! Logging in and out of the web UI: `GET /login` (the form), `POST /login` (an API
 //! token in, a session cookie out) and `POST /logout`. The token is checked exactly as the
-//! API checks a bearer token (its SHA-256 against the token store) and is never echoed,
-//! logged or put in the cookie. When OIDC is configured the form has a "Log in with
+//! API checks a bearer token (its SHA-256 against the token store,
+//! [`crate::server::auth::check_token`]) and is never echoed, logged or put in the cookie.
+//! An unknown, expired or revoked token makes no session; the page says which, in the
+//! API's words (when it expired and to create a new one; when it was revoked and to ask an
+//! admin for a new one). When OIDC is configured the form has a "Log in with
 //! <issuer host>" button (`#oidc-login`, a link to `/auth/login`, see [`super::oidc`]) above
 //! the token form, and says so when the provider cannot be reached.
 
@@ -14,7 +17,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::server::AppState;
-use crate::server::auth::AuthMode;
+use crate::server::auth::{self, AuthMode, TokenRefusal};
 use crate::server::tokens;
 
 use super::{layout, session};
@@ -112,8 +115,18 @@ pub(crate) async fn login(
             .into_response();
     }
     let hash = tokens::hash(token);
-    let record = match state.auth.tokens.token(&hash).await {
-        Ok(record) => record,
+    let record = match auth::check_token(&state.auth, &hash).await {
+        Ok(Ok(record)) => record,
+        Ok(Err(refusal)) => {
+            if refusal == TokenRefusal::Unknown {
+                tracing::info!("login refused: unknown token");
+            }
+            return (
+                StatusCode::UNAUTHORIZED,
+                form_page(&state, Some(&refusal.to_string())),
+            )
+                .into_response();
+        }
         Err(error) => {
             tracing::warn!(%error, "login: cannot read the token store");
             return (
@@ -125,17 +138,6 @@ pub(crate) async fn login(
             )
                 .into_response();
         }
-    };
-    let Some(record) = record else {
-        tracing::info!("login refused: unknown token");
-        return (
-            StatusCode::UNAUTHORIZED,
-            form_page(
-                &state,
-                Some("that API token is not valid; check it, or ask an admin for a new one"),
-            ),
-        )
-            .into_response();
     };
     let (id, _) = match state.sessions.create_for_token(&hash, &record.user).await {
         Ok(created) => created,

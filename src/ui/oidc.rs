@@ -14,7 +14,15 @@
 //!   exchanges the code with the PKCE verifier, verifies the ID token, and starts a session
 //!   whose user and groups come from the configured claims and which ends no later than
 //!   the ID token. Errors (`error=access_denied`, a wrong or expired `state`, a token that
-//!   does not verify) are a login page naming the cause and what to do.
+//!   does not verify) are a login page naming the cause and what to do, with no session
+//!   (no `dray_session` cookie); the cause is logged, never the code or the token.
+//!
+//! An ID token is refused ([`TokenProblem`]) unless its signature verifies against the
+//! provider's JWKS with an algorithm its discovery document lists (never `alg: none`), `iss` is exactly
+//! `--oidc-issuer`, `aud` contains `--oidc-client-id`, `exp` is in the future and `nonce` is
+//! the one this attempt sent. The user is the `--oidc-username-claim` (default `email`);
+//! an `email` names the user only when `email_verified` is `true`, else `sub` does,
+//! prefixed as any name not from `email` is ([`DEFAULT_USERNAME_PREFIX`]).
 //!
 //! Discovery runs at start-up with a finite timeout; when the provider cannot be reached,
 //! the server still starts, the login page says why, and the next `/auth/login` tries
@@ -82,7 +90,8 @@ pub struct OidcOptions {
     pub client_secret: Option<String>,
     /// Where the provider sends the browser back: `<dray URL>/auth/callback`.
     pub redirect_url: String,
-    /// The claim that names the user (`email`, else `sub` when the token has no such claim).
+    /// The claim that names the user (`email`, else `sub` when the token has no such claim,
+    /// or, for `email`, when `email_verified` is not `true`).
     pub username_claim: String,
     /// The claim listing the user's groups (a list of strings, or one string).
     pub groups_claim: String,
@@ -260,11 +269,14 @@ pub enum OidcLoginError {
         "exchanging the authorization code at the OpenID provider's token endpoint failed: {0}; start again with the login button"
     )]
     Exchange(String),
-    /// The ID token is missing or does not verify.
+    /// The ID token is missing or cannot be read.
     #[error(
         "the OpenID provider's ID token is not valid: {0}; start again, and if it persists check --oidc-issuer and --oidc-client-id against the provider's client"
     )]
     BadToken(String),
+    /// The ID token does not pass verification: what is wrong with it, and what to do.
+    #[error("the OpenID provider's ID token was refused: {0}")]
+    RefusedToken(TokenProblem),
     /// The token names no usable user.
     #[error(
         "the ID token has no usable `{claim}` claim (nor `sub`) to name the user; set --oidc-username-claim to a claim your provider sends"
@@ -284,6 +296,57 @@ impl OidcLoginError {
             }
             OidcLoginError::Refused { .. } => StatusCode::FORBIDDEN,
             _ => StatusCode::UNAUTHORIZED,
+        }
+    }
+}
+
+/// Why a verified-looking ID token was refused: each check `openidconnect` makes, named,
+/// with what to do. The detail is the crate's (what was expected and found), made
+/// printable; never the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenProblem {
+    /// The signature does not verify against the provider's keys (read again once).
+    #[error(
+        "its signature does not verify against the provider's published keys ({0}): it was forged or altered on the way; log in again, and if it persists tell the provider's admin that its JWKS does not match the tokens it signs"
+    )]
+    Signature(String),
+    /// `iss` is not `--oidc-issuer`.
+    #[error(
+        "it was not issued by the configured provider ({0}); log in again, and if it persists set --oidc-issuer exactly to the provider's `iss`"
+    )]
+    Issuer(String),
+    /// `aud` does not name `--oidc-client-id`.
+    #[error(
+        "it was issued to another client ({0}); log in again, and if it persists check --oidc-client-id against the provider's client"
+    )]
+    Audience(String),
+    /// `exp` has passed.
+    #[error(
+        "it has expired ({0}); log in again, and if it persists check that this server's clock agrees with the provider's"
+    )]
+    Expired(String),
+    /// `nonce` is not the one this login attempt sent.
+    #[error(
+        "its nonce is not the one this login sent ({0}): a token from another login was replayed or injected; log in again with the login button"
+    )]
+    Nonce(String),
+    /// Anything else the verifier refuses (an unsupported algorithm, header…).
+    #[error("{0}; log in again, and if it persists check the provider's signing settings")]
+    Other(String),
+}
+
+impl TokenProblem {
+    fn from_verification(error: &ClaimsVerificationError) -> Self {
+        let detail = |text: &str| printable(text);
+        match error {
+            ClaimsVerificationError::SignatureVerification(cause) => {
+                TokenProblem::Signature(detail(&cause.to_string()))
+            }
+            ClaimsVerificationError::InvalidIssuer(text) => TokenProblem::Issuer(detail(text)),
+            ClaimsVerificationError::InvalidAudience(text) => TokenProblem::Audience(detail(text)),
+            ClaimsVerificationError::Expired(text) => TokenProblem::Expired(detail(text)),
+            ClaimsVerificationError::InvalidNonce(text) => TokenProblem::Nonce(detail(text)),
+            other => TokenProblem::Other(detail(&error_chain(other))),
         }
     }
 }
@@ -535,10 +598,14 @@ impl Oidc {
                 let client = self.client().await?;
                 let claims: &Claims = id_token
                     .claims(&client.id_token_verifier(), &attempt.nonce)
-                    .map_err(|e| OidcLoginError::BadToken(error_chain(&e)))?;
+                    .map_err(|e| {
+                        OidcLoginError::RefusedToken(TokenProblem::from_verification(&e))
+                    })?;
                 identity_from_claims(claims, &self.options)
             }
-            Err(error) => Err(OidcLoginError::BadToken(error_chain(&error))),
+            Err(error) => Err(OidcLoginError::RefusedToken(
+                TokenProblem::from_verification(&error),
+            )),
         }
     }
 }
@@ -561,7 +628,10 @@ fn identity_from_claims(
 }
 
 /// The user and groups named by `options`' claims in `claims` (a JSON object).
-/// An `email` that the provider marks `email_verified: false` does not name anyone.
+/// An `email` names the user only when the token also says `email_verified: true` (a
+/// JSON `true`; absent, `false` or anything else is unverified): anyone can put someone
+/// else's address in their profile at many providers. Otherwise the user is named by
+/// `sub`, with the prefix of names not from `email`.
 fn user_and_groups(
     claims: &Value,
     options: &OidcOptions,
@@ -576,7 +646,7 @@ fn user_and_groups(
             .map(str::to_owned)
     };
     let unverified_email = options.username_claim == "email"
-        && claims.get("email_verified") == Some(&Value::Bool(false));
+        && claims.get("email_verified") != Some(&Value::Bool(true));
     let from_claim = if unverified_email {
         None
     } else {
@@ -839,10 +909,50 @@ mod tests {
     }
 
     #[test]
+    fn an_email_names_the_user_only_when_it_is_verified() {
+        let ttl = Duration::from_secs(60);
+        let user = |claims: Value| user_and_groups(&claims, &options(), ttl).unwrap().user;
+        let cases = [
+            ("verified", serde_json::json!(true), "ann@example.com"),
+            ("unverified", serde_json::json!(false), "oidc:u-1"),
+            (
+                "verified as a string",
+                serde_json::json!("true"),
+                "oidc:u-1",
+            ),
+            ("verified as a number", serde_json::json!(1), "oidc:u-1"),
+            ("null", Value::Null, "oidc:u-1"),
+        ];
+        for (case, verified, expected) in cases {
+            let claims = serde_json::json!({"sub": "u-1", "email": "ann@example.com", "email_verified": verified});
+            assert_eq!(user(claims), expected, "email_verified {case}");
+        }
+        let absent = serde_json::json!({"sub": "u-1", "email": "ann@example.com"});
+        assert_eq!(user(absent), "oidc:u-1", "email_verified absent");
+        // A prefix that is set applies to the fallback too, as to any name.
+        let mut prefixed = options();
+        prefixed.username_prefix = Some("corp/".into());
+        let claims = serde_json::json!({"sub": "u-1", "email": "ann@example.com"});
+        assert_eq!(
+            user_and_groups(&claims, &prefixed, ttl).unwrap().user,
+            "corp/u-1"
+        );
+        // `email_verified` is about `email` only: another username claim ignores it.
+        let mut by_username = options();
+        by_username.username_claim = "preferred_username".into();
+        let claims =
+            serde_json::json!({"sub": "u-1", "preferred_username": "ann", "email_verified": false});
+        assert_eq!(
+            user_and_groups(&claims, &by_username, ttl).unwrap().user,
+            "oidc:ann"
+        );
+    }
+
+    #[test]
     fn user_comes_from_the_claim_then_sub_and_groups_from_a_list_or_string() {
         let ttl = Duration::from_secs(60);
-        let claims =
-            serde_json::json!({"sub": "u-1", "email": "ann@example.com", "groups": ["a", "b", 3]});
+        let claims = serde_json::json!({"sub": "u-1", "email": "ann@example.com",
+            "email_verified": true, "groups": ["a", "b", 3]});
         let who = user_and_groups(&claims, &options(), ttl).unwrap();
         assert_eq!(who.user, "ann@example.com");
         assert_eq!(who.groups, vec!["a".to_owned(), "b".to_owned()]);
@@ -885,7 +995,8 @@ mod tests {
         );
         let mut by_email = options();
         by_email.username_prefix = Some("corp/".into());
-        let claims = serde_json::json!({"sub": "u-1", "email": "ann@example.com"});
+        let claims =
+            serde_json::json!({"sub": "u-1", "email": "ann@example.com", "email_verified": true});
         assert_eq!(
             user_and_groups(&claims, &by_email, ttl).unwrap().user,
             "corp/ann@example.com"

@@ -7,9 +7,10 @@
 //! SHA-256 of their id, so restarting `dray serve` logs nobody out and the database never
 //! holds an id that could take a session over. A session's [`Identity`] is either the hash
 //! of the API token it was made with (never the token: every request re-resolves the
-//! caller from the [`crate::store::TokenStore`], so a removed token ends its sessions at
-//! once) or the user and groups an OpenID provider vouched for, valid until the ID token's
-//! `exp`.
+//! caller from the [`crate::store::TokenStore`], so a revoked or expired token ends its
+//! sessions at once) or the user and groups an OpenID provider vouched for, valid until
+//! the ID token's `exp`. A session is made only once a login has succeeded: an unknown,
+//! expired or revoked API token, or an ID token that does not verify, makes none.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -238,6 +238,145 @@ async fn pages_need_a_session_and_login_sets_a_strict_http_only_cookie() {
     );
 }
 
+/// The page's text with maud's escapes undone, for comparing with a JSON message.
+fn unescaped(page: &str) -> String {
+    page.replace("&#96;", "`")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+#[tokio::test]
+async fn a_login_with_an_expired_token_says_when_it_expired_and_makes_no_session() {
+    let ui = Ui::new(AuthMode::Token).await;
+    let token = "dray_expired-token-for-tests";
+    let details = crate::store::TokenDetails {
+        created_by: Some("admin".into()),
+        description: None,
+        expires_at: Some("2020-01-01T00:00:00Z".into()),
+    };
+    let record = TokenRecord {
+        hash: tokens::hash(token),
+        user: "ann".into(),
+        groups: vec![],
+        created_at: "2019-01-01T00:00:00Z".into(),
+    };
+    let id = ui
+        .state
+        .auth
+        .tokens
+        .add_token(record, details, None)
+        .await
+        .unwrap();
+
+    let refused = ui.login_with(token, &[]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    let page = unescaped(&refused.body);
+    for part in [
+        format!("the API token `{id}` of user `ann` expired at 2020-01-01T00:00:00Z"),
+        "create a new one with `dray token create`".to_owned(),
+    ] {
+        assert!(page.contains(&part), "the page must say `{part}`: {page}");
+    }
+    assert!(
+        !page.contains("not valid"),
+        "not the generic refusal: {page}"
+    );
+    assert!(!page.contains(token), "the token must not be echoed");
+    assert!(
+        refused.cookie().is_empty(),
+        "no session: {}",
+        refused.cookie()
+    );
+
+    // The API's bearer door says the same.
+    let api = ui
+        .send(test_support::json_request(
+            Some(token),
+            Method::GET,
+            "/api/v1/projects",
+            None,
+        ))
+        .await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED, "{}", api.body);
+    let error: Value = serde_json::from_str(&api.body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(page.contains(message), "{message} / {page}");
+}
+
+#[tokio::test]
+async fn a_login_with_a_revoked_token_says_it_was_revoked_and_makes_no_session() {
+    let ui = Ui::new(AuthMode::Token).await;
+    let made = ui
+        .send(test_support::json_request(
+            Some(&ui.admin),
+            Method::POST,
+            "/api/v1/tokens",
+            Some(json!({"user": "ann", "role": "dray-viewer"})),
+        ))
+        .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+    let made: Value = serde_json::from_str(&made.body).unwrap();
+    let (token, id) = (
+        made["token"].as_str().unwrap(),
+        made["id"].as_str().unwrap(),
+    );
+    // Works, then is revoked.
+    let _ = ui.login(token).await;
+    let revoked = ui
+        .send(test_support::json_request(
+            Some(&ui.admin),
+            Method::DELETE,
+            &format!("/api/v1/tokens/{id}"),
+            None,
+        ))
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
+
+    let refused = ui.login_with(token, &[]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    let page = unescaped(&refused.body);
+    for part in [
+        "the API token is not valid: it was revoked at ".to_owned(),
+        format!("(token `{id}` of user `ann`)"),
+        "ask an admin for a new one".to_owned(),
+    ] {
+        assert!(page.contains(&part), "the page must say `{part}`: {page}");
+    }
+    assert!(
+        !page.contains("it is unknown"),
+        "not the unknown-token refusal: {page}"
+    );
+    assert!(!page.contains(token), "the token must not be echoed");
+    assert!(
+        refused.cookie().is_empty(),
+        "no session: {}",
+        refused.cookie()
+    );
+
+    // The API's bearer door says the same; an unknown token is still told apart.
+    let api = ui
+        .send(test_support::json_request(
+            Some(token),
+            Method::GET,
+            "/api/v1/projects",
+            None,
+        ))
+        .await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED, "{}", api.body);
+    let error: Value = serde_json::from_str(&api.body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("revoked at"), "{message}");
+    assert!(page.contains(message), "{message} / {page}");
+    let hint = error["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("ask an admin for a new one"), "{hint}");
+    let unknown = ui.login_with("dray_never-made", &[]).await;
+    assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+    assert!(unknown.body.contains("it is unknown"), "{}", unknown.body);
+}
+
 #[tokio::test]
 async fn a_login_posted_from_another_site_is_refused() {
     let ui = Ui::new(AuthMode::Token).await;
