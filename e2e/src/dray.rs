@@ -412,3 +412,66 @@ impl Drop for Dray {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checks bite: a value planted in a Project's description (which Dray shows,
+    /// as it should) and remembered as a secret fails the CLI output, the API sweep and
+    /// the log check, each naming the secret by label and never by value.
+    #[test]
+    fn a_remembered_value_dray_shows_fails_the_cli_the_api_sweep_and_the_log() {
+        if !Dray::is_available() {
+            eprintln!("skipped: no dray binary (build it with `cargo build -p dray --bin dray`)");
+            return;
+        }
+        let planted = "planted-harness-secret-5f3a9c";
+        let world = TestWorld::new().unwrap();
+        let dray = Dray::start(&world, DrayOptions::default()).unwrap();
+        let file = world.path().join("project.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata:\n  name: planted\n\
+                 spec:\n  description: {planted}\n"
+            ),
+        )
+        .unwrap();
+        let applied = dray.cli(["apply", "-f", file.to_str().unwrap()]).unwrap();
+        assert!(applied.status.success(), "{applied:?}");
+        secrets::remember("the planted test secret", planted);
+        let shown = dray
+            .cli(["get", "project", "planted", "-o", "json"])
+            .unwrap_err()
+            .to_string();
+        let swept = dray.check_api().unwrap_err().to_string();
+        for found in [&shown, &swept] {
+            assert!(found.contains("`the planted test secret`"), "{found}");
+            assert!(!found.contains(planted), "{found}");
+        }
+        assert!(
+            shown.contains("the output of `dray get project planted"),
+            "{shown}"
+        );
+        assert!(
+            swept.contains("the response to `GET /api/v1/projects`"),
+            "{swept}"
+        );
+        assert!(dray.check_log().is_ok());
+        // The bootstrap token may show once, in the banner, and no more.
+        assert!(dray.log().contains(BOOTSTRAP_BANNER));
+        std::fs::write(
+            dray.log_path(),
+            format!("{}\nleaked {}\n", dray.log(), dray.token()),
+        )
+        .unwrap();
+        let logged = dray.check_log().unwrap_err().to_string();
+        assert!(
+            logged.contains("`the bootstrap token of `dray serve``"),
+            "{logged}"
+        );
+        secrets::forget(planted);
+        secrets::forget(dray.token());
+    }
+}

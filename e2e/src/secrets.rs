@@ -67,6 +67,12 @@ pub fn remember(label: impl Into<String>, value: &str) {
     }
 }
 
+/// Forgets `value` (for the harness's own tests, which plant a secret on purpose).
+#[cfg(test)]
+pub(crate) fn forget(value: &str) {
+    secrets().retain(|s| !s.value.contains(value));
+}
+
 /// The labels of the remembered secrets that occur in `text`, after one occurrence of
 /// each of `allowed` is taken out.
 fn leaks(text: &str, allowed: &[&str]) -> Vec<String> {
