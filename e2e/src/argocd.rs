@@ -200,6 +200,7 @@ impl ArgoCd {
     /// operations they start are initiated by `user`.
     pub fn start(world: &TestWorld, token: &str, user: &str) -> Result<Self> {
         let (listener, addr) = bind("Argo CD double")?;
+        crate::secrets::remember("the Argo CD double's token", token);
         let inner = Arc::new(Inner {
             world: world.clone(),
             token: token.to_owned(),

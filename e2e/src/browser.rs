@@ -6,6 +6,8 @@
 //! [`Browser::wait_for_text`]). Dropping a [`Browser`] ends the session and stops
 //! `chromedriver` and every Chromium process of its profile; nothing outlives the test.
 //! Does not know Dray: tests navigate with [`Browser::goto`] or [`Browser::client`].
+//! Every page `goto`, `wait_for` and `wait_for_text` land on is checked for the secrets
+//! the harness made ([`crate::secrets`]); one shown fails the test.
 //!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
@@ -197,12 +199,24 @@ impl Browser {
         self.wait_timeout = timeout;
     }
 
-    /// Navigate to `url` and wait for the page to load.
+    /// Navigate to `url` and wait for the page to load; fails when the page shows a
+    /// secret (see [`crate::secrets`]).
     pub async fn goto(&self, url: &str) -> Result<()> {
         self.client()
             .goto(url)
             .await
-            .with_context(|| format!("Failed to open `{url}` in Chromium"))
+            .with_context(|| format!("Failed to open `{url}` in Chromium"))?;
+        self.check_page().await
+    }
+
+    /// Fails when the current page's source shows a secret the harness made.
+    pub async fn check_page(&self) -> Result<()> {
+        let source = self
+            .client()
+            .source()
+            .await
+            .context("Failed to read the page's source from Chromium")?;
+        crate::secrets::check(&format!("the page {}", self.current_url().await), &source)
     }
 
     /// The page's current URL, or a note why it is unknown (for error messages).
@@ -221,7 +235,10 @@ impl Browser {
         loop {
             match self.client().find(Locator::Css(css)).await {
                 Ok(element) => match element.is_displayed().await {
-                    Ok(true) => return Ok(element),
+                    Ok(true) => {
+                        self.check_page().await?;
+                        return Ok(element);
+                    }
                     Ok(false) => last = "an element matched but is hidden".into(),
                     Err(err) => last = format!("an element matched but went away: {err}"),
                 },
@@ -250,7 +267,10 @@ impl Browser {
                     let mut seen = Vec::new();
                     for element in elements {
                         match element.text().await {
-                            Ok(shown) if shown.contains(text) => return Ok(element),
+                            Ok(shown) if shown.contains(text) => {
+                                self.check_page().await?;
+                                return Ok(element);
+                            }
                             Ok(shown) => seen.push(format!("{shown:?}")),
                             Err(err) => seen.push(format!("(gone: {err})")),
                         }

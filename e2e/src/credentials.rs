@@ -20,9 +20,21 @@ pub struct Credentials {
 impl Credentials {
     /// Credentials from a user name and a password.
     pub fn new(username: impl Into<String>, password: impl Into<String>) -> Self {
-        Self {
+        let credentials = Self {
             username: username.into(),
             password: password.into(),
+        };
+        credentials.remember();
+        credentials
+    }
+
+    /// Remembers the password (and the `Authorization: Basic` value carrying it) as
+    /// secrets no output may show (see [`crate::secrets`]).
+    pub fn remember(&self) {
+        let label = format!("the basic-auth password of `{}`", self.username);
+        crate::secrets::remember(label.clone(), &self.password);
+        if let Some(encoded) = self.basic_header().strip_prefix("Basic ") {
+            crate::secrets::remember(format!("{label} (base64)"), encoded);
         }
     }
 

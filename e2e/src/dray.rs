@@ -7,6 +7,13 @@
 //! `token()` (the bootstrap admin token from `<data>/bootstrap-token`) as bearer token;
 //! `cli()` passes it as `DRAY_TOKEN`. With `--auth none` in `DrayOptions.args` there is
 //! no token and `token()` is empty.
+//!
+//! Leaks: every secret the harness made (see [`crate::secrets`]) is looked for in the
+//! server's log after every kill, stop and restart and when the server is dropped, in
+//! every `cli()` output, and — on drop, while the server runs — in a sweep of the API
+//! (every project's resources of every kind, the token list, each project's page). The
+//! bootstrap token may appear once in the log (the first start's banner shows it by
+//! design), a new token once in the stdout of `dray token create`; nothing else may.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -15,7 +22,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
-use crate::process::{READY_TIMEOUT, Service};
+use crate::process::{READY_TIMEOUT, Service, http_get};
+use crate::secrets;
 use crate::world::{TestWorld, free_port, loopback, workspace_root};
 
 /// The environment variable naming the `dray` binary under test.
@@ -79,6 +87,7 @@ impl Dray {
         }
         let dir = world.unique_dir("dray")?;
         std::fs::create_dir_all(dir.join("data"))?;
+        remember_options(&options);
         let mut dray = Self {
             world: world.clone(),
             bin,
@@ -139,6 +148,7 @@ impl Dray {
     pub fn kill9(&mut self) -> Result<()> {
         if let Some(mut service) = self.service.take() {
             service.kill9()?;
+            self.check_log()?;
         }
         Ok(())
     }
@@ -147,7 +157,11 @@ impl Dray {
     /// its exit status if it exited on its own.
     pub fn stop(&mut self, timeout: Duration) -> Result<Option<ExitStatus>> {
         match self.service.take() {
-            Some(mut service) => service.terminate(timeout),
+            Some(mut service) => {
+                let status = service.terminate(timeout)?;
+                self.check_log()?;
+                Ok(status)
+            }
             None => Ok(None),
         }
     }
@@ -185,6 +199,50 @@ impl Dray {
                 return Err(error).with_context(|| format!("Failed to read `{}`", path.display()));
             }
         };
+        secrets::remember("the bootstrap token of `dray serve`", &self.token);
+        self.check_log()?;
+        Ok(())
+    }
+
+    /// Fails when the server's log (across restarts) shows a secret; the bootstrap token
+    /// may appear once, in the first start's banner.
+    pub fn check_log(&self) -> Result<()> {
+        let log = self.log();
+        let banner = log
+            .contains(BOOTSTRAP_BANNER)
+            .then_some(self.token.as_str());
+        secrets::check_except(
+            &format!("the log of `dray serve` ({})", self.log_path().display()),
+            &log,
+            &banner.into_iter().collect::<Vec<_>>(),
+        )
+    }
+
+    /// Fails when an API response or a page of the running server shows a secret: every
+    /// project's resources of every kind, the token list and each project's page.
+    pub fn check_api(&self) -> Result<()> {
+        let addr = loopback(self.port);
+        let get = |path: &str| -> Result<String> {
+            let (_, body) = http_get(addr, path, &self.token)
+                .with_context(|| format!("Failed to GET {path} of `dray serve`"))?;
+            secrets::check(&format!("the response to `GET {path}`"), &body)?;
+            Ok(body)
+        };
+        let projects = get("/api/v1/projects")?;
+        get("/api/v1/tokens")?;
+        let projects: Vec<serde_json::Value> = serde_json::from_str(&projects).unwrap_or_default();
+        for project in projects {
+            let Some(name) = project.pointer("/metadata/name").and_then(|n| n.as_str()) else {
+                continue;
+            };
+            for kind in dray::api::Kind::ALL
+                .into_iter()
+                .filter(|k| k.is_namespaced())
+            {
+                get(&format!("/api/v1/projects/{name}/{}", kind.plural()))?;
+            }
+            get(&format!("/projects/{name}"))?;
+        }
         Ok(())
     }
 
@@ -195,10 +253,42 @@ impl Dray {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        let args: Vec<std::ffi::OsString> =
+            args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+        let words: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        if let Some(file) = applied_file(&words) {
+            let path = self.world.path().join(file);
+            secrets::remember_credentials_in(&crate::process::read_lossy(&path));
+        }
         let mut cmd = self.cli_command();
-        cmd.args(args);
-        cmd.output()
-            .with_context(|| format!("Failed to run {cmd:?}"))
+        cmd.args(&args);
+        let output = cmd
+            .output()
+            .with_context(|| format!("Failed to run {cmd:?}"))?;
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        // `dray token create` prints the new token once, by design: allowed there only.
+        let made =
+            (creates_token(&words) && output.status.success()).then(|| stdout.trim().to_owned());
+        if let Some(token) = &made {
+            secrets::remember(
+                format!("the token made by `dray {}`", words.join(" ")),
+                token,
+            );
+        }
+        let place = format!("the output of `dray {}`", words.join(" "));
+        secrets::check_except(
+            &format!("{place} (stdout)"),
+            &stdout,
+            &made.iter().map(String::as_str).collect::<Vec<_>>(),
+        )?;
+        secrets::check(
+            &format!("{place} (stderr)"),
+            &String::from_utf8_lossy(&output.stderr),
+        )?;
+        Ok(output)
     }
 
     /// The `dray --server URL` command with `DRAY_TOKEN` set to [`Dray::token`], to add
@@ -232,11 +322,87 @@ impl Dray {
 /// How many of the server's last log lines a failing test shows.
 const LOG_TAIL_ON_FAILURE: usize = 120;
 
+/// The line of the first start's banner just before it shows the bootstrap token.
+const BOOTSTRAP_BANNER: &str = "It is shown only this once:";
+
+/// Remembers the secrets `options` pass to the server: environment variables named like
+/// a secret, `--…secret…`/`--…token…`/`--…password…` arguments (the content of the file
+/// for `…-file`), and the Credential documents of `--config` files.
+fn remember_options(options: &DrayOptions) {
+    let secret_like = |name: &str| {
+        let name = name.to_ascii_lowercase();
+        ["secret", "token", "password", "private"]
+            .iter()
+            .any(|word| name.contains(word))
+    };
+    for (name, value) in &options.env {
+        if secret_like(name) {
+            secrets::remember(
+                format!("the environment variable `{name}` of `dray serve`"),
+                value,
+            );
+        }
+    }
+    let mut args = options.args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        if !flag.starts_with("--") || !secret_like(flag) {
+            continue;
+        }
+        let Some(value) = value.or_else(|| args.next().cloned()) else {
+            continue;
+        };
+        let label = format!("the argument `{flag}` of `dray serve`");
+        match flag.ends_with("-file") {
+            true => secrets::remember(label, &crate::process::read_lossy(Path::new(&value))),
+            false => secrets::remember(label, &value),
+        }
+    }
+    for config in &options.config {
+        let files: Vec<PathBuf> = match std::fs::read_dir(config) {
+            Ok(dir) => dir.flatten().map(|e| e.path()).collect(),
+            Err(_) => vec![config.clone()],
+        };
+        for file in files {
+            secrets::remember_credentials_in(&crate::process::read_lossy(&file));
+        }
+    }
+}
+
+/// The file of `dray apply -f FILE`, if these are its arguments.
+fn applied_file(words: &[String]) -> Option<&str> {
+    if !words.iter().any(|w| w == "apply") {
+        return None;
+    }
+    let at = words.iter().position(|w| w == "-f" || w == "--file")?;
+    words.get(at + 1).map(String::as_str).filter(|f| *f != "-")
+}
+
+/// Whether these are the arguments of `dray token create`.
+fn creates_token(words: &[String]) -> bool {
+    words
+        .windows(2)
+        .any(|pair| pair[0] == "token" && pair[1] == "create")
+}
+
 impl Drop for Dray {
     /// A test that fails (panics) while the server is in scope shows the end of the
     /// server's log with its own output, so a failure on CI can be read without the
     /// test's temporary directory.
     fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let checked = match self.is_running() {
+                true => self.check_api(),
+                false => Ok(()),
+            }
+            .and_then(|()| self.check_log());
+            if let Err(leak) = checked {
+                panic!("{leak:#}");
+            }
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- the end of `dray serve`'s log ({}) ---\n{}\n--- end of log ---",
@@ -244,5 +410,68 @@ impl Drop for Dray {
                 self.log_tail(LOG_TAIL_ON_FAILURE)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checks bite: a value planted in a Project's description (which Dray shows,
+    /// as it should) and remembered as a secret fails the CLI output, the API sweep and
+    /// the log check, each naming the secret by label and never by value.
+    #[test]
+    fn a_remembered_value_dray_shows_fails_the_cli_the_api_sweep_and_the_log() {
+        if !Dray::is_available() {
+            eprintln!("skipped: no dray binary (build it with `cargo build -p dray --bin dray`)");
+            return;
+        }
+        let planted = "planted-harness-secret-5f3a9c";
+        let world = TestWorld::new().unwrap();
+        let dray = Dray::start(&world, DrayOptions::default()).unwrap();
+        let file = world.path().join("project.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata:\n  name: planted\n\
+                 spec:\n  description: {planted}\n"
+            ),
+        )
+        .unwrap();
+        let applied = dray.cli(["apply", "-f", file.to_str().unwrap()]).unwrap();
+        assert!(applied.status.success(), "{applied:?}");
+        secrets::remember("the planted test secret", planted);
+        let shown = dray
+            .cli(["get", "project", "planted", "-o", "json"])
+            .unwrap_err()
+            .to_string();
+        let swept = dray.check_api().unwrap_err().to_string();
+        for found in [&shown, &swept] {
+            assert!(found.contains("`the planted test secret`"), "{found}");
+            assert!(!found.contains(planted), "{found}");
+        }
+        assert!(
+            shown.contains("the output of `dray get project planted"),
+            "{shown}"
+        );
+        assert!(
+            swept.contains("the response to `GET /api/v1/projects`"),
+            "{swept}"
+        );
+        assert!(dray.check_log().is_ok());
+        // The bootstrap token may show once, in the banner, and no more.
+        assert!(dray.log().contains(BOOTSTRAP_BANNER));
+        std::fs::write(
+            dray.log_path(),
+            format!("{}\nleaked {}\n", dray.log(), dray.token()),
+        )
+        .unwrap();
+        let logged = dray.check_log().unwrap_err().to_string();
+        assert!(
+            logged.contains("`the bootstrap token of `dray serve``"),
+            "{logged}"
+        );
+        secrets::forget(planted);
+        secrets::forget(dray.token());
     }
 }

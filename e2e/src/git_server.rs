@@ -80,6 +80,9 @@ impl GitServer {
     /// directory in the world.
     pub fn start(world: &TestWorld, options: GitServerOptions) -> Result<Self> {
         let root = world.unique_dir("git")?;
+        if let Some(auth) = &options.auth {
+            auth.remember();
+        }
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
             .context("Failed to bind the git server to 127.0.0.1:0")?;
         listener.set_nonblocking(true)?;

@@ -149,6 +149,9 @@ impl GitHubDouble {
     /// Starts a double that requires `token` (`Authorization: Bearer|token …`) when given.
     pub fn start(world: &TestWorld, token: Option<&str>) -> Result<Self> {
         let (listener, addr) = bind("GitHub double")?;
+        if let Some(token) = token {
+            crate::secrets::remember("the GitHub double's token", token);
+        }
         let state = Arc::new(AppState {
             world: world.clone(),
             base_url: format!("http://{addr}"),

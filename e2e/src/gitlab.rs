@@ -128,6 +128,9 @@ impl GitLabDouble {
     /// Starts a double that requires `token` when given.
     pub fn start(world: &TestWorld, token: Option<&str>) -> Result<Self> {
         let (listener, addr) = bind("GitLab double")?;
+        if let Some(token) = token {
+            crate::secrets::remember("the GitLab double's token", token);
+        }
         let state = Arc::new(AppState {
             world: world.clone(),
             base_url: format!("http://{addr}"),

@@ -10,6 +10,10 @@
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
 //!
+//! Every secret the harness makes is remembered by [`secrets`]; each `dray serve` log,
+//! CLI output, API response and page the harness sees is checked for them, and a test
+//! fails when one leaks (see [`secrets`] and [`Dray`]).
+//!
 //! Process control and git calls are blocking; `oci` is async (Tokio). The git server
 //! runs on its own thread, so blocking git calls from an async test cannot starve it.
 //!
@@ -47,6 +51,7 @@ pub mod pipeline;
 mod process;
 pub mod prometheus;
 mod registry;
+pub mod secrets;
 mod world;
 
 pub use credentials::Credentials;

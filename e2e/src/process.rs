@@ -176,6 +176,37 @@ pub(crate) fn http_status(addr: SocketAddr, path: &str) -> std::io::Result<u16> 
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
 }
 
+/// A plain HTTP/1.0 `GET` on a loopback address with an optional bearer token (blocking,
+/// no runtime needed, so it works in `Drop`): the status code and the body (lossy UTF-8).
+pub(crate) fn http_get(
+    addr: SocketAddr,
+    path: &str,
+    token: &str,
+) -> std::io::Result<(u16, String)> {
+    let timeout = Duration::from_secs(10);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let auth = match token.is_empty() {
+        true => String::new(),
+        false => format!("Authorization: Bearer {token}\r\n"),
+    };
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    let response = String::from_utf8_lossy(&response);
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {head:?}")))?;
+    Ok((status, body.to_owned()))
+}
+
 /// A file's content as lossy UTF-8, empty when it cannot be read.
 pub(crate) fn read_lossy(path: &Path) -> String {
     std::fs::read(path)

@@ -62,6 +62,16 @@ impl Registry {
     /// until `GET /v2/` answers.
     pub fn start(world: &TestWorld, options: RegistryOptions) -> Result<Self> {
         let dir = world.unique_dir("registry")?;
+        if let Some(auth) = &options.auth {
+            auth.remember();
+        }
+        if let Some(token) = options
+            .notifications
+            .as_ref()
+            .and_then(|n| n.bearer_token.as_ref())
+        {
+            crate::secrets::remember("the registry's notification bearer token", token);
+        }
         let mut registry = Self {
             _world: world.clone(),
             dir,
