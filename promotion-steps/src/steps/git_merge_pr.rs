@@ -213,9 +213,16 @@ impl TypedStep for GitMergePr {
                 let new = now.unwrap_or_else(|| format!("a newer commit ({name}: {message})"));
                 head_moved(number, &head, &new)
             }
-            Err(ForgeError::Refused(message)) => StepOutcome::failed(format!(
-                "{name} refused to merge pull request #{number}: {message}"
-            )),
+            Err(ForgeError::Refused(message)) => {
+                // A push racing the merge may also be refused as "cannot merge now" (GitLab
+                // checks mergeability before `sha`): say so when the head moved.
+                match forge.get(number).await.ok().and_then(|pr| pr.head_sha) {
+                    Some(new) if new != head => head_moved(number, &head, &new),
+                    _ => StepOutcome::failed(format!(
+                        "{name} refused to merge pull request #{number}: {message}"
+                    )),
+                }
+            }
             Err(e) => forge_error(&e, pin_state(since, Some(&head))),
         }
     }
