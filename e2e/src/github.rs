@@ -11,8 +11,19 @@
 //! A merge makes a real commit on the base branch of the bare repository with the git CLI
 //! in a temporary clone: a merge commit (`Merge pull request #N from owner/branch`), a
 //! squash commit (`Title (#N)`), or the head rebased. `mergeable` is computed with
-//! `git merge-tree`. Scriptable: [`GitHubDouble::close_without_merge`] (by a named user),
-//! [`GitHubDouble::refuse_next_merge`] (405 / 409 with GitHub's messages),
+//! `git merge-tree`.
+//!
+//! Mergeability is computed "later", as GitHub does in the background: the answer to a
+//! create, and the first [`GitHubDouble::unknown_mergeability_reads`] reads of a pull
+//! request after it was created or after its head or base moved, say `mergeable: null`,
+//! `mergeable_state: "unknown"` (a counter of reads, never a clock; 1 unless a test says).
+//! A merge follows GitHub's "Merge a pull request": 409 `Head branch was modified` only
+//! when the request's `sha` is not the head, 405 `Pull Request is not mergeable` when it
+//! cannot merge (closed, conflicting, required checks), 422 for a bad `merge_method`.
+//!
+//! Scriptable: [`GitHubDouble::close_without_merge`] (by a named user),
+//! [`GitHubDouble::refuse_next_merge`] (405 with GitHub's message),
+//! [`GitHubDouble::push_before_next_merge`] (a push that races the merge),
 //! [`GitHubDouble::rate_limit_next`] (403 with `x-ratelimit-remaining: 0` or 429 with
 //! `Retry-After`), [`GitHubDouble::set_mergeable_state`] (e.g. `blocked` while checks run),
 //! [`GitHubDouble::bad_gateway_next`] (a proxy's 502 page).
@@ -56,13 +67,12 @@ pub enum RateLimit {
     },
 }
 
-/// How the next merge of a pull request is refused.
+/// How the next merge of a pull request is refused. (A 409 is never scripted: GitHub
+/// answers it only to a merge whose `sha` is not the head; push to the branch instead.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeRefusal {
     /// 405 `Pull Request is not mergeable`.
     NotMergeable,
-    /// 409 `Head branch was modified. Review and try the merge again.`
-    HeadModified,
 }
 
 /// How a pull request lands (GitHub's merge methods).
@@ -107,6 +117,12 @@ struct Pull {
     labels: Vec<String>,
     mergeable_state: Option<String>,
     refusal: Option<MergeRefusal>,
+    /// The head and base commits mergeability was last (being) computed for.
+    checked: Option<(Option<String>, Option<String>)>,
+    /// How many more reads say `mergeable: null` before the computed answer shows.
+    unknown_left: u32,
+    /// A commit pushed to the head branch just before the next merge is handled.
+    race: Option<String>,
 }
 
 /// What nginx in front of a forge answers while the forge is down.
@@ -118,6 +134,8 @@ struct Inner {
     pulls: Vec<Pull>,
     next_number: u64,
     rate_limit: Option<(RateLimit, u32)>,
+    /// How many reads after a create or a moved head say `mergeable: null`.
+    unknown_reads: u32,
     /// How many of the next requests the proxy in front answers `502`.
     bad_gateway: u32,
     requests: Vec<String>,
@@ -158,6 +176,7 @@ impl GitHubDouble {
             token: token.map(str::to_owned),
             inner: Mutex::new(Inner {
                 next_number: 1,
+                unknown_reads: 1,
                 ..Inner::default()
             }),
         });
@@ -235,6 +254,21 @@ impl GitHubDouble {
         Ok(())
     }
 
+    /// How many reads of a pull request (`GET …/pulls/{n}`) after it was created, or after
+    /// its head or base moved, say `mergeable: null` (GitHub still computing) before the
+    /// computed answer shows; 1 unless set. Applies from the next create or move on.
+    pub fn unknown_mergeability_reads(&self, reads: u32) {
+        self.state.lock().unknown_reads = reads;
+    }
+
+    /// Pushes `sha` (a commit already in the repository) to the head branch of pull request
+    /// `number` just before the next merge request for it is handled: a push racing the
+    /// merge.
+    pub fn push_before_next_merge(&self, repo: &str, number: u64, sha: &str) -> Result<()> {
+        find_mut(&mut self.state.lock(), repo, number)?.race = Some(sha.to_owned());
+        Ok(())
+    }
+
     /// Forces `mergeable_state` of pull request `number` (`blocked`, `unstable`, …);
     /// `None` computes it from the branches again.
     pub fn set_mergeable_state(&self, repo: &str, number: u64, state: Option<&str>) -> Result<()> {
@@ -263,7 +297,13 @@ impl GitHubDouble {
             .filter(|p| p.repo == repo)
             .cloned()
             .collect();
-        pulls.iter().map(|p| render(&self.state, p, true)).collect()
+        pulls
+            .iter()
+            .map(|p| {
+                let known = mergeability_known(&self.state, p, false);
+                render(&self.state, p, true, known)
+            })
+            .collect()
     }
 
     /// Every request served, as `METHOD /path?query`, oldest first.
@@ -557,10 +597,6 @@ fn do_merge(
                     StatusCode::METHOD_NOT_ALLOWED,
                     "Pull Request is not mergeable".to_owned(),
                 ),
-                MergeRefusal::HeadModified => (
-                    StatusCode::CONFLICT,
-                    "Head branch was modified. Review and try the merge again.".to_owned(),
-                ),
             }));
         }
         (pull.clone(), bare.context("repository not served")?)
@@ -622,8 +658,37 @@ fn user_json(state: &AppState, login: &str) -> Value {
     serde_json::from_str(&user).expect("JSON")
 }
 
-/// The pull request as GitHub shows it; `full` for `GET …/pulls/{n}`, else a list item.
-fn render(state: &AppState, p: &Pull, full: bool) -> Value {
+/// Whether GitHub has computed the mergeability of `p` for its current head and base.
+/// A moved head or base starts the computation again; a `read` counts down.
+fn mergeability_known(state: &AppState, p: &Pull, read: bool) -> bool {
+    let bare = state.lock().repos.get(&p.repo).cloned();
+    let shas = bare.map(|b| {
+        (
+            branch_sha(&state.world, &b, &p.head),
+            branch_sha(&state.world, &b, &p.base),
+        )
+    });
+    let mut inner = state.lock();
+    let reads = inner.unknown_reads;
+    let Ok(pull) = find_mut(&mut inner, &p.repo, p.number) else {
+        return true;
+    };
+    if pull.checked != shas {
+        pull.checked = shas;
+        pull.unknown_left = reads;
+    }
+    if pull.unknown_left == 0 {
+        return true;
+    }
+    if read {
+        pull.unknown_left -= 1;
+    }
+    false
+}
+
+/// The pull request as GitHub shows it; `full` for `GET …/pulls/{n}`, else a list item;
+/// `known`: whether mergeability has been computed (else `mergeable: null`).
+fn render(state: &AppState, p: &Pull, full: bool, known: bool) -> Value {
     let bare = state.lock().repos.get(&p.repo).cloned();
     let base_url = &state.base_url;
     let text = TEMPLATE
@@ -693,9 +758,10 @@ fn render(state: &AppState, p: &Pull, full: bool) -> Value {
     if full {
         v["merged"] = json!(p.merged);
         let open = p.state == "open";
-        v["mergeable"] = if open { json!(clean) } else { Value::Null };
-        v["rebaseable"] = if open { json!(clean) } else { Value::Null };
-        v["mergeable_state"] = json!(match (&p.mergeable_state, open, clean) {
+        let computed = open && known;
+        v["mergeable"] = if computed { json!(clean) } else { Value::Null };
+        v["rebaseable"] = if computed { json!(clean) } else { Value::Null };
+        v["mergeable_state"] = json!(match (&p.mergeable_state, computed, clean) {
             (Some(s), true, _) => s.clone(),
             (_, true, true) => "clean".to_owned(),
             (_, true, false) => "dirty".to_owned(),
@@ -759,7 +825,7 @@ async fn list(
     let items: Vec<Value> = pulls
         .iter()
         .rev()
-        .map(|p| render(&state, p, false))
+        .map(|p| render(&state, p, false, false))
         .collect();
     axum::Json(Value::Array(items)).into_response()
 }
@@ -835,11 +901,16 @@ async fn create(
             labels: Vec::new(),
             mergeable_state: None,
             refusal: None,
+            checked: None,
+            unknown_left: 0,
+            race: None,
         };
         inner.pulls.push(pull.clone());
         pull
     };
-    let v = render(&state, &pull, true);
+    // Counts the computation from the create; the create's own answer says `null`.
+    mergeability_known(&state, &pull, false);
+    let v = render(&state, &pull, true, false);
     let location = v["url"].as_str().unwrap_or_default().to_owned();
     (StatusCode::CREATED, [("location", location)], axum::Json(v)).into_response()
 }
@@ -860,7 +931,10 @@ async fn get_pull(
     UrlPath((owner, repo, number)): UrlPath<(String, String, String)>,
 ) -> Response {
     match lookup(&state, &owner, &repo, &number) {
-        Some(p) => axum::Json(render(&state, &p, true)).into_response(),
+        Some(p) => {
+            let known = mergeability_known(&state, &p, true);
+            axum::Json(render(&state, &p, true, known)).into_response()
+        }
         None => not_found(),
     }
 }
@@ -872,7 +946,7 @@ async fn get_issue(
     let Some(p) = lookup(&state, &owner, &repo, &number) else {
         return not_found();
     };
-    let pr = render(&state, &p, false);
+    let pr = render(&state, &p, false, false);
     let issue = json!({
         "url": pr["issue_url"],
         "repository_url": format!("{}/repos/{}", state.base_url, p.repo),
@@ -938,7 +1012,7 @@ async fn add_labels(
         }
         pull.clone()
     };
-    axum::Json(render(&state, &labels, false)["labels"].clone()).into_response()
+    axum::Json(render(&state, &labels, false, false)["labels"].clone()).into_response()
 }
 
 async fn merge(
@@ -960,8 +1034,33 @@ async fn merge(
             );
         }
     };
+    let bare = state.lock().repos.get(&p.repo).cloned();
+    let race = find_mut(&mut state.lock(), &p.repo, p.number)
+        .ok()
+        .and_then(|pull| pull.race.take());
+    if let (Some(sha), Some(bare)) = (race, &bare) {
+        let moved = git(&state.world)
+            .arg("--git-dir")
+            .arg(bare)
+            .args(["update-ref", &format!("refs/heads/{}", p.head), &sha])
+            .status();
+        if !moved.is_ok_and(|s| s.success()) {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the scripted push before the merge failed",
+                DOCS,
+            );
+        }
+    }
+    if p.state != "open" {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Pull Request is not mergeable",
+            DOCS,
+        );
+    }
+    // Only a request that names the head it expects can be told the head moved.
     if let Some(sha) = body["sha"].as_str() {
-        let bare = state.lock().repos.get(&p.repo).cloned();
         let head = bare.and_then(|b| branch_sha(&state.world, &b, &p.head));
         if head.as_deref() != Some(sha) {
             return error(

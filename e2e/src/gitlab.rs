@@ -13,9 +13,21 @@
 //! merge method `merge` (default) a merge commit (`merge_commit_sha`), with `squash` first
 //! a squash commit (`squash_commit_sha`); with [`MergeMethod::FastForward`] the target is
 //! fast-forwarded (`merge_commit_sha: null`, the squash commit or `sha` landed).
-//! Scriptable: close without merging by a named user, refuse the next merge (405 / 406 /
-//! 409 / 422 with GitLab's messages), rate-limit the next requests (429 with `Retry-After`
-//! and `RateLimit-*` headers, body `Retry later`).
+//!
+//! Mergeability is checked "later", as GitLab does asynchronously: the answer to a create
+//! says `merge_status`/`detailed_merge_status` `unchecked`, and the first
+//! [`GitLabDouble::checking_reads`] reads of a merge request after it was created or after
+//! its source or target moved say `checking` (a counter of reads, never a clock; 1 unless a
+//! test says). A merge follows GitLab's "Merge a merge request": 405 `405 Method Not
+//! Allowed` when it cannot merge now (not open, still checking, a blocking status, a
+//! conflict, a fast-forward project behind its target), then 409 `SHA does not match HEAD
+//! of source branch` only when the request's `sha` is not the source's head, 422 `Branch
+//! cannot be merged` when the merge itself fails.
+//!
+//! Scriptable: close without merging by a named user, refuse the next merge (405 / 422
+//! with GitLab's messages), push to the source just before the next merge (a push racing
+//! it), rate-limit the next requests (429 with `Retry-After` and `RateLimit-*` headers,
+//! body `Retry later`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -45,16 +57,13 @@ pub enum MergeMethod {
     FastForward,
 }
 
-/// How the next merge of a merge request is refused.
+/// How the next merge of a merge request is refused. (A 409 is never scripted: GitLab
+/// answers it only to a merge whose `sha` is not the source's head; push instead.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MergeRefusal {
     /// 405 `405 Method Not Allowed` (the merge request cannot merge).
     MethodNotAllowed,
-    /// 406 `Branch cannot be merged`.
-    CannotBeMerged,
-    /// 409 `SHA does not match HEAD of source branch`.
-    ShaMismatch,
-    /// 422 `Branch cannot be merged`.
+    /// 422 `Branch cannot be merged` (the merge failed).
     Unprocessable,
 }
 
@@ -80,6 +89,14 @@ struct Mr {
     created_at: String,
     detailed_merge_status: Option<String>,
     refusal: Option<MergeRefusal>,
+    /// The source and target commits mergeability was last (being) checked for.
+    checked: Option<(Option<String>, Option<String>)>,
+    /// How many more reads say `checking` before the checked answer shows.
+    checking_left: u32,
+    /// Whether a read has started the check since the branches last moved.
+    check_started: bool,
+    /// A commit pushed to the source branch just before the next merge is handled.
+    race: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +111,8 @@ struct Inner {
     projects: BTreeMap<String, Project>,
     mrs: Vec<Mr>,
     next_global: u64,
+    /// How many reads after a create or a moved branch say `checking`.
+    checking_reads: u32,
     rate_limit_skip: u32,
     rate_limited: u32,
     retry_after: u64,
@@ -137,6 +156,7 @@ impl GitLabDouble {
             token: token.map(str::to_owned),
             inner: Mutex::new(Inner {
                 next_global: 100,
+                checking_reads: 1,
                 ..Inner::default()
             }),
         });
@@ -200,6 +220,21 @@ impl GitLabDouble {
         Ok(())
     }
 
+    /// How many reads of a merge request (`GET …/merge_requests/{iid}`) after it was
+    /// created, or after its source or target moved, say `checking` before the checked
+    /// answer shows; 1 unless set. Applies from the next create or move on.
+    pub fn checking_reads(&self, reads: u32) {
+        self.state.lock().checking_reads = reads;
+    }
+
+    /// Pushes `sha` (a commit already in the repository) to the source branch of merge
+    /// request `iid` just before the next merge request for it is handled: a push racing
+    /// the merge.
+    pub fn push_before_next_merge(&self, project: &str, iid: u64, sha: &str) -> Result<()> {
+        find_mut(&mut self.state.lock(), project, iid)?.race = Some(sha.to_owned());
+        Ok(())
+    }
+
     /// Forces `detailed_merge_status` (`ci_still_running`, `not_approved`, …); `None`
     /// computes it from the branches again.
     pub fn set_merge_status(&self, project: &str, iid: u64, status: Option<&str>) -> Result<()> {
@@ -210,7 +245,7 @@ impl GitLabDouble {
 
     /// Merges merge request `iid` as `user` would with the button; returns what landed.
     pub fn merge_as(&self, project: &str, iid: u64, squash: bool, user: &str) -> Result<String> {
-        match do_merge(&self.state, project, iid, squash, user)? {
+        match do_merge(&self.state, project, iid, squash, user, None)? {
             Ok(mr) => Ok(mr["merge_commit_sha"]
                 .as_str()
                 .or(mr["squash_commit_sha"].as_str())
@@ -250,7 +285,12 @@ impl GitLabDouble {
             .filter(|m| m.project == project)
             .cloned()
             .collect();
-        mrs.iter().map(|m| render(&self.state, m)).collect()
+        mrs.iter()
+            .map(|m| {
+                let checked = checked(&self.state, m, Read::Peek);
+                render(&self.state, m, checked)
+            })
+            .collect()
     }
 
     /// Every request served, as `METHOD /path?query`, oldest first.
@@ -391,7 +431,61 @@ fn sha_of(state: &AppState, project: &str, branch: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn render(state: &AppState, m: &Mr) -> Value {
+/// Whether a look at a merge request counts down its `checking` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    /// `GET …/merge_requests/{iid}`: GitLab checks mergeability when asked.
+    Single,
+    /// A list, a test's look: changes nothing.
+    Peek,
+}
+
+/// How far GitLab's mergeability check of `m` is, for its current source and target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Check {
+    /// Not started (`unchecked`).
+    Unchecked,
+    /// Running (`checking`).
+    Checking,
+    /// Done: the computed status shows.
+    Done,
+}
+
+/// Where the check of `m` is; a moved source or target starts it again, a
+/// [`Read::Single`] moves it on.
+fn checked(state: &AppState, m: &Mr, read: Read) -> Check {
+    if m.state != "opened" {
+        return Check::Done;
+    }
+    let shas = (
+        sha_of(state, &m.project, &m.source),
+        sha_of(state, &m.project, &m.target),
+    );
+    let mut inner = state.lock();
+    let reads = inner.checking_reads;
+    let Ok(mr) = find_mut(&mut inner, &m.project, m.iid) else {
+        return Check::Done;
+    };
+    if mr.checked.as_ref() != Some(&shas) {
+        mr.checked = Some(shas);
+        mr.checking_left = reads;
+        mr.check_started = false;
+    }
+    if mr.checking_left == 0 {
+        return Check::Done;
+    }
+    if read == Read::Peek {
+        return match mr.check_started {
+            true => Check::Checking,
+            false => Check::Unchecked,
+        };
+    }
+    mr.check_started = true;
+    mr.checking_left -= 1;
+    Check::Checking
+}
+
+fn render(state: &AppState, m: &Mr, check: Check) -> Value {
     let head = m
         .merged_sha
         .clone()
@@ -412,6 +506,8 @@ fn render(state: &AppState, m: &Mr) -> Value {
             .is_some_and(|b| merges_cleanly(&state.world, b, &m.target, &m.source));
     let detailed = match (&m.detailed_merge_status, open) {
         (_, false) => "not_open".to_owned(),
+        (_, true) if check == Check::Unchecked => "unchecked".to_owned(),
+        (_, true) if check == Check::Checking => "checking".to_owned(),
         (Some(s), true) => s.clone(),
         (None, true) if !clean => "conflict".to_owned(),
         (None, true) => {
@@ -432,7 +528,8 @@ fn render(state: &AppState, m: &Mr) -> Value {
     };
     let merge_status = match detailed.as_str() {
         "mergeable" => "can_be_merged",
-        "checking" | "unchecked" => "checking",
+        "unchecked" => "unchecked",
+        "checking" => "checking",
         _ if open && clean => "can_be_merged",
         _ => "cannot_be_merged",
     };
@@ -497,7 +594,7 @@ fn render(state: &AppState, m: &Mr) -> Value {
         "squash": m.squash,
         "squash_on_merge": m.squash,
         "task_completion_status": {"count": 0, "completed_count": 0},
-        "has_conflicts": open && !clean,
+        "has_conflicts": open && check == Check::Done && !clean,
         "blocking_discussions_resolved": true,
         "approvals_before_merge": null,
         "subscribed": false,
@@ -598,7 +695,11 @@ async fn list(
         .filter(|m| query.get("target_branch").is_none_or(|b| &m.target == b))
         .cloned()
         .collect();
-    let items: Vec<Value> = mrs.iter().rev().map(|m| render(&state, m)).collect();
+    let items: Vec<Value> = mrs
+        .iter()
+        .rev()
+        .map(|m| render(&state, m, checked(&state, m, Read::Peek)))
+        .collect();
     let total = items.len().to_string();
     (
         [
@@ -686,11 +787,16 @@ async fn create(
             created_at: now(),
             detailed_merge_status: None,
             refusal: None,
+            checked: None,
+            checking_left: 0,
+            check_started: false,
+            race: None,
         };
         inner.mrs.push(mr.clone());
         mr
     };
-    (StatusCode::CREATED, axum::Json(render(&state, &mr))).into_response()
+    let check = checked(&state, &mr, Read::Peek);
+    (StatusCode::CREATED, axum::Json(render(&state, &mr, check))).into_response()
 }
 
 fn lookup(state: &AppState, id: &str, iid: &str) -> Option<Mr> {
@@ -709,7 +815,10 @@ async fn get_mr(
     UrlPath((id, iid)): UrlPath<(String, String)>,
 ) -> Response {
     match lookup(&state, &id, &iid) {
-        Some(m) => axum::Json(render(&state, &m)).into_response(),
+        Some(m) => {
+            let check = checked(&state, &m, Read::Single);
+            axum::Json(render(&state, &m, check)).into_response()
+        }
         None => message(StatusCode::NOT_FOUND, "404 Not found"),
     }
 }
@@ -750,17 +859,22 @@ async fn update(
         }
         mr.clone()
     };
-    axum::Json(render(&state, &updated)).into_response()
+    let check = checked(&state, &updated, Read::Peek);
+    axum::Json(render(&state, &updated, check)).into_response()
 }
 
 type Refused = (StatusCode, String);
 
+/// Merges merge request `iid` as GitLab's merge endpoint does, in its order: 405 when it
+/// cannot merge now, then 409 when `sha` is given and is not the source's head, then 422
+/// when the merge itself fails.
 fn do_merge(
     state: &AppState,
     project: &str,
     iid: u64,
     squash: bool,
     user: &str,
+    sha: Option<&str>,
 ) -> Result<std::result::Result<Value, Refused>> {
     let (mr, bare, method) = {
         let mut inner = state.lock();
@@ -772,14 +886,6 @@ fn do_merge(
                 MergeRefusal::MethodNotAllowed => (
                     StatusCode::METHOD_NOT_ALLOWED,
                     "405 Method Not Allowed".to_owned(),
-                ),
-                MergeRefusal::CannotBeMerged => (
-                    StatusCode::NOT_ACCEPTABLE,
-                    "Branch cannot be merged".to_owned(),
-                ),
-                MergeRefusal::ShaMismatch => (
-                    StatusCode::CONFLICT,
-                    "SHA does not match HEAD of source branch".to_owned(),
                 ),
                 MergeRefusal::Unprocessable => (
                     StatusCode::UNPROCESSABLE_ENTITY,
@@ -795,12 +901,21 @@ fn do_merge(
             "405 Method Not Allowed".to_owned(),
         )));
     }
-    if let Some(status) = &mr.detailed_merge_status
-        && status != "mergeable"
-    {
+    // Still checking, blocked (a forced status), conflicting, or behind in a
+    // fast-forward project: GitLab's `not_allowed!`.
+    let current = render(state, &mr, checked(state, &mr, Read::Peek));
+    if current["detailed_merge_status"] != "mergeable" {
         return Ok(Err((
             StatusCode::METHOD_NOT_ALLOWED,
             "405 Method Not Allowed".to_owned(),
+        )));
+    }
+    if let Some(sha) = sha
+        && current["sha"].as_str() != Some(sha)
+    {
+        return Ok(Err((
+            StatusCode::CONFLICT,
+            "SHA does not match HEAD of source branch".to_owned(),
         )));
     }
     let squash = squash || mr.squash;
@@ -849,7 +964,7 @@ fn do_merge(
         };
         m.clone()
     };
-    Ok(Ok(render(state, &updated)))
+    Ok(Ok(render(state, &updated, Check::Done)))
 }
 
 async fn merge(
@@ -862,16 +977,30 @@ async fn merge(
         return message(StatusCode::NOT_FOUND, "404 Not found");
     };
     let p = params(&headers, &body);
-    if let Some(sha) = p.get("sha")
-        && sha_of(&state, &m.project, &m.source).as_deref() != Some(sha.as_str())
-    {
-        return message(
-            StatusCode::CONFLICT,
-            "SHA does not match HEAD of source branch",
-        );
+    let race = find_mut(&mut state.lock(), &m.project, m.iid)
+        .ok()
+        .and_then(|mr| mr.race.take());
+    let bare = state
+        .lock()
+        .projects
+        .get(&m.project)
+        .map(|p| p.bare.clone());
+    if let (Some(sha), Some(bare)) = (race, bare) {
+        let moved = crate::git_repo::git(&state.world)
+            .arg("--git-dir")
+            .arg(&bare)
+            .args(["update-ref", &format!("refs/heads/{}", m.source), &sha])
+            .status();
+        if !moved.is_ok_and(|s| s.success()) {
+            return message(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the scripted push before the merge failed",
+            );
+        }
     }
     let squash = p.get("squash").is_some_and(|s| s == "true");
-    match do_merge(&state, &m.project, m.iid, squash, "dray-bot") {
+    let sha = p.get("sha").map(String::as_str);
+    match do_merge(&state, &m.project, m.iid, squash, "dray-bot", sha) {
         Ok(Ok(v)) => axum::Json(v).into_response(),
         Ok(Err((status, text))) => message(status, &text),
         Err(e) => message(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),

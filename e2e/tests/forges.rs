@@ -7,6 +7,13 @@
 //! → Failed naming who closed it; a resumed open-pr adopts the pull request it opened (no
 //! second one); a rate-limited answer → Running saying so, then success; a refused merge
 //! → Failed with the forge's message.
+//!
+//! Reviewed means merged: `git-merge-pr` merges the head it saw first and no other — a push
+//! to the pull request's branch afterwards (or racing the merge) fails the step, and the
+//! target branch never gets the new commit. The doubles answer as the real APIs do: 409
+//! only to a merge whose `sha` is not the head, 405 to one that cannot merge, and
+//! mergeability unknown (`mergeable: null`, `checking`) for the first reads after a create
+//! or a push, which the step waits out.
 
 use std::sync::Arc;
 
@@ -80,6 +87,43 @@ async fn run(ctx: &StepContext, kind: &str, config: Value) -> StepOutcome {
     step.run(ctx, config).await
 }
 
+/// Runs a step once as the engine does: a `Running` outcome's state is what the next run
+/// of the step gets (`ctx.saved_state`).
+async fn step(ctx: &mut StepContext, kind: &str, config: &Value) -> StepOutcome {
+    let outcome = run(ctx, kind, config.clone()).await;
+    if let StepOutcome::Running {
+        state: Some(state), ..
+    } = &outcome
+    {
+        ctx.saved_state = Some(state.clone());
+    }
+    outcome
+}
+
+/// How many times [`drive`] runs a step at most before the test fails.
+const MAX_RUNS: usize = 20;
+
+/// Runs a step again and again as the engine does (without its waits: the doubles count
+/// reads, not time) until it ends; returns the end and what it said it waited for.
+async fn drive(ctx: &mut StepContext, kind: &str, config: &Value) -> (StepOutcome, Vec<String>) {
+    let mut waited = Vec::new();
+    for _ in 0..MAX_RUNS {
+        match step(ctx, kind, config).await {
+            StepOutcome::Running { waiting_for, .. } => waited.push(waiting_for),
+            done => return (done, waited),
+        }
+    }
+    panic!("`{kind}` still running after {MAX_RUNS} runs: {waited:#?}");
+}
+
+/// [`drive`] from a fresh state, which must succeed.
+async fn drive_ok(ctx: &StepContext, kind: &str, config: &Value) -> serde_json::Map<String, Value> {
+    let mut ctx = ctx.clone();
+    ctx.saved_state = None;
+    let (outcome, _) = drive(&mut ctx, kind, config).await;
+    succeeded(outcome).0
+}
+
 #[track_caller]
 fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Value>) {
     match outcome {
@@ -92,7 +136,7 @@ fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Va
 /// Merges with `merge`, then waits with `wait`: both succeed, and the wait's commit is the
 /// merge's. Returns the commit.
 async fn merge_then_wait(ctx: &StepContext, merge: Value, wait: Value) -> String {
-    let (merged, _) = succeeded(run(ctx, "git-merge-pr", merge).await);
+    let merged = drive_ok(ctx, "git-merge-pr", &merge).await;
     let (waited, _) = succeeded(run(ctx, "git-wait-for-pr", wait).await);
     assert_eq!(waited["commit"], merged["commit"]);
     waited["commit"].as_str().unwrap_or_default().to_owned()
@@ -225,15 +269,18 @@ async fn github_open_merge_wait_lands_a_merge_commit() -> Result<()> {
         other => panic!("expected Running, got {other:?}"),
     }
 
-    let (merged, _) = succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gh_config(&s, &gh, json!({"prNumber": number})),
-        )
-        .await,
-    );
+    let merged = drive_ok(
+        &ctx,
+        "git-merge-pr",
+        &gh_config(&s, &gh, json!({"prNumber": number})),
+    )
+    .await;
     let commit = merged["commit"].as_str().unwrap().to_owned();
+    assert_eq!(
+        merged["headCommit"],
+        json!(head),
+        "the reviewed head is output"
+    );
     let (waited, _) = succeeded(run(&ctx, "git-wait-for-pr", wait_config).await);
     assert_eq!(waited["commit"], json!(commit));
     assert_eq!(
@@ -278,18 +325,16 @@ async fn github_squash_merge_lands_the_squash_commit() -> Result<()> {
         .await,
     );
     let number = outputs["pr"]["id"].clone();
-    succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gh_config(
-                &s,
-                &gh,
-                json!({"prNumber": number, "mergeMethod": "squash"}),
-            ),
-        )
-        .await,
-    );
+    drive_ok(
+        &ctx,
+        "git-merge-pr",
+        &gh_config(
+            &s,
+            &gh,
+            json!({"prNumber": number, "mergeMethod": "squash"}),
+        ),
+    )
+    .await;
     let (waited, _) = succeeded(
         run(
             &ctx,
@@ -454,6 +499,8 @@ async fn github_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
 async fn github_refused_merges_fail_with_githubs_message() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;
+    // Mergeability known at once: this test is about what GitHub says once it knows.
+    gh.unknown_mergeability_reads(0);
     s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
     let ctx = context(&s.world, &s.url, "prod-6")?;
     let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
@@ -471,16 +518,9 @@ async fn github_refused_merges_fail_with_githubs_message() -> Result<()> {
 
     gh.refuse_next_merge("acme/config", number, MergeRefusal::NotMergeable)?;
     assert_eq!(
-        run(&ctx, "git-merge-pr", merge.clone()).await,
+        drive(&mut ctx.clone(), "git-merge-pr", &merge).await.0,
         StepOutcome::failed(format!(
             "GitHub refused to merge pull request #{number}: Pull Request is not mergeable"
-        ))
-    );
-    gh.refuse_next_merge("acme/config", number, MergeRefusal::HeadModified)?;
-    assert_eq!(
-        run(&ctx, "git-merge-pr", merge.clone()).await,
-        StepOutcome::failed(format!(
-            "GitHub refused to merge pull request #{number}: Head branch was modified. Review and try the merge again."
         ))
     );
     // A conflict with main fails before trying.
@@ -569,14 +609,12 @@ async fn gitlab_squash_merge_lands_the_squash_commit() -> Result<()> {
     s.promotion_branch("prod-2", "image: app:2.0.0\n")?;
     let ctx = context(&s.world, &s.url, "prod-2")?;
     let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
-    succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
-        )
-        .await,
-    );
+    drive_ok(
+        &ctx,
+        "git-merge-pr",
+        &gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
+    )
+    .await;
     let mr = &gl.merge_requests("acme/config")[0];
     assert_eq!(mr["state"], json!("merged"));
     assert_eq!(mr["merge_commit_sha"], Value::Null);
@@ -602,14 +640,12 @@ async fn gitlab_squash_with_a_merge_commit_lands_the_merge_commit() -> Result<()
     s.promotion_branch("prod-2b", "image: app:2.1.0\n")?;
     let ctx = context(&s.world, &s.url, "prod-2b")?;
     let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
-    let (merged, _) = succeeded(
-        run(
-            &ctx,
-            "git-merge-pr",
-            gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
-        )
-        .await,
-    );
+    let merged = drive_ok(
+        &ctx,
+        "git-merge-pr",
+        &gl_config(&s, &gl, json!({"prNumber": iid, "mergeMethod": "squash"})),
+    )
+    .await;
     let commit = merged["commit"].as_str().unwrap();
     assert_eq!(s.main_head()?, commit);
     let mr = &gl.merge_requests("acme/config")[0];
@@ -729,6 +765,8 @@ async fn gitlab_bad_gateway_is_waited_out_not_a_failure() -> Result<()> {
 async fn gitlab_refused_merges_fail_with_gitlabs_message() -> Result<()> {
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    // Mergeability checked at once: this test is about what GitLab says once it knows.
+    gl.checking_reads(0);
     s.promotion_branch("prod-6", "image: app:6.0.0\n")?;
     let ctx = context(&s.world, &s.url, "prod-6")?;
     let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
@@ -743,16 +781,16 @@ async fn gitlab_refused_merges_fail_with_gitlabs_message() -> Result<()> {
     gl.set_merge_status("acme/config", iid, None)?;
     gl.refuse_next_merge("acme/config", iid, gitlab::MergeRefusal::MethodNotAllowed)?;
     assert_eq!(
-        run(&ctx, "git-merge-pr", merge.clone()).await,
+        drive(&mut ctx.clone(), "git-merge-pr", &merge).await.0,
         StepOutcome::failed(format!(
             "GitLab refused to merge pull request #{iid}: 405 Method Not Allowed"
         ))
     );
-    gl.refuse_next_merge("acme/config", iid, gitlab::MergeRefusal::ShaMismatch)?;
+    gl.refuse_next_merge("acme/config", iid, gitlab::MergeRefusal::Unprocessable)?;
     assert_eq!(
-        run(&ctx, "git-merge-pr", merge).await,
+        drive(&mut ctx.clone(), "git-merge-pr", &merge).await.0,
         StepOutcome::failed(format!(
-            "GitLab refused to merge pull request #{iid}: SHA does not match HEAD of source branch"
+            "GitLab refused to merge pull request #{iid}: Branch cannot be merged"
         ))
     );
     Ok(())
@@ -812,6 +850,322 @@ async fn github_enterprise_api_paths_keep_their_prefix() -> Result<()> {
             .any(|r| r == "POST /api/v3/repos/acme/config/pulls"),
         "{:?}",
         gh.requests()
+    );
+    Ok(())
+}
+
+// ------------------------------------------------- reviewed means merged
+
+/// Whether a recorded request (`METHOD /path?query`) asks for a merge.
+fn is_merge(request: &str) -> bool {
+    let path = request.split('?').next().unwrap_or_default();
+    request.starts_with("PUT ") && path.ends_with("/merge")
+}
+
+/// What `git-merge-pr` says when the head it checked is no longer the pull request's head.
+fn head_moved(number: u64, old: &str, new: &str) -> StepOutcome {
+    StepOutcome::failed(format!(
+        "pull request #{number}'s head moved from {old} to {new} after it was checked; Dray \
+         merges only what was reviewed — review the new commit and promote again"
+    ))
+}
+
+impl Setup {
+    /// Whether `sha` is in the history of `main` in the served (bare) repository.
+    fn on_main(&self, sha: &str) -> Result<bool> {
+        let out = dray_e2e::git(&self.world)
+            .arg("--git-dir")
+            .arg(self.git.repo_path("acme/config"))
+            .args(["merge-base", "--is-ancestor", sha, "refs/heads/main"])
+            .output()?;
+        Ok(out.status.success())
+    }
+
+    /// A commit on top of `dray/promotion/<promotion>`, pushed to another branch
+    /// (`unreviewed/<promotion>`) so that the server has it; returns it.
+    fn commit_on_top(&self, promotion: &str, content: &str) -> Result<String> {
+        self.work.switch(&format!("dray/promotion/{promotion}"))?;
+        self.work.write("app.yaml", content)?;
+        let sha = self.work.commit("an unreviewed change")?;
+        self.work.push(&format!("unreviewed/{promotion}"))?;
+        Ok(sha)
+    }
+}
+
+/// Runs `git-merge-pr` until it says it waits for `status`; the state it pinned stays in
+/// `ctx`.
+async fn merge_until_waiting_for(ctx: &mut StepContext, config: &Value, status: &str) {
+    let mut said = Vec::new();
+    for _ in 0..MAX_RUNS {
+        match step(ctx, "git-merge-pr", config).await {
+            StepOutcome::Running { waiting_for, .. } if waiting_for.contains(status) => return,
+            StepOutcome::Running { waiting_for, .. } => said.push(waiting_for),
+            other => panic!("expected Running until `{status}`, got {other:?} after {said:?}"),
+        }
+    }
+    panic!("`git-merge-pr` never waited for `{status}`: {said:#?}");
+}
+
+#[tokio::test]
+async fn github_a_push_after_approval_is_not_merged() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let reviewed = s.promotion_branch("prod-9", "image: app:9.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-9")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let merge = gh_config(&s, &gh, json!({"prNumber": number}));
+    let before = s.main_head()?;
+
+    // Waiting for the review of the head it saw.
+    gh.set_mergeable_state("acme/config", number, Some("blocked"))?;
+    merge_until_waiting_for(&mut ctx, &merge, "`blocked`").await;
+    assert_eq!(
+        ctx.saved_state.as_ref().map(|s| s["headCommit"].clone()),
+        Some(json!(reviewed)),
+        "the checked head is kept in the step's state"
+    );
+    // Approved; then someone pushes to the pull request's branch.
+    gh.set_mergeable_state("acme/config", number, None)?;
+    let unreviewed = s.promotion_branch("prod-9", "image: app:9.0.0-evil\n")?;
+
+    let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    assert_eq!(outcome, head_moved(number, &reviewed, &unreviewed));
+    assert_eq!(s.main_head()?, before, "nothing landed on main");
+    assert!(
+        !s.on_main(&unreviewed)?,
+        "the unreviewed commit is not on main"
+    );
+    assert!(
+        !gh.requests().iter().any(|r| is_merge(r)),
+        "no merge was asked for: {:?}",
+        gh.requests()
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_a_push_racing_the_merge_is_refused_by_github() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let reviewed = s.promotion_branch("prod-10", "image: app:10.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-10")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let before = s.main_head()?;
+    // Lands on the branch between the step's last look and its merge request.
+    let racing = s.commit_on_top("prod-10", "image: app:10.0.0-late\n")?;
+    gh.push_before_next_merge("acme/config", number, &racing)?;
+
+    let merge = gh_config(&s, &gh, json!({"prNumber": number}));
+    let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    assert_eq!(outcome, head_moved(number, &reviewed, &racing));
+    assert!(
+        gh.requests()
+            .iter()
+            .any(|r| r == &format!("PUT /repos/acme/config/pulls/{number}/merge")),
+        "the merge was asked for, pinned, and refused: {:?}",
+        gh.requests()
+    );
+    assert_eq!(s.main_head()?, before, "nothing landed on main");
+    assert!(!s.on_main(&racing)?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_answers_409_only_to_a_stale_sha_and_405_to_an_unmergeable_pull() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let head = s.promotion_branch("prod-11", "image: app:11.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-11")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let client = dray_e2e::http_client()?;
+    let url = format!("{}/repos/acme/config/pulls/{number}/merge", gh.api_url());
+    let put = |body: Value| client.put(&url).bearer_auth(TOKEN).json(&body).send();
+
+    // A conflict with main: no `sha` sent → 405, never 409.
+    s.work.switch("main")?;
+    s.work.write("app.yaml", "image: app:hotfix\n")?;
+    s.work.commit("hotfix")?;
+    s.work.push("main")?;
+    let answer = put(json!({"merge_method": "merge"})).await?;
+    assert_eq!(answer.status().as_u16(), 405);
+    let body: Value = answer.json().await?;
+    assert_eq!(body["message"], "Pull Request is not mergeable");
+    // A `sha` that is not the head → 409, GitHub's message.
+    let answer = put(json!({"sha": "0000000000000000000000000000000000000000"})).await?;
+    assert_eq!(answer.status().as_u16(), 409);
+    let body: Value = answer.json().await?;
+    assert_eq!(
+        body["message"],
+        "Head branch was modified. Review and try the merge again."
+    );
+    // The right `sha` on a conflicting pull request → 405 again.
+    let answer = put(json!({"sha": head})).await?;
+    assert_eq!(answer.status().as_u16(), 405);
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_unknown_mergeability_is_waited_for_then_merged() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    gh.unknown_mergeability_reads(3);
+    let head = s.promotion_branch("prod-12", "image: app:12.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-12")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let pull = format!("GET /repos/acme/config/pulls/{number}");
+    let reads_before = gh.requests().iter().filter(|r| **r == pull).count();
+    let merge = gh_config(&s, &gh, json!({"prNumber": number}));
+
+    let (outcome, waited) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    let (outputs, _) = succeeded(outcome);
+    let computing = waited
+        .iter()
+        .filter(|w| w.contains("GitHub to finish computing whether it can be merged"))
+        .count();
+    assert_eq!(computing, 3 - reads_before.min(3), "{waited:#?}");
+    let requests = gh.requests();
+    let merged_at = requests
+        .iter()
+        .position(|r| is_merge(r))
+        .context("a merge request")?;
+    let reads = requests[..merged_at].iter().filter(|r| **r == pull).count();
+    assert!(reads > 3, "merged only once GitHub knew: {requests:?}");
+    assert_eq!(outputs["headCommit"], json!(head));
+    assert_eq!(
+        s.main_head()?,
+        outputs["commit"].as_str().unwrap_or_default()
+    );
+    assert!(s.on_main(&head)?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_a_push_after_approval_is_not_merged() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    let reviewed = s.promotion_branch("prod-9", "image: app:9.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-9")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
+    let merge = gl_config(&s, &gl, json!({"prNumber": iid}));
+    let before = s.main_head()?;
+
+    gl.set_merge_status("acme/config", iid, Some("not_approved"))?;
+    merge_until_waiting_for(&mut ctx, &merge, "`not_approved`").await;
+    gl.set_merge_status("acme/config", iid, None)?;
+    let unreviewed = s.promotion_branch("prod-9", "image: app:9.0.0-evil\n")?;
+
+    let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    assert_eq!(outcome, head_moved(iid, &reviewed, &unreviewed));
+    assert_eq!(s.main_head()?, before, "nothing landed on main");
+    assert!(!s.on_main(&unreviewed)?);
+    assert!(!gl.requests().iter().any(|r| is_merge(r)));
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_a_push_racing_the_merge_is_refused_by_gitlab() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    // GitLab checks mergeability before `sha`: a push it has already seen makes the merge a
+    // 405 (still checking); one it has not, a 409. Either way the step names the new head.
+    for (checking, promotion) in [(1, "prod-10"), (0, "prod-10b")] {
+        gl.checking_reads(checking);
+        let reviewed = s.promotion_branch(promotion, "image: app:10.0.0\n")?;
+        let mut ctx = context(&s.world, &s.url, promotion)?;
+        let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
+        let before = s.main_head()?;
+        let racing = s.commit_on_top(promotion, "image: app:10.0.0-late\n")?;
+        gl.push_before_next_merge("acme/config", iid, &racing)?;
+
+        let merge = gl_config(&s, &gl, json!({"prNumber": iid}));
+        let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
+        assert_eq!(
+            outcome,
+            head_moved(iid, &reviewed, &racing),
+            "checking {checking}"
+        );
+        let path = format!("PUT /api/v4/projects/acme%2Fconfig/merge_requests/{iid}/merge?");
+        assert!(
+            gl.requests().contains(&path),
+            "checking {checking}: {:?}",
+            gl.requests()
+        );
+        assert_eq!(s.main_head()?, before, "nothing landed on main");
+        assert!(!s.on_main(&racing)?);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_answers_409_only_to_a_stale_sha_and_405_to_an_unmergeable_request() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    gl.checking_reads(0);
+    let head = s.promotion_branch("prod-11", "image: app:11.0.0\n")?;
+    let ctx = context(&s.world, &s.url, "prod-11")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
+    let client = dray_e2e::http_client()?;
+    let url = format!(
+        "{}/api/v4/projects/acme%2Fconfig/merge_requests/{iid}/merge",
+        gl.api_url()
+    );
+    let put = |body: Value| {
+        client
+            .put(&url)
+            .header("PRIVATE-TOKEN", TOKEN)
+            .json(&body)
+            .send()
+    };
+
+    // Mergeable, a stale `sha` → 409 with GitLab's message.
+    let answer = put(json!({"sha": "0000000000000000000000000000000000000000"})).await?;
+    assert_eq!(answer.status().as_u16(), 409);
+    let body: Value = answer.json().await?;
+    assert_eq!(body["message"], "SHA does not match HEAD of source branch");
+    // A conflict with main: no `sha` → 405, never 409; with the right `sha` → 405 too.
+    s.work.switch("main")?;
+    s.work.write("app.yaml", "image: app:hotfix\n")?;
+    s.work.commit("hotfix")?;
+    s.work.push("main")?;
+    for body in [json!({}), json!({"sha": head})] {
+        let answer = put(body).await?;
+        assert_eq!(answer.status().as_u16(), 405);
+        let body: Value = answer.json().await?;
+        assert_eq!(body["message"], "405 Method Not Allowed");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn gitlab_checking_is_waited_for_then_merged() -> Result<()> {
+    let s = setup()?;
+    let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
+    gl.checking_reads(3);
+    let head = s.promotion_branch("prod-12", "image: app:12.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-12")?;
+    let iid = open_pr(&ctx, gl_config(&s, &gl, json!({"targetBranch": "main"}))).await?;
+    assert_eq!(
+        gl.merge_requests("acme/config")[0]["detailed_merge_status"],
+        "unchecked",
+        "not checked right after the create"
+    );
+    let merge = gl_config(&s, &gl, json!({"prNumber": iid}));
+
+    let (outcome, waited) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    let (outputs, _) = succeeded(outcome);
+    let checking = waited
+        .iter()
+        .filter(|w| {
+            w.contains("GitLab to finish computing whether it can be merged (it says `checking`)")
+        })
+        .count();
+    assert_eq!(checking, 3, "{waited:#?}");
+    // A merge asked for while GitLab was checking would have been a 405: there was one.
+    assert_eq!(gl.requests().iter().filter(|r| is_merge(r)).count(), 1);
+    assert_eq!(outputs["headCommit"], json!(head));
+    assert_eq!(
+        s.main_head()?,
+        outputs["commit"].as_str().unwrap_or_default()
     );
     Ok(())
 }

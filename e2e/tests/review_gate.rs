@@ -229,3 +229,136 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
     assert_eq!(main, merged, "the merge commit is what landed on main");
     Ok(())
 }
+
+/// Reviewed means merged, through `dray serve`: the promotion's `git-merge-pr` saw the pull
+/// request's head; someone pushes to the branch while it waits; the promotion fails saying
+/// so, and the pushed commit never reaches `main`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_to_the_pull_request_after_it_was_checked_fails_the_promotion() -> Result<()> {
+    let world = TestWorld::new()?;
+    let registry = Registry::start(&world, Default::default())?;
+    let git = GitServer::start(&world, Default::default())?;
+    let config_url = git.create_repo("acme/config")?;
+    let (config, _) = tokio::task::block_in_place(|| {
+        GitRepo::seed(
+            &world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )
+    })?;
+    let github = GitHubDouble::start(&world, Some(TOKEN))?;
+    github.add_repo("acme/config", git.repo_path("acme/config"));
+    // GitHub keeps computing mergeability until the test says: the step waits meanwhile.
+    github.unknown_mergeability_reads(u32::MAX);
+    let dray = Dray::start(&world, DrayOptions::default())?;
+    oci::push_image(&registry, "demo/app", "1.0.0").await?;
+
+    let wait_step = format!(
+        r#"        - uses: git-wait-for-pr
+          as: review
+          config:
+            repoURL: {config_url}
+            provider: github
+            apiURL: {api}
+            prNumber: ${{{{ outputs.open.pr.id }}}}
+            pollInterval: 1h
+"#,
+        api = github.api_url()
+    );
+    let merge_step = wait_step
+        .replace("git-wait-for-pr", "git-merge-pr")
+        .replace("as: review", "as: merge")
+        .replace("pollInterval: 1h", "pollInterval: 200ms");
+    let text = project(&registry.host(), &config_url, &github.api_url());
+    assert!(text.contains(&wait_step), "the template has the wait step");
+    let text = text.replace(&wait_step, &merge_step);
+
+    let name = tokio::task::block_in_place(|| -> Result<String> {
+        let file = world.path().join("project.yaml");
+        std::fs::write(&file, &text)?;
+        let applied = dray.cli(["apply", "-f", file.to_str().context("utf-8")?])?;
+        if !applied.status.success() {
+            bail!("apply: {}", String::from_utf8_lossy(&applied.stderr));
+        }
+        let refreshed = dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
+        assert!(refreshed.status.success());
+        let freight: Vec<Value> = serde_json::from_slice(
+            &dray
+                .cli(["get", "freight", "-p", "demo", "-o", "json"])?
+                .stdout,
+        )?;
+        let alias = freight[0]["alias"].as_str().context("alias")?.to_owned();
+        let requested = dray.cli([
+            "promote", "-p", "demo", "--stage", "prod", "--alias", &alias,
+        ])?;
+        let out = String::from_utf8_lossy(&requested.stdout).into_owned();
+        out.lines()
+            .find_map(|l| {
+                l.strip_prefix("promotion ")
+                    .and_then(|r| r.strip_suffix(" requested"))
+            })
+            .map(str::to_owned)
+            .context(out.clone())
+    })?;
+
+    let client = dray_e2e::http_client()?;
+    let promotion_url = format!("{}/api/v1/projects/demo/promotions/{name}", dray.url());
+    let get = || client.get(&promotion_url).bearer_auth(dray.token()).send();
+    // Wait (bounded) until the merge step waits for GitHub's mergeability.
+    let mut waiting = Value::Null;
+    for _ in 0..600 {
+        waiting = get().await?.json().await?;
+        let merge = waiting["status"]["stepExecutionMetadata"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["alias"] == "merge").cloned())
+            .unwrap_or_default();
+        let said = merge["message"].as_str().unwrap_or_default();
+        if said.contains("GitHub to finish computing whether it can be merged") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(waiting["status"]["phase"], "Running", "{waiting:#}");
+    let pull = github.pulls("acme/config")[0].clone();
+    let checked = pull["head"]["sha"].as_str().context("a head")?.to_owned();
+    let branch = pull["head"]["ref"].as_str().context("a branch")?.to_owned();
+
+    // Someone pushes to the pull request's branch; GitHub then knows mergeability at once.
+    github.unknown_mergeability_reads(0);
+    let pushed = tokio::task::block_in_place(|| -> Result<String> {
+        let work = GitRepo::clone_from_url(&world, &config_url)?;
+        work.switch(&branch)?;
+        work.write("unreviewed.txt", "not what was reviewed\n")?;
+        let sha = work.commit("an unreviewed change")?;
+        work.push(&branch)?;
+        Ok(sha)
+    })?;
+
+    let mut done = Value::Null;
+    for _ in 0..600 {
+        done = get().await?.json().await?;
+        if done["status"]["phase"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["status"]["phase"], "Failed", "{done:#}");
+    let said = done.to_string();
+    assert!(
+        said.contains(&format!(
+            "head moved from {checked} to {pushed} after it was checked"
+        )),
+        "the promotion says why: {done:#}"
+    );
+    let requests = github.requests();
+    assert!(
+        !requests.iter().any(|r| r.ends_with("/merge")),
+        "no merge was asked for: {requests:?}"
+    );
+    let main = tokio::task::block_in_place(|| config.log("main"))?;
+    assert!(
+        main.iter().all(|c| c.sha != pushed && c.sha != checked),
+        "neither the checked nor the pushed commit reached main"
+    );
+    Ok(())
+}

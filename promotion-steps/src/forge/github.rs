@@ -5,6 +5,10 @@
 //! rate limit must be read from them (`Retry-After`, `x-ratelimit-remaining: 0`,
 //! `x-ratelimit-reset`). Bodies are read into octocrab's own models.
 //!
+//! A merge sends the head commit it was asked to merge as `sha`: GitHub then refuses
+//! (409 `Head branch was modified`) if the branch moved, which is
+//! [`ForgeError::HeadMoved`]; a 405 is a merge GitHub will not do now.
+//!
 //! What landed is `merge_commit_sha` of a merged pull request: the merge commit, the
 //! squash commit, or the rebased head. Who closed an unmerged pull request is on its
 //! issue (`closed_by`), which a pull request object does not carry.
@@ -66,6 +70,18 @@ impl GitHub {
         path: &str,
         body: Option<&Value>,
     ) -> Result<String, ForgeError> {
+        self.send_with_status(method, path, body)
+            .await
+            .map_err(|(_, e)| e)
+    }
+
+    /// [`GitHub::send`], keeping the status of a refusal (`None` when there was no answer).
+    async fn send_with_status(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<String, (Option<StatusCode>, ForgeError)> {
         let uri = format!("/repos/{}{path}", self.repo);
         let response = match method {
             http::Method::GET => self.client._get(uri.as_str()).await,
@@ -73,18 +89,20 @@ impl GitHub {
             http::Method::PUT => self.client._put(uri.as_str(), body).await,
             _ => self.client._patch(uri.as_str(), body).await,
         }
-        .map_err(|e| ForgeError::Unavailable(format!("GitHub at `{uri}` is unreachable: {e}")))?;
+        .map_err(|e| {
+            let e = ForgeError::Unavailable(format!("GitHub at `{uri}` is unreachable: {e}"));
+            (None, e)
+        })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let text = self
-            .client
-            .body_to_string(response)
-            .await
-            .map_err(|e| ForgeError::Unavailable(format!("reading GitHub's answer: {e}")))?;
+        let text = self.client.body_to_string(response).await.map_err(|e| {
+            let e = ForgeError::Unavailable(format!("reading GitHub's answer: {e}"));
+            (Some(status), e)
+        })?;
         if status.is_success() {
             return Ok(text);
         }
-        Err(error_for(status, &headers, &text))
+        Err((Some(status), error_for(status, &headers, &text)))
     }
 
     fn pull(&self, text: &str) -> Result<GhPull, ForgeError> {
@@ -120,6 +138,7 @@ impl GitHub {
             mergeable: pr.mergeable,
             merge_status: pr.mergeable_state.map(|s| mergeable_state(&s).to_string()),
             head: pr.head.ref_field,
+            head_sha: Some(pr.head.sha).filter(|s| !s.is_empty()),
             base: pr.base.ref_field,
         })
     }
@@ -225,20 +244,27 @@ impl Forge for GitHub {
         }
     }
 
-    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError> {
-        let method = match method {
-            MergeMethod::Merge => "merge",
-            MergeMethod::Squash => "squash",
-            MergeMethod::Rebase => "rebase",
-        };
-        let body = json!({"merge_method": method});
+    async fn merge(
+        &self,
+        number: u64,
+        method: MergeMethod,
+        head_sha: &str,
+    ) -> Result<String, ForgeError> {
+        let body = merge_body(method, head_sha);
         let text = self
-            .send(
+            .send_with_status(
                 http::Method::PUT,
                 &format!("/pulls/{number}/merge"),
                 Some(&body),
             )
-            .await?;
+            .await
+            .map_err(|(status, e)| match (status, e) {
+                // Only a merge that sent `sha` gets a 409: the head is another commit now.
+                (Some(StatusCode::CONFLICT), ForgeError::Refused(message)) => {
+                    ForgeError::HeadMoved(message)
+                }
+                (_, e) => e,
+            })?;
         let result: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         match result["sha"].as_str() {
             Some(sha) if result["merged"] == Value::Bool(true) => Ok(sha.to_string()),
@@ -250,6 +276,17 @@ impl Forge for GitHub {
             )),
         }
     }
+}
+
+/// The body of `PUT /repos/{owner}/{repo}/pulls/{n}/merge`: the method, and the head
+/// commit the pull request must still be at (`sha`).
+fn merge_body(method: MergeMethod, head_sha: &str) -> Value {
+    let method = match method {
+        MergeMethod::Merge => "merge",
+        MergeMethod::Squash => "squash",
+        MergeMethod::Rebase => "rebase",
+    };
+    json!({"merge_method": method, "sha": head_sha})
 }
 
 /// Percent-encodes a branch name for a query string.
@@ -268,7 +305,62 @@ fn encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::Router;
+    use axum::routing::put;
+
     use super::*;
+
+    /// A server whose merge endpoint records each body and answers 409 when the body's
+    /// `sha` is not `head` (as GitHub does), else 200.
+    async fn merge_server(head: &'static str) -> (String, Arc<Mutex<Vec<Value>>>) {
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&bodies);
+        let app = Router::new().route(
+            "/repos/acme/config/pulls/7/merge",
+            put(move |axum::Json(body): axum::Json<Value>| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.lock().unwrap().push(body.clone());
+                    if body["sha"].as_str().is_some_and(|sha| sha != head) {
+                        let msg = "Head branch was modified. Review and try the merge again.";
+                        return (StatusCode::CONFLICT, axum::Json(json!({"message": msg})));
+                    }
+                    let ok = json!({"sha": "m3rg3", "merged": true, "message": "Pull Request successfully merged"});
+                    (StatusCode::OK, axum::Json(ok))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (base, bodies)
+    }
+
+    #[tokio::test]
+    async fn a_merge_sends_the_head_commit_and_a_moved_head_is_told_apart() {
+        let (base, bodies) = merge_server("aaaa").await;
+        let gh = GitHub::new(&base, "acme/config", None).unwrap();
+        assert_eq!(
+            gh.merge(7, MergeMethod::Squash, "aaaa").await,
+            Ok("m3rg3".to_string())
+        );
+        assert_eq!(
+            gh.merge(7, MergeMethod::Merge, "bbbb").await,
+            Err(ForgeError::HeadMoved(
+                "Head branch was modified. Review and try the merge again.".into()
+            ))
+        );
+        let bodies = bodies.lock().unwrap().clone();
+        assert_eq!(
+            bodies,
+            vec![
+                json!({"merge_method": "squash", "sha": "aaaa"}),
+                json!({"merge_method": "merge", "sha": "bbbb"}),
+            ]
+        );
+    }
 
     #[test]
     fn rate_limits_are_told_apart_from_other_refusals() {

@@ -8,6 +8,12 @@
 //! `merge_commit_sha` (a merge commit), else `squash_commit_sha` (squashed, fast-forward),
 //! else `sha` (a fast-forward merge of the source head).
 //!
+//! A merge sends the head commit it was asked to merge as `sha`: GitLab then refuses
+//! (409 `SHA does not match HEAD of source branch`) if the source branch moved, which is
+//! [`ForgeError::HeadMoved`]. While GitLab is still checking mergeability
+//! (`checking`, `unchecked`, `preparing`, `cannot_be_merged_recheck`) `mergeable` is
+//! unknown (`None`), never "no".
+//!
 //! Rate limits: a 429 on a call is `GitlabRateLimited` with GitLab's `Retry-After`; a 429
 //! on the connection check made while the client is built is reported by the crate
 //! without its headers, so that one waits [`super::DEFAULT_RATE_LIMIT_WAIT`].
@@ -140,7 +146,14 @@ fn convert(mr: &Value) -> Result<PullRequest, ForgeError> {
     let merge_status = text("detailed_merge_status").or_else(|| text("merge_status"));
     let mergeable = match merge_status.as_deref() {
         Some("mergeable" | "can_be_merged") => Some(true),
-        Some("checking" | "unchecked" | "preparing" | "approvals_syncing") | None => None,
+        Some(
+            "checking"
+            | "unchecked"
+            | "preparing"
+            | "approvals_syncing"
+            | "cannot_be_merged_recheck",
+        )
+        | None => None,
         Some(_) => Some(false),
     };
     Ok(PullRequest {
@@ -152,8 +165,26 @@ fn convert(mr: &Value) -> Result<PullRequest, ForgeError> {
         mergeable,
         merge_status,
         head: text("source_branch").unwrap_or_default(),
+        head_sha: text("sha"),
         base: text("target_branch").unwrap_or_default(),
     })
+}
+
+/// `PUT /projects/:id/merge_requests/:iid/merge` with `squash` and the head commit the
+/// merge request must still be at (`sha`).
+fn merge_endpoint<'a>(
+    project: &'a str,
+    number: u64,
+    squash: bool,
+    head_sha: &'a str,
+) -> Result<MergeMergeRequest<'a>, ForgeError> {
+    MergeMergeRequest::builder()
+        .project(project)
+        .merge_request(number)
+        .squash(squash)
+        .sha(head_sha)
+        .build()
+        .map_err(build_error)
 }
 
 fn build_error(e: impl std::fmt::Display) -> ForgeError {
@@ -219,7 +250,12 @@ impl Forge for GitLab {
         Ok(None)
     }
 
-    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError> {
+    async fn merge(
+        &self,
+        number: u64,
+        method: MergeMethod,
+        head_sha: &str,
+    ) -> Result<String, ForgeError> {
         let squash = match method {
             MergeMethod::Merge => false,
             MergeMethod::Squash => true,
@@ -231,16 +267,19 @@ impl Forge for GitLab {
                 ));
             }
         };
-        let endpoint = MergeMergeRequest::builder()
-            .project(self.project.as_str())
-            .merge_request(number)
-            .squash(squash)
-            .build()
-            .map_err(build_error)?;
+        let endpoint = merge_endpoint(&self.project, number, squash, head_sha)?;
         let mr: Value = endpoint
             .query_async(&self.client)
             .await
-            .map_err(api_error)?;
+            .map_err(|e| match e {
+                // Only a merge that sent `sha` gets a 409: the head is another commit now.
+                ApiError::GitlabWithStatus { status, msg }
+                    if status == http::StatusCode::CONFLICT =>
+                {
+                    ForgeError::HeadMoved(msg)
+                }
+                e => api_error(e),
+            })?;
         let pr = convert(&mr)?;
         match (pr.state, pr.merged_commit) {
             (PrState::Merged, Some(sha)) => Ok(sha),
@@ -255,6 +294,34 @@ impl Forge for GitLab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_merge_is_pinned_to_the_head_commit_it_was_given() {
+        use gitlab::api::Endpoint;
+        let endpoint = merge_endpoint("acme/config", 7, false, "0123abcd").unwrap();
+        assert_eq!(
+            endpoint.endpoint(),
+            "projects/acme%2Fconfig/merge_requests/7/merge"
+        );
+        let (kind, body) = endpoint.body().unwrap().expect("a merge has a body");
+        assert_eq!(kind, "application/x-www-form-urlencoded");
+        let body = String::from_utf8(body).unwrap();
+        assert!(body.split('&').any(|p| p == "sha=0123abcd"), "{body}");
+        assert!(body.split('&').any(|p| p == "squash=false"), "{body}");
+    }
+
+    #[test]
+    fn checking_is_not_yet_known_never_unmergeable() {
+        for status in ["checking", "unchecked", "preparing"] {
+            let mr = serde_json::json!({"iid": 1, "state": "opened", "sha": "h",
+                "merge_status": "checking", "detailed_merge_status": status});
+            let pr = convert(&mr).unwrap();
+            assert_eq!(pr.mergeable, None, "{status}");
+            assert_eq!(pr.head_sha.as_deref(), Some("h"));
+        }
+        let mr = serde_json::json!({"iid": 1, "state": "opened", "merge_status": "cannot_be_merged_recheck"});
+        assert_eq!(convert(&mr).unwrap().mergeable, None);
+    }
 
     #[test]
     fn what_landed_is_read_from_the_documented_fields() {

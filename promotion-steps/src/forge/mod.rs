@@ -76,6 +76,9 @@ pub struct PullRequest {
     pub merge_status: Option<String>,
     /// The source branch.
     pub head: String,
+    /// The commit at the head of the source branch (GitHub `head.sha`, GitLab `sha`), when
+    /// the forge says.
+    pub head_sha: Option<String>,
     /// The target branch.
     pub base: String,
 }
@@ -123,6 +126,11 @@ pub enum ForgeError {
     /// forge's own message.
     #[error("{0}")]
     Refused(String),
+    /// A merge pinned to a head commit was refused because the source branch's head is
+    /// another commit now (GitHub and GitLab answer 409 only when `sha` was sent): the
+    /// forge's own message.
+    #[error("{0}")]
+    HeadMoved(String),
     /// The pull request, or the repository, does not exist (or the token cannot see it).
     #[error("{0}")]
     NotFound(String),
@@ -155,8 +163,15 @@ pub trait Forge: Send + Sync {
     async fn get(&self, number: u64) -> Result<PullRequest, ForgeError>;
     /// The open pull request from `head` into `base`, if there is one.
     async fn find_open(&self, head: &str, base: &str) -> Result<Option<PullRequest>, ForgeError>;
-    /// Merges pull request `number`; returns the commit that landed on the target branch.
-    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError>;
+    /// Merges pull request `number` if its head is still `head_sha` (sent as the merge
+    /// request's `sha`, so the forge refuses a head that moved: [`ForgeError::HeadMoved`]);
+    /// returns the commit that landed on the target branch.
+    async fn merge(
+        &self,
+        number: u64,
+        method: MergeMethod,
+        head_sha: &str,
+    ) -> Result<String, ForgeError>;
 }
 
 /// Where a forge's repository is: the provider, the API base URL, and the repository's
@@ -304,13 +319,18 @@ impl Forge for Timed {
         .await
     }
 
-    async fn merge(&self, number: u64, method: MergeMethod) -> Result<String, ForgeError> {
+    async fn merge(
+        &self,
+        number: u64,
+        method: MergeMethod,
+        head_sha: &str,
+    ) -> Result<String, ForgeError> {
         let what = format!("the request to merge pull request #{number}");
         within(
             self.limit,
             self.provider(),
             &what,
-            self.inner.merge(number, method),
+            self.inner.merge(number, method, head_sha),
         )
         .await
     }

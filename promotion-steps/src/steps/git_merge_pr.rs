@@ -2,21 +2,32 @@
 //! configured method (`merge`, `squash`, `rebase` on GitHub), and outputs what landed on
 //! the target branch (`commit`).
 //!
-//! While checks or reviews are pending it waits (`Running`, naming the forge's status);
-//! conflicts, or a refusal by the forge (GitHub 405/409, GitLab 405/406/409/422), are
-//! Failed with the forge's message. Idempotent: an already merged pull request succeeds
-//! with its commit. Gives up after `timeout` (default 72 h).
+//! Reviewed means merged: the head commit the step sees on its first run is kept in its
+//! state (`headCommit`, also an output) and is the only commit it merges. It is sent as
+//! the merge's `sha`, so the forge refuses a head that moved meanwhile; a later push to the
+//! pull request's branch fails the step, naming both commits. Before the first merge
+//! request the pinned head is saved (a `Running` with no wait), so a run resumed after a
+//! crash merges that same commit.
+//!
+//! While the forge is still computing mergeability (GitHub `mergeable: null`, GitLab
+//! `checking`/`unchecked`) or checks or reviews are pending it waits (`Running`, naming
+//! the forge's status); conflicts, or a refusal by the forge (GitHub 405/422, GitLab
+//! 405/406/422), are Failed with the forge's message. Idempotent: an already merged pull
+//! request succeeds with its commit. Gives up after `timeout` (default 72 h).
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::pr::{
     PrNumber, WaitFor, Waiting, closed_without_merge, forge_error, human, own_timeout, pr_outputs,
     since_state, start_waiting, timed_out,
 };
 use super::typed::TypedStep;
-use crate::forge::{ForgeError, MergeMethod, PrState, Provider};
+use crate::forge::{ForgeError, MergeMethod, PrState, Provider, PullRequest};
 use crate::{StepContext, StepOutcome};
 
 /// The name used in `uses:`.
@@ -70,6 +81,15 @@ const PENDING: [&str; 16] = [
     "merge_request_blocked",
 ];
 
+/// Statuses that say the forge has not worked out yet whether the merge can be done.
+const COMPUTING: [&str; 5] = [
+    "unknown",
+    "checking",
+    "unchecked",
+    "preparing",
+    "approvals_syncing",
+];
+
 /// Statuses that mean a merge cannot work without a change to the branches: fail.
 const CONFLICT: [&str; 4] = ["dirty", "conflict", "need_rebase", "cannot_be_merged"];
 
@@ -106,19 +126,42 @@ impl TypedStep for GitMergePr {
             Ok(waiting) => waiting,
             Err(outcome) => return outcome,
         };
-        let state = since_state(since);
+        let pinned = pinned_head(ctx);
+        let first_sight = pinned.is_none();
         let name = forge.provider().name();
         match pr.state {
             PrState::Merged => {
                 if let Some(commit) = &pr.merged_commit {
-                    return StepOutcome::succeeded(pr_outputs(&pr, &[("commit", commit)]));
+                    let mut extra = vec![("commit", commit.as_str())];
+                    if let Some(head) = pinned.as_deref() {
+                        extra.push(("headCommit", head));
+                    }
+                    return StepOutcome::succeeded(pr_outputs(&pr, &extra));
                 }
             }
             PrState::Closed => return closed_without_merge(&pr),
             PrState::Open => {}
         }
+        // The head this step saw first is the one it merges: a later push is not reviewed.
+        let head = match (pinned, &pr.head_sha) {
+            (Some(old), Some(new)) if pr.state == PrState::Open && &old != new => {
+                return head_moved(number, &old, new);
+            }
+            (Some(old), _) => old,
+            (None, Some(new)) => new.clone(),
+            (None, None) => {
+                return waiting(
+                    since,
+                    timeout,
+                    &pr,
+                    poll,
+                    None,
+                    format!("{name} to report the head commit of the pull request"),
+                );
+            }
+        };
         let status = pr.merge_status.clone().unwrap_or_default();
-        if CONFLICT.contains(&status.as_str()) {
+        if pr.state == PrState::Open && CONFLICT.contains(&status.as_str()) {
             return StepOutcome::failed(format!(
                 "pull request #{number} cannot be merged into `{}` ({name} says `{status}`); \
                  hint: resolve the conflict on `{}`",
@@ -129,36 +172,111 @@ impl TypedStep for GitMergePr {
             || pr.mergeable.is_none()
             || PENDING.contains(&status.as_str());
         if pending {
-            if timed_out(since, timeout) {
-                return StepOutcome::failed(format!(
-                    "pull request #{number} ({}) did not become mergeable within {} ({name} \
-                     says `{status}`)",
-                    pr.url,
-                    human(timeout)
-                ));
-            }
-            let why = if status.is_empty() {
-                format!("{name} to check whether it can be merged")
+            let why = if pr.state == PrState::Merged {
+                format!("{name} to report the merge commit")
+            } else if pr.mergeable.is_none() || COMPUTING.contains(&status.as_str()) {
+                let said = if status.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (it says `{status}`)")
+                };
+                format!("{name} to finish computing whether it can be merged{said}")
             } else {
                 format!("{name} merge status `{status}`")
             };
+            return waiting(since, timeout, &pr, poll, Some(&head), why);
+        }
+        if first_sight {
+            // Keep the head in the step's state before merging it, so that a run resumed
+            // after a crash merges this commit and no newer one.
             return StepOutcome::Running {
-                retry_after: poll,
-                waiting_for: format!("pull request #{number} to be mergeable: {why}"),
-                state,
+                retry_after: Duration::ZERO,
+                waiting_for: format!(
+                    "pull request #{number} to be merged at its checked head {head}"
+                ),
+                state: pin_state(since, Some(&head)),
             };
         }
-        match forge.merge(number, config.merge_method).await {
+        match forge.merge(number, config.merge_method, &head).await {
             Ok(commit) => {
                 ctx.log(&format!(
-                    "merged pull request #{number} on {name}: {commit}"
+                    "merged pull request #{number} on {name} at head {head}: {commit}"
                 ));
-                StepOutcome::succeeded(pr_outputs(&pr, &[("commit", &commit)]))
+                StepOutcome::succeeded(pr_outputs(
+                    &pr,
+                    &[("commit", &commit), ("headCommit", &head)],
+                ))
             }
-            Err(ForgeError::Refused(message)) => StepOutcome::failed(format!(
-                "{name} refused to merge pull request #{number}: {message}"
-            )),
-            Err(e) => forge_error(&e, state),
+            Err(ForgeError::HeadMoved(message)) => {
+                // Pushed to between the look above and the merge: name the new head.
+                let now = forge.get(number).await.ok().and_then(|pr| pr.head_sha);
+                let new = now.unwrap_or_else(|| format!("a newer commit ({name}: {message})"));
+                head_moved(number, &head, &new)
+            }
+            Err(ForgeError::Refused(message)) => {
+                // A push racing the merge may also be refused as "cannot merge now" (GitLab
+                // checks mergeability before `sha`): say so when the head moved.
+                match forge.get(number).await.ok().and_then(|pr| pr.head_sha) {
+                    Some(new) if new != head => head_moved(number, &head, &new),
+                    _ => StepOutcome::failed(format!(
+                        "{name} refused to merge pull request #{number}: {message}"
+                    )),
+                }
+            }
+            Err(e) => forge_error(&e, pin_state(since, Some(&head))),
         }
     }
+}
+
+/// The key of the pinned head commit in the step's state.
+const HEAD_KEY: &str = "headCommit";
+
+/// The head commit this step pinned on an earlier run, if it did.
+fn pinned_head(ctx: &StepContext) -> Option<String> {
+    ctx.saved_state
+        .as_ref()
+        .and_then(|s| s[HEAD_KEY].as_str())
+        .map(str::to_string)
+}
+
+/// The state kept across runs: when the wait began, and the head commit to merge.
+fn pin_state(since: i64, head: Option<&str>) -> Option<Value> {
+    let mut state = since_state(since).unwrap_or_else(|| json!({}));
+    if let Some(head) = head {
+        state[HEAD_KEY] = json!(head);
+    }
+    Some(state)
+}
+
+/// Waits (`Running`, saying for what) unless the step's `timeout` has run out.
+fn waiting(
+    since: i64,
+    timeout: Duration,
+    pr: &PullRequest,
+    poll: Duration,
+    head: Option<&str>,
+    why: String,
+) -> StepOutcome {
+    let number = pr.number;
+    if timed_out(since, timeout) {
+        return StepOutcome::failed(format!(
+            "pull request #{number} ({}) did not become mergeable within {}: still waiting \
+             for {why}",
+            pr.url,
+            human(timeout)
+        ));
+    }
+    StepOutcome::Running {
+        retry_after: poll,
+        waiting_for: format!("pull request #{number} to be mergeable: {why}"),
+        state: pin_state(since, head),
+    }
+}
+
+/// The failure of a pull request whose head is no longer the commit this step checked.
+fn head_moved(number: u64, old: &str, new: &str) -> StepOutcome {
+    StepOutcome::failed(format!(
+        "pull request #{number}'s head moved from {old} to {new} after it was checked; Dray \
+         merges only what was reviewed — review the new commit and promote again"
+    ))
 }

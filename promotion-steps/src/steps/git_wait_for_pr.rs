@@ -170,6 +170,7 @@ mod tests {
             mergeable: None,
             merge_status: None,
             head: "dray/promotion/p".into(),
+            head_sha: Some("h3ad".into()),
             base: "stage/prod".into(),
         }
     }
