@@ -279,6 +279,26 @@ impl Pipeline {
     }
 }
 
+/// Project `demo`'s ProjectConfig with one Deny window `name` over Stage `stage` that
+/// started an hour ago and lasts two hours: closed now, whenever the test runs.
+pub fn deny_window_now(name: &str, stage: &str) -> String {
+    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
+    let dtstart = start.strftime("%Y%m%dT%H%M%SZ");
+    format!(
+        "apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {{name: demo, namespace: demo}}
+spec:
+  promotionWindows:
+    - name: {name}
+      kind: Deny
+      rrule: \"DTSTART:{dtstart}\\nRRULE:FREQ=DAILY;COUNT=1\"
+      duration: 2h
+      stageSelector: {{name: {stage}}}
+"
+    )
+}
+
 /// A Freight's id.
 pub fn id(freight: &Value) -> String {
     freight["metadata"]["name"]

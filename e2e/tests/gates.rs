@@ -184,21 +184,7 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
 
 /// A Deny window for `dev` that started an hour ago and lasts two hours.
 fn freeze() -> String {
-    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
-    let dtstart = start.strftime("%Y%m%dT%H%M%SZ");
-    format!(
-        "apiVersion: dray.dev/v1alpha1
-kind: ProjectConfig
-metadata: {{name: demo, namespace: demo}}
-spec:
-  promotionWindows:
-    - name: holiday-freeze
-      kind: Deny
-      rrule: \"DTSTART:{dtstart}\\nRRULE:FREQ=DAILY;COUNT=1\"
-      duration: 2h
-      stageSelector: {{name: dev}}
-"
-    )
+    dray_e2e::pipeline::deny_window_now("holiday-freeze", "dev")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,28 +6,9 @@
 //! works, and its commit names the promoter, never `anonymous`.
 
 use anyhow::Result;
-use dray_e2e::pipeline::{Pipeline, text};
+use dray_e2e::pipeline::{Pipeline, deny_window_now, text};
 use dray_e2e::{DRAY_TOKEN_ENV, http_client};
 use serde_json::{Value, json};
-
-/// A Deny window over `prod` that started an hour ago and lasts two hours.
-fn prod_freeze() -> String {
-    let start = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1);
-    let dtstart = start.strftime("%Y%m%dT%H%M%SZ");
-    format!(
-        "apiVersion: dray.dev/v1alpha1
-kind: ProjectConfig
-metadata: {{name: demo, namespace: demo}}
-spec:
-  promotionWindows:
-    - name: prod-freeze
-      kind: Deny
-      rrule: \"DTSTART:{dtstart}\\nRRULE:FREQ=DAILY;COUNT=1\"
-      duration: 2h
-      stageSelector: {{name: prod}}
-"
-    )
-}
 
 /// The hand-written steps the exploit used: write whatever the caller likes to stage/prod.
 fn own_steps(config_url: &str) -> Value {
@@ -44,7 +25,7 @@ async fn a_promoter_cannot_walk_around_the_gates_into_prod() -> Result<()> {
     let p = tokio::task::block_in_place(Pipeline::start)?;
     tokio::task::block_in_place(|| -> Result<()> {
         p.apply_quickstart(|yaml| yaml.to_owned())?;
-        p.apply(&prod_freeze())
+        p.apply(&deny_window_now("prod-freeze", "prod"))
     })?;
     let (freight, alias) = p.release("1.0.0").await?;
     let pat = tokio::task::block_in_place(|| -> Result<String> {
@@ -64,17 +45,18 @@ async fn a_promoter_cannot_walk_around_the_gates_into_prod() -> Result<()> {
 
     // 1. The generic API: a Promotion with its own steps.
     let url = format!("{}/api/v1/projects/demo/promotions", p.dray.url());
+    let post_as_pat = |body: Value| {
+        let request = http_client().map(|c| c.post(&url).bearer_auth(&pat).json(&body));
+        async move {
+            let answer = request?.send().await?;
+            let status = answer.status();
+            anyhow::Ok((status, answer.json::<Value>().await?))
+        }
+    };
     let forged = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
         "metadata": {"name": "walk-around", "namespace": "demo"},
         "spec": {"stage": "prod", "freight": freight, "steps": own_steps(&p.config_url)}});
-    let answer = http_client()?
-        .post(&url)
-        .bearer_auth(&pat)
-        .json(&forged)
-        .send()
-        .await?;
-    let status = answer.status();
-    let body: Value = answer.json().await?;
+    let (status, body) = post_as_pat(forged.clone()).await?;
     assert_eq!(status, 422, "{body}");
     assert!(
         body["error"]["message"]
@@ -89,14 +71,7 @@ async fn a_promoter_cannot_walk_around_the_gates_into_prod() -> Result<()> {
     plain["spec"]
         .as_object_mut()
         .map(|spec| spec.remove("steps"));
-    let answer = http_client()?
-        .post(&url)
-        .bearer_auth(&pat)
-        .json(&plain)
-        .send()
-        .await?;
-    let status = answer.status();
-    let body: Value = answer.json().await?;
+    let (status, body) = post_as_pat(plain).await?;
     assert_eq!(status, 409, "{body}");
     let reasons = body["error"]["details"].to_string();
     assert!(reasons.contains("staging"), "{body}");

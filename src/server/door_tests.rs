@@ -35,15 +35,7 @@ impl World {
             )
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        world
-            .fresh
-            .store
-            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
-                "metadata": {"name": "f1", "namespace": "demo"},
-                "alias": "first", "origin": {"kind": "Warehouse", "name": "app"},
-                "images": [{"repoURL": "127.0.0.1:5000/demo/app", "tag": "1.0.0", "digest": "sha256:aa"}]}))
-            .await
-            .unwrap();
+        test_support::store_first_freight(&world.fresh.store).await;
         let body = json!({"user": "pat", "role": "dray-promoter", "project": "demo"});
         let (status, made) = world
             .admin(Method::POST, "/api/v1/tokens", Some(body))

@@ -202,14 +202,7 @@ impl World {
         let files = json!({"files": [{"path": "matrix.yaml", "content": yaml}]});
         let (status, body) = call(Method::POST, "/api/v1/apply", Some(files)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        fresh
-            .store
-            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
-                "metadata": {"name": "f1", "namespace": "demo"},
-                "alias": "first", "origin": {"kind": "Warehouse", "name": "app"},
-                "images": [{"repoURL": "127.0.0.1:5000/demo/app", "tag": "1.0.0", "digest": "sha256:aa"}]}))
-            .await
-            .unwrap();
+        test_support::store_first_freight(&fresh.store).await;
         let promote = Some(json!({"freight": "f1"}));
         let uri = "/api/v1/projects/demo/stages/dev/promote";
         let (status, made) = call(Method::POST, uri, promote).await;

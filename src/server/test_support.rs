@@ -76,6 +76,17 @@ pub(crate) fn three_stages_dev_promotable() -> String {
     )
 }
 
+/// Stores Freight `f1` (alias `first`) of Warehouse `app`, verified nowhere: what a test
+/// promotes into `dev` and cannot promote further.
+pub(crate) async fn store_first_freight(store: &SqliteStore) {
+    use crate::store::Store;
+    let freight = serde_json::json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+        "metadata": {"name": "f1", "namespace": "demo"},
+        "alias": "first", "origin": {"kind": "Warehouse", "name": "app"},
+        "images": [{"repoURL": "127.0.0.1:5000/demo/app", "tag": "1.0.0", "digest": "sha256:aa"}]});
+    store.create(freight).await.unwrap();
+}
+
 /// A JSON API request through the whole router: its status and JSON body.
 pub(crate) async fn call(
     state: &AppState,
