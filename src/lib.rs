@@ -16,6 +16,8 @@ pub mod cli;
 pub mod config;
 pub mod discovery;
 pub mod expr;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pipeline;
 pub mod promotion;
 pub mod secrets;

@@ -25,6 +25,8 @@ pub mod argocd;
 mod context;
 pub mod duration;
 pub mod forge;
+#[doc(hidden)]
+pub mod fuzzing;
 mod git;
 mod outcome;
 mod registry;

@@ -14,7 +14,7 @@ use cel::{Env, ParseErrors, Program};
 use serde_json::Value;
 
 use super::ExprError;
-use super::template::{Template, has_expressions};
+use super::template::{MAX_NESTING, MAX_OPERATORS, Template, has_expressions, shape};
 
 /// The CEL environment: the standard library and the strings extension.
 pub(crate) fn new_env() -> Env {
@@ -114,8 +114,51 @@ impl fmt::Debug for ExprCache {
 }
 
 fn compile_with(env: &Env, expr: &str) -> Result<Program, ExprError> {
-    env.compile(expr)
-        .map_err(|errors| syntax_error(expr, &errors))
+    let shape = shape(expr);
+    let too_large = |at: usize, message: String| {
+        let before = &expr[..at];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        ExprError::Syntax {
+            field: None,
+            expr: expr.to_owned(),
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+            message,
+        }
+    };
+    if shape.depth > MAX_NESTING {
+        return Err(too_large(
+            shape.depth_at,
+            format!(
+                "brackets and conditionals nest {} deep, more than the {MAX_NESTING} allowed; \
+                 hint: split the expression, e.g. into `vars`",
+                shape.depth
+            ),
+        ));
+    }
+    if shape.operators > MAX_OPERATORS {
+        return Err(too_large(
+            shape.operators_at,
+            format!(
+                "the expression has {} operators, more than the {MAX_OPERATORS} allowed; hint: \
+                 split the expression, e.g. into `vars`",
+                shape.operators
+            ),
+        ));
+    }
+    on_cel_stack(|| env.compile(expr)).map_err(|errors| syntax_error(expr, &errors))
+}
+
+/// The stack CEL's parser and interpreter get for one expression: enough for the deepest
+/// and longest one accepted ([`MAX_NESTING`], [`MAX_OPERATORS`]) in a debug build, whose
+/// frames are the largest, with room to spare.
+const CEL_STACK: usize = 64 << 20;
+
+/// Runs `f` (parsing or evaluating CEL) with at least [`CEL_STACK`] of stack: on a stack of
+/// its own when the thread has less left (a Tokio worker has 2 MiB). The memory is
+/// reserved, not used: pages are only touched as deep as the expression goes.
+pub(crate) fn on_cel_stack<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(CEL_STACK, CEL_STACK, f)
 }
 
 /// The first of CEL's parse errors (the others usually follow from it).
@@ -278,5 +321,78 @@ mod tests {
         assert!(validate_condition("success() && vars.deploy").is_ok());
         assert!(validate_condition("${{ failure() }}").is_ok());
         assert!(validate_condition("status('clone') ==").is_err());
+    }
+
+    /// Runs `f` on a thread with a Tokio worker's stack (2 MiB), as the server would.
+    fn on_worker_stack(f: impl FnOnce() + Send + 'static) {
+        std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(f)
+            .expect("a thread")
+            .join()
+            .expect("no panic");
+    }
+
+    /// Found by fuzzing: CEL's parser recursed past a 2 MiB stack on 16 nested brackets (a
+    /// debug build), and on thousands in any build: the process aborted.
+    #[test]
+    fn fuzz_cel_nested_deep_is_an_error_not_a_stack_overflow() {
+        on_worker_stack(|| {
+            let cache = ExprCache::new();
+            let ctx = crate::expr::ExprContext::default();
+            for (open, close) in [("(", ")"), ("[", "]"), ("{1: ", "}"), ("size(", ")")] {
+                // The deepest accepted compiles and runs on a worker's stack.
+                let text = format!("{}1{}", open.repeat(MAX_NESTING), close.repeat(MAX_NESTING));
+                assert!(validate_condition(&text).is_ok(), "{text}");
+                let _ = cache.evaluate_expression(&text, &ctx);
+                // Deeper is refused with the reason, before CEL parses it.
+                for n in [MAX_NESTING + 1, 10_000] {
+                    let text = format!("{}1{}", open.repeat(n), close.repeat(n));
+                    let err = validate_condition(&text).unwrap_err().to_string();
+                    assert!(err.contains("nest"), "{err}");
+                    assert!(err.contains("split the expression"), "{err}");
+                }
+            }
+            let ternaries = format!("true{}", " ? 1 : true".repeat(10_000));
+            assert!(
+                validate_condition(&ternaries)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("nest")
+            );
+            // Brackets inside strings do not count.
+            let quoted = format!("'{}' == ''", "(".repeat(10_000));
+            assert!(validate_condition(&quoted).is_ok());
+        });
+    }
+
+    /// Found by fuzzing: a chain of 1,600 `+` (each one level of CEL's syntax tree)
+    /// overflowed a 2 MiB stack.
+    #[test]
+    fn fuzz_cel_operator_chain_ten_thousand_long_is_an_error_not_a_stack_overflow() {
+        on_worker_stack(|| {
+            let cache = ExprCache::new();
+            let ctx = crate::expr::ExprContext::default();
+            for op in [" + 1", " || true", " == 1", "[0]", ".size()", " - -1"] {
+                // The longest chain accepted, inside the deepest nesting accepted.
+                let parens = MAX_NESTING - 1;
+                let most = (MAX_OPERATORS - parens) / shape(op).operators;
+                let text = format!(
+                    "{}1{}{}",
+                    "(".repeat(parens),
+                    op.repeat(most),
+                    ")".repeat(parens)
+                );
+                assert!(shape(&text).operators <= MAX_OPERATORS);
+                assert!(validate_condition(&text).is_ok(), "{op}");
+                let _ = cache.evaluate_expression(&text, &ctx);
+                let text = format!("1{}", op.repeat(10_000));
+                let err = validate_condition(&text).unwrap_err().to_string();
+                assert!(
+                    err.contains("operators, more than the 500 allowed"),
+                    "{err}"
+                );
+            }
+        });
     }
 }

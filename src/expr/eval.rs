@@ -9,7 +9,7 @@ use cel::Program;
 use serde_json::Value;
 
 use super::ExprError;
-use super::compile::{ExprCache, join_field};
+use super::compile::{ExprCache, join_field, on_cel_stack};
 use super::context::{ExprContext, cel_to_json, json_to_cel};
 use super::explain::explain;
 use super::functions;
@@ -124,9 +124,11 @@ impl<'a> Scope<'a> {
     fn expression(&mut self, expr: &str) -> Result<Value, ExprError> {
         let program = self.cache.compile(expr)?;
         let activation = self.activation();
-        let result = program
-            .execute(&activation.cel)
-            .map_err(|err| failed(expr, &err, &program, &activation.variables))?;
+        let result = on_cel_stack(|| {
+            program
+                .execute(&activation.cel)
+                .map_err(|err| failed(expr, &err, &program, &activation.variables))
+        })?;
         cel_to_json(&result).map_err(|what| ExprError::NotJson {
             field: None,
             expr: expr.to_owned(),

@@ -32,6 +32,7 @@ mod explain;
 mod functions;
 mod template;
 
+pub(crate) use compile::on_cel_stack;
 pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
 pub use context::{ExprContext, FreightView, cel_to_json, json_to_cel};
 pub use error::ExprError;

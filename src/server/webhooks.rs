@@ -307,6 +307,47 @@ fn unix_now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
+/// A delivery's body as JSON (an empty body is `{}`).
+fn parse_body(body: &[u8]) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the webhook body is not JSON: {e}"))
+            .with_hint("configure the sender to deliver JSON (content type `application/json`)")
+    })
+}
+
+/// What each receiver kind reads from an authenticated delivery of `event` (the
+/// `X-GitHub-Event` / `X-Gitlab-Event` value) with `body`: whether it decides a review, and
+/// the repositories it names. No authentication, no side effect: the fuzzing entry point
+/// (`crate::fuzzing::webhook_payload`).
+#[doc(hidden)]
+pub fn read_payload(event: &str, body: &[u8]) -> Vec<(bool, Option<Vec<String>>)> {
+    let Ok(payload) = parse_body(body) else {
+        return Vec::new();
+    };
+    let mut headers = HeaderMap::new();
+    if let Ok(value) = axum::http::HeaderValue::from_str(event) {
+        headers.insert("x-github-event", value.clone());
+        headers.insert("x-gitlab-event", value);
+    }
+    [
+        ReceiverKind::GitHub,
+        ReceiverKind::GitLab,
+        ReceiverKind::Registry,
+        ReceiverKind::Generic,
+    ]
+    .into_iter()
+    .map(|kind| {
+        (
+            is_review_decision(kind, &headers, &payload),
+            repositories(kind, &headers, &payload),
+        )
+    })
+    .collect()
+}
+
 async fn receive(
     state: AppState,
     project: String,
@@ -402,14 +443,7 @@ async fn handle(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let payload: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("the webhook body is not JSON: {e}"))
-                .with_hint("configure the sender to deliver JSON (content type `application/json`)")
-        })?
-    };
+    let payload = parse_body(body)?;
     if is_review_decision(kind, headers, &payload) {
         let woken = crate::pipeline::request::wake_running(state.store.as_ref(), project).await?;
         tracing::info!(%project, receiver = %receiver_name, promotions = woken, "review webhook woke waiting promotions");

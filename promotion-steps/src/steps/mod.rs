@@ -22,5 +22,5 @@ pub(crate) mod http;
 // helpers of the render steps (not steps)
 mod files;
 mod tool;
-mod typed;
-mod yaml_doc;
+pub(crate) mod typed;
+pub(crate) mod yaml_doc;

@@ -108,7 +108,7 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
 }
 
 /// Splits `a.b\.c.0` into `["a", "b.c", "0"]`.
-fn parse_key(key: &str) -> Result<Vec<String>, StepOutcome> {
+pub(crate) fn parse_key(key: &str) -> Result<Vec<String>, StepOutcome> {
     let mut parts = vec![String::new()];
     let mut chars = key.chars();
     while let Some(c) = chars.next() {

@@ -37,7 +37,7 @@
 pub mod error;
 mod history;
 pub mod mirror;
-mod select;
+pub(crate) mod select;
 #[cfg(test)]
 mod tests;
 

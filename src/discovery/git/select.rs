@@ -11,6 +11,7 @@ use node_semver::{Range, Version};
 use regex::Regex;
 
 use super::error::GitDiscoveryError;
+use crate::discovery::image::constraint::parse_range;
 
 /// The trailer that marks commits Dray wrote itself.
 pub const PROMOTION_TRAILER: &str = "Dray-Promotion";
@@ -152,9 +153,9 @@ impl SemverConstraint {
         if text.is_empty() {
             return Ok(Self { text, range: None });
         }
-        let range = Range::parse(&text).map_err(|e| GitDiscoveryError::InvalidConstraint {
+        let range = parse_range(&text).map_err(|reason| GitDiscoveryError::InvalidConstraint {
             constraint: text.clone(),
-            reason: e.to_string(),
+            reason,
         })?;
         Ok(Self {
             text,

@@ -77,6 +77,14 @@ impl Constraint {
     }
 }
 
+/// `node_semver`'s `Range::parse`, which panics (`unreachable!`) on some inputs, e.g. `~*`
+/// (found by fuzzing): such a range is an error like any other unreadable one.
+pub(crate) fn parse_range(text: &str) -> Result<Range, String> {
+    std::panic::catch_unwind(|| Range::parse(text))
+        .map_err(|_| "not a range node-semver can read".to_owned())?
+        .map_err(|err| err.to_string())
+}
+
 fn parse_alternative(text: &str) -> Result<Alternative, String> {
     if text.is_empty() {
         return Err("an alternative of `||` is empty".into());
@@ -85,7 +93,7 @@ fn parse_alternative(text: &str) -> Result<Alternative, String> {
     let mut excluded = Vec::new();
     for comparator in comparators(text)? {
         let parsed =
-            |c: &str| Range::parse(c).map_err(|err| format!("cannot read `{comparator}`: {err}"));
+            |c: &str| parse_range(c).map_err(|err| format!("cannot read `{comparator}`: {err}"));
         if let Some(rest) = comparator.strip_prefix("!=") {
             excluded.push(parsed(rest)?);
             continue;
@@ -192,6 +200,18 @@ mod tests {
         assert!(ok(">=1.2.0-rc.0", "1.2.0-rc.1"));
         assert!(!ok(">=1.2.0-rc.0", "1.3.0-rc.1"));
         assert!(ok(">=1.2.0-rc.0 <2.0.0", "1.2.0-rc.1"));
+    }
+
+    #[test]
+    fn fuzz_semver_tilde_star_is_an_error_not_a_panic() {
+        for text in ["~*", "~x", "~*.*", ">=1.0 ~*"] {
+            let reason = Constraint::parse(text).unwrap_err();
+            assert!(reason.contains("cannot read"), "{text}: {reason}");
+            assert!(
+                parse_range(text.trim_start_matches(">=1.0 ")).is_err(),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -62,14 +62,14 @@
 //! `resolve` (tag → pinned digest), `manifest` (the JSON it reads), `error`.
 
 mod cache;
-mod constraint;
+pub(crate) mod constraint;
 mod error;
 mod limit;
 mod manifest;
 mod registry;
 #[cfg(test)]
 mod registry_double;
-mod repo;
+pub(crate) mod repo;
 mod resolve;
 mod select;
 

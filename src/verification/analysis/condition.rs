@@ -147,7 +147,7 @@ fn evaluate(cache: &ExprCache, condition: &str, result: &cel::Value) -> Result<b
     let program = cache.compile(condition).map_err(|e| e.to_string())?;
     let mut context = cel::Context::with_env(cache.env());
     context.add_variable_from_value("result", result.clone());
-    match program.execute(&context) {
+    match crate::expr::on_cel_stack(|| program.execute(&context)) {
         Ok(cel::Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!(
             "condition `{condition}` must evaluate to a bool, not a {}",
