@@ -944,6 +944,34 @@ async fn github_a_push_after_approval_is_not_merged() -> Result<()> {
 }
 
 #[tokio::test]
+async fn github_a_push_before_the_first_look_is_refused_when_the_pushed_commit_is_pinned()
+-> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let pushed = s.promotion_branch("prod-11", "image: app:11.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-11")?;
+    let number = open_pr(&ctx, gh_config(&s, &gh, json!({"targetBranch": "main"}))).await?;
+    let before = s.main_head()?;
+    // Someone pushes to the branch before git-merge-pr has looked at the pull request.
+    let unreviewed = s.promotion_branch("prod-11", "image: app:11.0.0-evil\n")?;
+    let merge = gh_config(&s, &gh, json!({"prNumber": number, "headCommit": pushed}));
+
+    let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
+    assert_eq!(outcome, head_moved(number, &pushed, &unreviewed));
+    assert_eq!(s.main_head()?, before, "nothing landed on main");
+    assert!(
+        !s.on_main(&unreviewed)?,
+        "the unreviewed commit is not on main"
+    );
+    assert!(
+        !gh.requests().iter().any(|r| is_merge(r)),
+        "no merge was asked for: {:?}",
+        gh.requests()
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn github_a_push_racing_the_merge_is_refused_by_github() -> Result<()> {
     let s = setup()?;
     let gh = github(&s)?;

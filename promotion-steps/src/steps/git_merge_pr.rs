@@ -2,8 +2,9 @@
 //! configured method (`merge`, `squash`, `rebase` on GitHub), and outputs what landed on
 //! the target branch (`commit`).
 //!
-//! Reviewed means merged: the head commit the step sees on its first run is kept in its
-//! state (`headCommit`, also an output) and is the only commit it merges. It is sent as
+//! Reviewed means merged: the head commit the step sees on its first run — or, when its
+//! config names one (`headCommit: ${{ outputs.push.commit }}`), the commit Dray pushed —
+//! is kept in its state (`headCommit`, also an output) and is the only commit it merges. It is sent as
 //! the merge's `sha`, so the forge refuses a head that moved meanwhile; a later push to the
 //! pull request's branch fails the step, naming both commits. Before the first merge
 //! request the pinned head is saved (a `Running` with no wait), so a run resumed after a
@@ -57,6 +58,11 @@ pub(crate) struct Config {
     /// How long to wait for the pull request to become mergeable (default `72h`).
     #[serde(default)]
     pub(crate) timeout: Option<String>,
+    /// The commit the pull request's head must be, e.g. `${{ outputs.push.commit }}`: what
+    /// Dray itself pushed. Pinned from the start, so a push made before this step first
+    /// looks is refused too; without it, the head this step first sees is pinned.
+    #[serde(default)]
+    pub(crate) head_commit: Option<String>,
 }
 
 /// Statuses that may clear by themselves: wait.
@@ -126,7 +132,8 @@ impl TypedStep for GitMergePr {
             Ok(waiting) => waiting,
             Err(outcome) => return outcome,
         };
-        let pinned = pinned_head(ctx);
+        let pinned =
+            pinned_head(ctx).or_else(|| config.head_commit.clone().filter(|c| !c.is_empty()));
         let first_sight = pinned.is_none();
         let name = forge.provider().name();
         match pr.state {
