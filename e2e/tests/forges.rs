@@ -881,6 +881,16 @@ impl Setup {
         Ok(out.status.success())
     }
 
+    /// Asserts that main is still at `before` and `unmerged` is not in its history.
+    fn assert_not_on_main(&self, before: &str, unmerged: &str) -> Result<()> {
+        assert_eq!(self.main_head()?, before, "nothing landed on main");
+        assert!(
+            !self.on_main(unmerged)?,
+            "the unreviewed commit {unmerged} is not on main"
+        );
+        Ok(())
+    }
+
     /// A commit on top of `dray/promotion/<promotion>`, pushed to another branch
     /// (`unreviewed/<promotion>`) so that the server has it; returns it.
     fn commit_on_top(&self, promotion: &str, content: &str) -> Result<String> {
@@ -930,11 +940,7 @@ async fn github_a_push_after_approval_is_not_merged() -> Result<()> {
 
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(number, &reviewed, &unreviewed));
-    assert_eq!(s.main_head()?, before, "nothing landed on main");
-    assert!(
-        !s.on_main(&unreviewed)?,
-        "the unreviewed commit is not on main"
-    );
+    s.assert_not_on_main(&before, &unreviewed)?;
     assert!(
         !gh.requests().iter().any(|r| is_merge(r)),
         "no merge was asked for: {:?}",
@@ -958,11 +964,7 @@ async fn github_a_push_before_the_first_look_is_refused_when_the_pushed_commit_i
 
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(number, &pushed, &unreviewed));
-    assert_eq!(s.main_head()?, before, "nothing landed on main");
-    assert!(
-        !s.on_main(&unreviewed)?,
-        "the unreviewed commit is not on main"
-    );
+    s.assert_not_on_main(&before, &unreviewed)?;
     assert!(
         !gh.requests().iter().any(|r| is_merge(r)),
         "no merge was asked for: {:?}",
@@ -993,8 +995,7 @@ async fn github_a_push_racing_the_merge_is_refused_by_github() -> Result<()> {
         "the merge was asked for, pinned, and refused: {:?}",
         gh.requests()
     );
-    assert_eq!(s.main_head()?, before, "nothing landed on main");
-    assert!(!s.on_main(&racing)?);
+    s.assert_not_on_main(&before, &racing)?;
     Ok(())
 }
 
@@ -1084,8 +1085,7 @@ async fn gitlab_a_push_after_approval_is_not_merged() -> Result<()> {
 
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(iid, &reviewed, &unreviewed));
-    assert_eq!(s.main_head()?, before, "nothing landed on main");
-    assert!(!s.on_main(&unreviewed)?);
+    s.assert_not_on_main(&before, &unreviewed)?;
     assert!(!gl.requests().iter().any(|r| is_merge(r)));
     Ok(())
 }
@@ -1118,8 +1118,7 @@ async fn gitlab_a_push_racing_the_merge_is_refused_by_gitlab() -> Result<()> {
             "checking {checking}: {:?}",
             gl.requests()
         );
-        assert_eq!(s.main_head()?, before, "nothing landed on main");
-        assert!(!s.on_main(&racing)?);
+        s.assert_not_on_main(&before, &racing)?;
     }
     Ok(())
 }
