@@ -248,6 +248,33 @@ fn unescaped(page: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// Logs in with `token`, which must be refused: a 401 page, no session, the token not
+/// echoed, and the API's bearer door saying the same. The page's text, and the API's error.
+async fn refused_login(ui: &Ui, token: &str) -> (String, Value) {
+    let refused = ui.login_with(token, &[]).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
+    let page = unescaped(&refused.body);
+    assert!(!page.contains(token), "the token must not be echoed");
+    assert!(
+        refused.cookie().is_empty(),
+        "no session: {}",
+        refused.cookie()
+    );
+    let api = ui
+        .send(test_support::json_request(
+            Some(token),
+            Method::GET,
+            "/api/v1/projects",
+            None,
+        ))
+        .await;
+    assert_eq!(api.status, StatusCode::UNAUTHORIZED, "{}", api.body);
+    let error: Value = serde_json::from_str(&api.body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(page.contains(message), "{message} / {page}");
+    (page, error)
+}
+
 #[tokio::test]
 async fn a_login_with_an_expired_token_says_when_it_expired_and_makes_no_session() {
     let ui = Ui::new(AuthMode::Token).await;
@@ -271,9 +298,7 @@ async fn a_login_with_an_expired_token_says_when_it_expired_and_makes_no_session
         .await
         .unwrap();
 
-    let refused = ui.login_with(token, &[]).await;
-    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
-    let page = unescaped(&refused.body);
+    let (page, _) = refused_login(&ui, token).await;
     for part in [
         format!("the API token `{id}` of user `ann` expired at 2020-01-01T00:00:00Z"),
         "create a new one with `dray token create`".to_owned(),
@@ -284,26 +309,6 @@ async fn a_login_with_an_expired_token_says_when_it_expired_and_makes_no_session
         !page.contains("not valid"),
         "not the generic refusal: {page}"
     );
-    assert!(!page.contains(token), "the token must not be echoed");
-    assert!(
-        refused.cookie().is_empty(),
-        "no session: {}",
-        refused.cookie()
-    );
-
-    // The API's bearer door says the same.
-    let api = ui
-        .send(test_support::json_request(
-            Some(token),
-            Method::GET,
-            "/api/v1/projects",
-            None,
-        ))
-        .await;
-    assert_eq!(api.status, StatusCode::UNAUTHORIZED, "{}", api.body);
-    let error: Value = serde_json::from_str(&api.body).unwrap();
-    let message = error["error"]["message"].as_str().unwrap();
-    assert!(page.contains(message), "{message} / {page}");
 }
 
 #[tokio::test]
@@ -335,9 +340,7 @@ async fn a_login_with_a_revoked_token_says_it_was_revoked_and_makes_no_session()
         .await;
     assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
 
-    let refused = ui.login_with(token, &[]).await;
-    assert_eq!(refused.status, StatusCode::UNAUTHORIZED, "{}", refused.body);
-    let page = unescaped(&refused.body);
+    let (page, error) = refused_login(&ui, token).await;
     for part in [
         "the API token is not valid: it was revoked at ".to_owned(),
         format!("(token `{id}` of user `ann`)"),
@@ -349,29 +352,11 @@ async fn a_login_with_a_revoked_token_says_it_was_revoked_and_makes_no_session()
         !page.contains("it is unknown"),
         "not the unknown-token refusal: {page}"
     );
-    assert!(!page.contains(token), "the token must not be echoed");
-    assert!(
-        refused.cookie().is_empty(),
-        "no session: {}",
-        refused.cookie()
-    );
-
-    // The API's bearer door says the same; an unknown token is still told apart.
-    let api = ui
-        .send(test_support::json_request(
-            Some(token),
-            Method::GET,
-            "/api/v1/projects",
-            None,
-        ))
-        .await;
-    assert_eq!(api.status, StatusCode::UNAUTHORIZED, "{}", api.body);
-    let error: Value = serde_json::from_str(&api.body).unwrap();
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("revoked at"), "{message}");
-    assert!(page.contains(message), "{message} / {page}");
     let hint = error["error"]["hint"].as_str().unwrap();
     assert!(hint.contains("ask an admin for a new one"), "{hint}");
+    // An unknown token is still told apart.
     let unknown = ui.login_with("dray_never-made", &[]).await;
     assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
     assert!(unknown.body.contains("it is unknown"), "{}", unknown.body);
