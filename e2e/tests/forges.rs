@@ -862,6 +862,14 @@ fn is_merge(request: &str) -> bool {
     request.starts_with("PUT ") && path.ends_with("/merge")
 }
 
+/// Asserts that none of a double's recorded `requests` asked to merge.
+fn assert_no_merge_asked(requests: &[String]) {
+    assert!(
+        !requests.iter().any(|r| is_merge(r)),
+        "no merge was asked for: {requests:?}"
+    );
+}
+
 /// What `git-merge-pr` says when the head it checked is no longer the pull request's head.
 fn head_moved(number: u64, old: &str, new: &str) -> StepOutcome {
     StepOutcome::failed(format!(
@@ -941,11 +949,7 @@ async fn github_a_push_after_approval_is_not_merged() -> Result<()> {
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(number, &reviewed, &unreviewed));
     s.assert_not_on_main(&before, &unreviewed)?;
-    assert!(
-        !gh.requests().iter().any(|r| is_merge(r)),
-        "no merge was asked for: {:?}",
-        gh.requests()
-    );
+    assert_no_merge_asked(&gh.requests());
     Ok(())
 }
 
@@ -965,11 +969,7 @@ async fn github_a_push_before_the_first_look_is_refused_when_the_pushed_commit_i
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(number, &pushed, &unreviewed));
     s.assert_not_on_main(&before, &unreviewed)?;
-    assert!(
-        !gh.requests().iter().any(|r| is_merge(r)),
-        "no merge was asked for: {:?}",
-        gh.requests()
-    );
+    assert_no_merge_asked(&gh.requests());
     Ok(())
 }
 
@@ -1086,7 +1086,7 @@ async fn gitlab_a_push_after_approval_is_not_merged() -> Result<()> {
     let (outcome, _) = drive(&mut ctx, "git-merge-pr", &merge).await;
     assert_eq!(outcome, head_moved(iid, &reviewed, &unreviewed));
     s.assert_not_on_main(&before, &unreviewed)?;
-    assert!(!gl.requests().iter().any(|r| is_merge(r)));
+    assert_no_merge_asked(&gl.requests());
     Ok(())
 }
 

@@ -104,6 +104,75 @@ fn signature(body: &[u8]) -> String {
     )
 }
 
+/// Applies `text`, refreshes the Warehouse and requests a promotion of the newest Freight
+/// into `prod`; the Promotion's name.
+fn promote_into_prod(world: &TestWorld, dray: &Dray, text: &str) -> Result<String> {
+    let file = world.path().join("project.yaml");
+    std::fs::write(&file, text)?;
+    let applied = dray.cli(["apply", "-f", file.to_str().context("utf-8")?])?;
+    if !applied.status.success() {
+        bail!("apply: {}", String::from_utf8_lossy(&applied.stderr));
+    }
+    let refreshed = dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
+    assert!(
+        refreshed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&refreshed.stderr)
+    );
+    let freight: Vec<Value> = serde_json::from_slice(
+        &dray
+            .cli(["get", "freight", "-p", "demo", "-o", "json"])?
+            .stdout,
+    )?;
+    let alias = freight[0]["alias"].as_str().context("alias")?.to_owned();
+    let requested = dray.cli([
+        "promote", "-p", "demo", "--stage", "prod", "--alias", &alias,
+    ])?;
+    let out = String::from_utf8_lossy(&requested.stdout).into_owned();
+    out.lines()
+        .find_map(|l| {
+            l.strip_prefix("promotion ")
+                .and_then(|r| r.strip_suffix(" requested"))
+        })
+        .map(str::to_owned)
+        .context(out.clone())
+}
+
+/// Polls Promotion `name` (every 100 ms, at most 60 s) until `ready` says yes of it; the
+/// Promotion as it was then. Fails naming `what` it waited for and the last state.
+async fn wait_for(
+    dray: &Dray,
+    name: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Result<Value> {
+    let client = dray_e2e::http_client()?;
+    let url = format!("{}/api/v1/projects/demo/promotions/{name}", dray.url());
+    let mut promotion = Value::Null;
+    for _ in 0..600 {
+        promotion = client
+            .get(&url)
+            .bearer_auth(dray.token())
+            .send()
+            .await?
+            .json()
+            .await?;
+        if ready(&promotion) {
+            return Ok(promotion);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    bail!("waited 60s in vain for {what} of `{name}`: {promotion:#}")
+}
+
+/// The execution record of step `alias` in `promotion` (`null` before it has one).
+fn step(promotion: &Value, alias: &str) -> Value {
+    promotion["status"]["stepExecutionMetadata"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["alias"] == alias).cloned())
+        .unwrap_or_default()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> {
     let world = TestWorld::new()?;
@@ -122,58 +191,16 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
     let dray = Dray::start(&world, DrayOptions::default())?;
     oci::push_image(&registry, "demo/app", "1.0.0").await?;
 
-    let name = tokio::task::block_in_place(|| -> Result<String> {
-        let file = world.path().join("project.yaml");
-        std::fs::write(
-            &file,
-            project(&registry.host(), &config_url, &github.api_url()),
-        )?;
-        let applied = dray.cli(["apply", "-f", file.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply: {}", String::from_utf8_lossy(&applied.stderr));
-        }
-        let refreshed = dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
-        assert!(
-            refreshed.status.success(),
-            "{}",
-            String::from_utf8_lossy(&refreshed.stderr)
-        );
-        let freight: Vec<Value> = serde_json::from_slice(
-            &dray
-                .cli(["get", "freight", "-p", "demo", "-o", "json"])?
-                .stdout,
-        )?;
-        let alias = freight[0]["alias"].as_str().context("alias")?.to_owned();
-        let requested = dray.cli([
-            "promote", "-p", "demo", "--stage", "prod", "--alias", &alias,
-        ])?;
-        let out = String::from_utf8_lossy(&requested.stdout).into_owned();
-        out.lines()
-            .find_map(|l| {
-                l.strip_prefix("promotion ")
-                    .and_then(|r| r.strip_suffix(" requested"))
-            })
-            .map(str::to_owned)
-            .context(out.clone())
-    })?;
-
-    let client = dray_e2e::http_client()?;
-    let promotion_url = format!("{}/api/v1/projects/demo/promotions/{name}", dray.url());
-    let get = || client.get(&promotion_url).bearer_auth(dray.token()).send();
-    // Wait (bounded) until the review step is waiting.
-    let mut waiting = Value::Null;
-    for _ in 0..600 {
-        waiting = get().await?.json().await?;
-        let review = waiting["status"]["stepExecutionMetadata"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["alias"] == "review").cloned())
-            .unwrap_or_default();
-        let said = review["message"].as_str().unwrap_or_default();
-        if review["status"] == "Running" && said.starts_with("waiting for") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let text = project(&registry.host(), &config_url, &github.api_url());
+    let name = tokio::task::block_in_place(|| promote_into_prod(&world, &dray, &text))?;
+    let waiting = wait_for(&dray, &name, "the review step to wait", |p| {
+        let review = step(p, "review");
+        review["status"] == "Running"
+            && review["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("waiting for"))
+    })
+    .await?;
     assert_eq!(waiting["status"]["phase"], "Running", "{waiting:#}");
     let message = waiting["status"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -199,7 +226,7 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
         "pull_request": {"number": number, "merged": true},
         "repository": {"clone_url": config_url},
     }))?;
-    let answer: Value = client
+    let answer: Value = dray_e2e::http_client()?
         .post(format!("{}/webhooks/demo/github", dray.url()))
         .header("X-GitHub-Event", "pull_request")
         .header("X-Hub-Signature-256", signature(&body))
@@ -212,14 +239,10 @@ async fn the_merge_webhook_moves_a_waiting_promotion_on_at_once() -> Result<()> 
     assert_eq!(answer["wokenPromotions"], 1, "{answer}");
 
     // The poll interval is an hour: only the webhook can finish this within the bound.
-    let mut done = Value::Null;
-    for _ in 0..600 {
-        done = get().await?.json().await?;
-        if done["status"]["phase"] != "Running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let done = wait_for(&dray, &name, "the promotion to end", |p| {
+        p["status"]["phase"] != "Running"
+    })
+    .await?;
     assert_eq!(done["status"]["phase"], "Succeeded", "{done:#}");
     assert_eq!(
         done["status"]["state"]["outputs"]["review"]["commit"],
@@ -273,51 +296,13 @@ async fn a_push_to_the_pull_request_after_it_was_checked_fails_the_promotion() -
     assert!(text.contains(&wait_step), "the template has the wait step");
     let text = text.replace(&wait_step, &merge_step);
 
-    let name = tokio::task::block_in_place(|| -> Result<String> {
-        let file = world.path().join("project.yaml");
-        std::fs::write(&file, &text)?;
-        let applied = dray.cli(["apply", "-f", file.to_str().context("utf-8")?])?;
-        if !applied.status.success() {
-            bail!("apply: {}", String::from_utf8_lossy(&applied.stderr));
-        }
-        let refreshed = dray.cli(["refresh", "warehouse", "app", "-p", "demo", "--wait"])?;
-        assert!(refreshed.status.success());
-        let freight: Vec<Value> = serde_json::from_slice(
-            &dray
-                .cli(["get", "freight", "-p", "demo", "-o", "json"])?
-                .stdout,
-        )?;
-        let alias = freight[0]["alias"].as_str().context("alias")?.to_owned();
-        let requested = dray.cli([
-            "promote", "-p", "demo", "--stage", "prod", "--alias", &alias,
-        ])?;
-        let out = String::from_utf8_lossy(&requested.stdout).into_owned();
-        out.lines()
-            .find_map(|l| {
-                l.strip_prefix("promotion ")
-                    .and_then(|r| r.strip_suffix(" requested"))
-            })
-            .map(str::to_owned)
-            .context(out.clone())
-    })?;
-
-    let client = dray_e2e::http_client()?;
-    let promotion_url = format!("{}/api/v1/projects/demo/promotions/{name}", dray.url());
-    let get = || client.get(&promotion_url).bearer_auth(dray.token()).send();
-    // Wait (bounded) until the merge step waits for GitHub's mergeability.
-    let mut waiting = Value::Null;
-    for _ in 0..600 {
-        waiting = get().await?.json().await?;
-        let merge = waiting["status"]["stepExecutionMetadata"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| s["alias"] == "merge").cloned())
-            .unwrap_or_default();
-        let said = merge["message"].as_str().unwrap_or_default();
-        if said.contains("GitHub to finish computing whether it can be merged") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let name = tokio::task::block_in_place(|| promote_into_prod(&world, &dray, &text))?;
+    let waiting = wait_for(&dray, &name, "the merge step to wait for GitHub", |p| {
+        step(p, "merge")["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("GitHub to finish computing whether it can be merged"))
+    })
+    .await?;
     assert_eq!(waiting["status"]["phase"], "Running", "{waiting:#}");
     let pull = github.pulls("acme/config")[0].clone();
     let checked = pull["head"]["sha"].as_str().context("a head")?.to_owned();
@@ -334,14 +319,10 @@ async fn a_push_to_the_pull_request_after_it_was_checked_fails_the_promotion() -
         Ok(sha)
     })?;
 
-    let mut done = Value::Null;
-    for _ in 0..600 {
-        done = get().await?.json().await?;
-        if done["status"]["phase"] != "Running" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let done = wait_for(&dray, &name, "the promotion to end", |p| {
+        p["status"]["phase"] != "Running"
+    })
+    .await?;
     assert_eq!(done["status"]["phase"], "Failed", "{done:#}");
     let said = done.to_string();
     assert!(
