@@ -12,6 +12,7 @@
 //! A newcomer should start with [`api`], then [`server::router`].
 
 pub mod api;
+pub mod app;
 pub mod cli;
 pub mod config;
 pub mod discovery;
@@ -20,6 +21,7 @@ pub mod expr;
 pub mod fuzzing;
 pub mod pipeline;
 pub mod promotion;
+pub mod runtime;
 pub mod secrets;
 pub mod server;
 pub mod store;

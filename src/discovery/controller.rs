@@ -4,20 +4,27 @@
 //! A Warehouse is reconciled when its spec changed (`observedGeneration`), when someone
 //! asked for a refresh (the `dray.dev/refresh` annotation differs from
 //! `status.lastHandledRefresh`; the CLI, the API and webhook receivers set it), or when its
-//! `interval` (default 5m) has passed. The loop waits on the store's change feed, never on
-//! a fixed poll, and at most until the next Warehouse is due.
+//! `interval` (default 5m) has passed.
 //!
-//! Contract: Freight is minted only when every subscription was discovered; a failing
+//! Contract of [`reconcile`], a reconciler of Warehouses on the runtime:
+//! - reads the Warehouse (from the caches), the project's Credentials, the registries and
+//!   git repositories it subscribes to, and the Freight it minted before;
+//! - writes Freight (minting) and the Warehouse's status;
+//! - wakes on the Warehouse's changes (its spec, a refresh annotation; its own status
+//!   write, after which it finds it is not due) and requeues for when its interval
+//!   passes (at most [`MAX_SLEEP`] apart).
+//!
+//! Freight is minted only when every subscription was discovered; a failing
 //! subscription leaves a readable message in `status.subscriptions[].message` and the
 //! `Ready` condition, and mints nothing. Minting is idempotent (the id is the content
 //! hash), so a crash between discovery and the status write mints nothing twice.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
@@ -25,6 +32,7 @@ use crate::api::{
     FreightImage, Kind, ObjectKey, RepoSubscription, SubscriptionStatus, Time, Warehouse,
     WarehouseStatus, parse_duration,
 };
+use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
@@ -39,8 +47,16 @@ pub use crate::api::annotations::REFRESH as REFRESH_ANNOTATION;
 pub use crate::api::annotations::WAREHOUSE_LABEL;
 /// The default discovery interval.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(300);
-/// The longest the loop sleeps without looking at the store.
+/// The longest a Warehouse goes without a look (its status write normally wakes it).
 const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// At most this many Warehouses are discovered at once.
+const MAX_DISCOVERIES: usize = 16;
+
+/// What [`reconcile`] works with.
+pub struct WarehouseContext {
+    controller: WarehouseController,
+    cache: Cache,
+}
 
 /// Runs discovery for every Warehouse.
 #[derive(Clone)]
@@ -73,50 +89,21 @@ impl WarehouseController {
         }
     }
 
-    /// Runs until `shutdown` is cancelled.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let mut feed = self.store.changes();
-        let mut running: HashSet<ObjectKey> = HashSet::new();
-        let mut tasks: JoinSet<ObjectKey> = JoinSet::new();
-        loop {
-            let seen = feed.latest();
-            let mut sleep = MAX_SLEEP;
-            match self.store.list(Kind::Warehouse, None).await {
-                Ok(warehouses) => {
-                    let now = jiff::Timestamp::now();
-                    for stored in warehouses {
-                        if running.contains(&stored.key) {
-                            continue;
-                        }
-                        match due(&stored) {
-                            Due::Now => {
-                                running.insert(stored.key.clone());
-                                let this = self.clone();
-                                tasks.spawn(async move {
-                                    let key = stored.key.clone();
-                                    this.reconcile(stored).await;
-                                    key
-                                });
-                            }
-                            Due::At(when) => {
-                                let wait = when.duration_since(now).as_millis().max(0) as u64;
-                                sleep = sleep.min(Duration::from_millis(wait));
-                            }
-                        }
-                    }
-                }
-                Err(error) => tracing::error!(%error, "cannot list warehouses"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = feed.wait_past(seen, sleep) => {}
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    forget_finished(Some(done), &mut tasks, &mut running);
-                }
-            }
-            forget_finished(None, &mut tasks, &mut running);
-        }
-        tasks.abort_all();
+    /// Runs until `shutdown` is cancelled, reconciling the Warehouses in `cache`.
+    pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
+        let context = Arc::new(WarehouseContext {
+            controller: self,
+            cache: cache.clone(),
+        });
+        Controller::<Warehouse>::for_kind("warehouse", &cache)
+            .concurrency(MAX_DISCOVERIES)
+            .run(
+                reconcile,
+                |_, error: &Infallible, _| match *error {},
+                context,
+                shutdown,
+            )
+            .await;
     }
 
     /// Discovers one Warehouse, mints Freight and writes its status.
@@ -417,19 +404,22 @@ fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage
         .collect()
 }
 
-/// Marks the Warehouses whose reconcile ended (`done`, then every other finished task) as
-/// no longer running, so the next pass may start them again.
-fn forget_finished(
-    done: Option<Result<ObjectKey, tokio::task::JoinError>>,
-    tasks: &mut JoinSet<ObjectKey>,
-    running: &mut HashSet<ObjectKey>,
-) {
-    for key in done
-        .into_iter()
-        .chain(std::iter::from_fn(|| tasks.try_join_next()))
-        .flatten()
-    {
-        running.remove(&key);
+/// Discovers the Warehouse when it is due; see the module doc.
+pub async fn reconcile(
+    warehouse: Arc<Warehouse>,
+    context: Arc<WarehouseContext>,
+) -> Result<Action, Infallible> {
+    let Some(stored) = context.cache.get_stored(&warehouse.key_of()) else {
+        return Ok(Action::await_change());
+    };
+    match due(&stored) {
+        Due::At(when) => Ok(Action::requeue_at(when)),
+        Due::Now => {
+            context.controller.reconcile((*stored).clone()).await;
+            // The status write wakes it again and `due` then says when; this only
+            // bounds the wait should that write have failed.
+            Ok(Action::requeue(MAX_SLEEP))
+        }
     }
 }
 

@@ -1,220 +1,290 @@
-//! Auto-promotion: Stages selected by a ProjectConfig `promotionPolicies[]` entry with
-//! `autoPromotionEnabled: true` promote by themselves as soon as Freight becomes available
-//! to them — including the moment a soak completes: the loop sleeps until the earliest
-//! soak end it knows of, not until a periodic resync.
+//! Auto-promotion, a reconciler of Stages: a Stage selected by a ProjectConfig
+//! `promotionPolicies[]` entry with `autoPromotionEnabled: true` promotes by itself as
+//! soon as Freight becomes available to it — including the moment a soak completes: it
+//! requeues for the earliest soak end it knows of.
 //!
 //! It leaves a Stage alone while it runs or queues a promotion, while a person's rollback
 //! holds it (`status.hold`), and for Freight whose promotion into the Stage already failed
 //! (it would fail again; a person decides).
+//!
+//! Contract of [`reconcile`]:
+//! - reads (from the caches) the Stage, its project's ProjectConfig, Freight and the
+//!   Stage's Promotions, and for `MatchUpstream` the upstream Stage;
+//! - writes a Promotion, through the promote path ([`request::request_promotion`], as
+//!   [`AutoPromotion`]), so every gate applies;
+//! - wakes on the Stage's changes, on Freight changes that can change what is available
+//!   to it ([`freight_stages`]: new Freight from its origin, or Freight verified, current
+//!   or approved in it or its upstream Stages), on its Promotions' changes, on the
+//!   upstream Stages' changes and on ProjectConfig changes; it requeues at the soak end it
+//!   waits for, and after [`REFUSED_RETRY`] when the promote path refused (a window that
+//!   opens later, a gate that clears by itself).
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio_util::sync::CancellationToken;
+use jiff::Timestamp;
 
-use crate::api::{Freight, Kind, ProjectConfig, PromotionPhase, SelectionPolicy, Stage};
-use crate::store::{Store, StoreError, StoredObject};
+use crate::api::{
+    Freight, FreightStatus, Kind, ObjectKey, ProjectConfig, Promotion, PromotionPhase,
+    PromotionPolicy, SelectionPolicy, Stage,
+};
+use crate::runtime::{Action, Cache, Changed, Controller, Resource};
 
 use super::availability::availability;
 use super::door::AutoPromotion;
+use super::queue::promotion_stage;
 use super::request::{self, PromoteRequest};
 use super::windows;
 
-const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// How long after a refusal the Stage is looked at again.
+pub const REFUSED_RETRY: Duration = Duration::from_secs(60);
+/// A soak is looked at this long after it ends, so that it has ended by then.
+const AFTER_SOAK: Duration = Duration::from_millis(50);
 
 /// Promotes Stages by policy.
 pub struct AutoPromoter {
-    store: std::sync::Arc<dyn Store>,
+    cache: Cache,
 }
 
-fn created(object: &Value) -> String {
-    object
-        .pointer("/metadata/creationTimestamp")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+/// What auto-promotion decided for one Stage.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Request a promotion of this Freight.
+    Promote(String),
+    /// Nothing to do until a change, or until this time (a soak ending).
+    Wait(Option<Timestamp>),
 }
 
 impl AutoPromoter {
-    /// An auto-promoter over `store`.
-    pub fn new(store: std::sync::Arc<dyn Store>) -> Self {
-        AutoPromoter { store }
+    /// An auto-promoter reading `cache`.
+    pub fn new(cache: Cache) -> Self {
+        AutoPromoter { cache }
     }
 
     /// Runs until `shutdown` is cancelled.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let mut feed = self.store.changes();
-        loop {
-            let seen = feed.latest();
-            let sleep = match self.pass().await {
-                Ok(Some(next)) => {
-                    let wait = next
-                        .duration_since(jiff::Timestamp::now())
-                        .as_millis()
-                        .max(0) as u64;
-                    Duration::from_millis(wait + 50).min(MAX_SLEEP)
-                }
-                Ok(None) => MAX_SLEEP,
-                Err(error) => {
-                    tracing::error!(%error, "auto-promotion pass failed");
-                    MAX_SLEEP
-                }
-            };
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = feed.wait_past(seen, sleep) => {}
-            }
-        }
-    }
-
-    /// One look at every project; returns the earliest time something will change by
-    /// itself (a soak ending, a window opening).
-    pub async fn pass(&self) -> Result<Option<jiff::Timestamp>, StoreError> {
-        let mut next: Option<jiff::Timestamp> = None;
-        for stored in self.store.list(Kind::ProjectConfig, None).await? {
-            let Ok(config) = stored.to_typed::<ProjectConfig>() else {
-                continue;
-            };
-            if !config
-                .spec
-                .promotion_policies
-                .iter()
-                .any(|p| p.auto_promotion_enabled)
-            {
-                continue;
-            }
-            let project = stored.key.namespace.clone().unwrap_or_default();
-            if let Some(at) = self.project(&project, &config).await? {
-                next = Some(next.map_or(at, |n| n.min(at)));
-            }
-        }
-        Ok(next)
-    }
-
-    async fn project(
-        &self,
-        project: &str,
-        config: &ProjectConfig,
-    ) -> Result<Option<jiff::Timestamp>, StoreError> {
-        let stages = self.store.list(Kind::Stage, Some(project)).await?;
-        let freight: Vec<(StoredObject, Freight)> = self
-            .store
-            .list(Kind::Freight, Some(project))
-            .await?
-            .into_iter()
-            .filter_map(|f| {
-                let typed = f.to_typed().ok()?;
-                Some((f, typed))
+    pub async fn run(self, shutdown: tokio_util::sync::CancellationToken) {
+        Controller::<Stage>::for_kind("auto-promotion", &self.cache)
+            .watches(Kind::Freight, freight_stages)
+            .watches(Kind::Promotion, |changed, _| {
+                promotion_stage(changed).into_iter().collect()
             })
-            .collect();
-        let promotions = self.store.list(Kind::Promotion, Some(project)).await?;
-        let now = jiff::Timestamp::now();
-        let mut next: Option<jiff::Timestamp> = None;
-        for stored in &stages {
-            let Ok(stage) = stored.to_typed::<Stage>() else {
-                continue;
-            };
-            let name = stored.key.name.clone();
-            let labels = stage.metadata.labels.clone().unwrap_or_default();
-            let Some(policy) = config
-                .spec
-                .promotion_policies
-                .iter()
-                .find(|p| windows::matches(&p.stage_selector, &name, &labels))
-            else {
-                continue;
-            };
-            if !policy.auto_promotion_enabled {
-                continue;
-            }
-            let status = stage.status.clone().unwrap_or_default();
-            if status.hold.is_some() {
-                continue;
-            }
-            let in_this_stage: Vec<&StoredObject> = promotions
-                .iter()
-                .filter(|p| {
-                    p.object.pointer("/spec/stage").and_then(Value::as_str) == Some(name.as_str())
-                })
-                .collect();
-            if in_this_stage
-                .iter()
-                .any(|p| !super::promotion_phase(&p.object).is_terminal())
-            {
-                continue;
-            }
-            let failed_before = |id: &str| {
-                in_this_stage.iter().any(|p| {
-                    p.object.pointer("/spec/freight").and_then(Value::as_str) == Some(id)
-                        && matches!(
-                            super::promotion_phase(&p.object),
-                            PromotionPhase::Failed | PromotionPhase::Errored
-                        )
-                })
-            };
-            let mut candidates: Vec<&(StoredObject, Freight)> = freight.iter().collect();
-            candidates.sort_by_key(|(stored, _)| std::cmp::Reverse(created(&stored.object)));
-            let wanted = match policy.selection_policy {
-                SelectionPolicy::NewestFreight => candidates.iter().find(|(_, f)| {
-                    let gates = availability(&stage, f, now);
-                    if let Some(end) = gates.soak_ends_at {
-                        next = Some(next.map_or(end, |n| n.min(end)));
-                    }
-                    gates.is_available()
-                }),
-                SelectionPolicy::MatchUpstream => {
-                    let upstream = stage
-                        .spec
-                        .requested_freight
-                        .iter()
-                        .flat_map(|r| r.sources.stages.iter())
-                        .next()
-                        .cloned();
-                    let upstream_current = upstream.and_then(|up| {
-                        stages.iter().find(|s| s.key.name == up).and_then(|s| {
-                            s.object
-                                .pointer("/status/currentFreight/name")
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        })
-                    });
-                    candidates.iter().find(|(s, f)| {
-                        Some(s.key.name.as_str()) == upstream_current.as_deref() && {
-                            let gates = availability(&stage, f, now);
-                            if let Some(end) = gates.soak_ends_at {
-                                next = Some(next.map_or(end, |n| n.min(end)));
-                            }
-                            gates.is_available()
-                        }
-                    })
-                }
-            };
-            let Some((stored_freight, _)) = wanted else {
-                continue;
-            };
-            let id = stored_freight.key.name.clone();
-            let current = status.current_freight.as_ref().map(|c| c.name.as_str());
-            if current == Some(id.as_str()) || failed_before(&id) {
-                continue;
-            }
-            let request = PromoteRequest {
-                stage: name.clone(),
-                freight: Some(id.clone()),
-                ..Default::default()
-            };
-            let store = self.store.as_ref();
-            match request::request_promotion(store, &AutoPromotion, project, &request).await {
-                Ok(created) => {
-                    tracing::info!(promotion = %created.key, freight = %id, "auto-promotion requested")
-                }
-                Err(request::PromoteError::Refused { reasons, .. }) => {
-                    tracing::debug!(stage = %name, freight = %id, ?reasons, "auto-promotion refused")
-                }
-                Err(error) => tracing::warn!(stage = %name, %error, "auto-promotion failed"),
+            .watches(Kind::Stage, downstream_stages)
+            .watches(Kind::ProjectConfig, |changed, cache| {
+                project_stages(cache, changed.change.key.namespace.as_deref())
+            })
+            .run(
+                reconcile,
+                |_, error: &Infallible, _| match *error {},
+                Arc::new(self.cache.clone()),
+                shutdown,
+            )
+            .await;
+    }
+}
+
+/// Requests a promotion when [`decide`] says so; see the module doc.
+pub async fn reconcile(stage: Arc<Stage>, cache: Arc<Cache>) -> Result<Action, Infallible> {
+    let id = match decide(&stage, &cache, Timestamp::now()) {
+        Decision::Wait(None) => return Ok(Action::await_change()),
+        Decision::Wait(Some(at)) => return Ok(Action::requeue_at(at + AFTER_SOAK)),
+        Decision::Promote(id) => id,
+    };
+    let request = PromoteRequest {
+        stage: stage.name().to_owned(),
+        freight: Some(id.clone()),
+        ..Default::default()
+    };
+    let store = cache.store().as_ref();
+    let name = stage.name();
+    match request::request_promotion(store, &AutoPromotion, stage.project(), &request).await {
+        Ok(created) => {
+            tracing::info!(promotion = %created.key, freight = %id, "auto-promotion requested");
+            Ok(Action::await_change())
+        }
+        Err(request::PromoteError::Refused { reasons, .. }) => {
+            tracing::debug!(stage = %name, freight = %id, ?reasons, "auto-promotion refused");
+            Ok(Action::requeue(REFUSED_RETRY))
+        }
+        Err(error) => {
+            tracing::warn!(stage = %name, %error, "auto-promotion failed");
+            Ok(Action::requeue(REFUSED_RETRY))
+        }
+    }
+}
+
+/// Which Freight, if any, auto-promotion wants in `stage` at `now`.
+pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
+    let project = stage.project();
+    let name = stage.name();
+    let configs = cache.list::<ProjectConfig>(Some(project));
+    let Some(policy) = policy_for(stage, &configs) else {
+        return Decision::Wait(None);
+    };
+    let status = stage.status.clone().unwrap_or_default();
+    if status.hold.is_some() {
+        return Decision::Wait(None);
+    }
+    let in_this_stage: Vec<Arc<Promotion>> = cache
+        .list::<Promotion>(Some(project))
+        .into_iter()
+        .filter(|p| p.spec.stage == name)
+        .collect();
+    if in_this_stage.iter().any(|p| !phase(p).is_terminal()) {
+        return Decision::Wait(None);
+    }
+    let mut candidates = cache.list::<Freight>(Some(project));
+    candidates.sort_by_key(|f| std::cmp::Reverse(f.metadata.creation_timestamp.clone()));
+    let upstream_current = match policy.selection_policy {
+        SelectionPolicy::NewestFreight => None,
+        SelectionPolicy::MatchUpstream => {
+            let upstream = upstreams(stage).next().map(str::to_owned);
+            let current = upstream
+                .and_then(|up| cache.get::<Stage>(project, &up))
+                .and_then(|s| s.status.as_ref()?.current_freight.clone())
+                .map(|c| c.name);
+            match current {
+                Some(current) => Some(current),
+                None => return Decision::Wait(None),
             }
         }
-        Ok(next)
+    };
+    let mut soak_ends: Option<Timestamp> = None;
+    let wanted = candidates
+        .iter()
+        .filter(|f| upstream_current.as_deref().is_none_or(|id| f.name() == id))
+        .find(|f| {
+            let gates = availability(stage, f, now);
+            if let Some(end) = gates.soak_ends_at {
+                soak_ends = Some(soak_ends.map_or(end, |n| n.min(end)));
+            }
+            gates.is_available()
+        });
+    let Some(freight) = wanted else {
+        return Decision::Wait(soak_ends);
+    };
+    let id = freight.name();
+    let current = status.current_freight.as_ref().map(|c| c.name.as_str());
+    let failed_before = in_this_stage.iter().any(|p| {
+        p.spec.freight == id && matches!(phase(p), PromotionPhase::Failed | PromotionPhase::Errored)
+    });
+    if current == Some(id) || failed_before {
+        return Decision::Wait(soak_ends);
     }
+    Decision::Promote(id.to_owned())
+}
+
+/// The auto-promotion policy selecting `stage`, when one with auto-promotion does.
+fn policy_for<'a>(stage: &Stage, configs: &'a [Arc<ProjectConfig>]) -> Option<&'a PromotionPolicy> {
+    let labels = stage.metadata.labels.clone().unwrap_or_default();
+    configs.iter().find_map(|config| {
+        config
+            .spec
+            .promotion_policies
+            .iter()
+            .find(|p| windows::matches(&p.stage_selector, stage.name(), &labels))
+            .filter(|p| p.auto_promotion_enabled)
+    })
+}
+
+fn phase(promotion: &Promotion) -> PromotionPhase {
+    promotion
+        .status
+        .as_ref()
+        .map(|s| s.phase)
+        .unwrap_or_default()
+}
+
+/// The Stages `stage` draws Freight from.
+fn upstreams(stage: &Stage) -> impl Iterator<Item = &str> {
+    stage
+        .spec
+        .requested_freight
+        .iter()
+        .flat_map(|r| r.sources.stages.iter().map(String::as_str))
+}
+
+fn project_stages(cache: &Cache, project: Option<&str>) -> Vec<ObjectKey> {
+    match project {
+        Some(project) => cache
+            .list::<Stage>(Some(project))
+            .iter()
+            .map(|s| s.key_of())
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// The Stages of the project drawing from a changed Stage (for `MatchUpstream`, and for
+/// Freight its change made available downstream).
+fn downstream_stages(changed: &Changed, cache: &Cache) -> Vec<ObjectKey> {
+    let Some(project) = changed.change.key.namespace.as_deref() else {
+        return Vec::new();
+    };
+    let name = changed.change.key.name.as_str();
+    cache
+        .list::<Stage>(Some(project))
+        .iter()
+        .filter(|s| upstreams(s).any(|up| up == name))
+        .map(|s| s.key_of())
+        .collect()
+}
+
+/// The Stages a Freight change can make something available to: for new Freight, those
+/// taking its origin directly; for a status change, those whose own or upstream entry in
+/// `currentlyIn`, `verifiedIn` or `approvedFor` changed.
+pub fn freight_stages(changed: &Changed, cache: &Cache) -> Vec<ObjectKey> {
+    let (before, after) = changed.typed::<Freight>();
+    let Some(freight) = after.as_ref().or(before.as_ref()) else {
+        return Vec::new();
+    };
+    let origin = &freight.spec.origin.name;
+    let is_new = before.is_none();
+    let touched = touched_stages(
+        before.as_ref().and_then(|f| f.status.as_ref()),
+        after.as_ref().and_then(|f| f.status.as_ref()),
+    );
+    cache
+        .list::<Stage>(Some(freight.project()))
+        .iter()
+        .filter(|stage| {
+            stage.spec.requested_freight.iter().any(|request| {
+                request.origin.name == *origin
+                    && ((is_new && request.sources.direct)
+                        || touched.contains(stage.name())
+                        || request.sources.stages.iter().any(|up| touched.contains(up)))
+            })
+        })
+        .map(|s| s.key_of())
+        .collect()
+}
+
+/// Adds the keys whose entries differ between `a` and `b`.
+fn differing<V: PartialEq>(
+    a: &BTreeMap<String, V>,
+    b: &BTreeMap<String, V>,
+    into: &mut BTreeSet<String>,
+) {
+    for key in a.keys().chain(b.keys()) {
+        if a.get(key) != b.get(key) {
+            into.insert(key.clone());
+        }
+    }
+}
+
+/// The Stage names whose entries differ between two Freight statuses.
+fn touched_stages(
+    before: Option<&FreightStatus>,
+    after: Option<&FreightStatus>,
+) -> BTreeSet<String> {
+    let empty = FreightStatus::default();
+    let (before, after) = (before.unwrap_or(&empty), after.unwrap_or(&empty));
+    let mut touched = BTreeSet::new();
+    differing(&before.currently_in, &after.currently_in, &mut touched);
+    differing(&before.verified_in, &after.verified_in, &mut touched);
+    differing(&before.approved_for, &after.approved_for, &mut touched);
+    touched
 }
 
 #[cfg(test)]
@@ -222,14 +292,16 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::json;
+    use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::store::SqliteStore;
+    use crate::runtime::{Kinds, reflector};
+    use crate::store::{SqliteStore, Store};
 
     /// Auto-promotion must wake when a soak completes, not at the next periodic pass: a
-    /// pass over Freight that is still soaking reports exactly when the soak ends.
+    /// decision over Freight that is still soaking says exactly when the soak ends.
     #[tokio::test]
-    async fn a_pass_reports_when_the_soak_ends() {
+    async fn a_decision_reports_when_the_soak_ends() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
         let since = jiff::Timestamp::now().round(jiff::Unit::Second).unwrap();
@@ -252,12 +324,38 @@ mod tests {
         for object in objects {
             store.create(object).await.unwrap();
         }
-        let wake = AutoPromoter::new(store.clone()).pass().await.unwrap();
-        assert_eq!(wake, Some(since + jiff::SignedDuration::from_mins(10)));
-        let promotions = store.list(Kind::Promotion, Some("demo")).await.unwrap();
-        assert!(
-            promotions.is_empty(),
-            "nothing is promoted while the Freight soaks"
+        let shutdown = CancellationToken::new();
+        let cache = reflector::start(store.clone(), Kinds::all(), shutdown.clone())
+            .await
+            .unwrap();
+        let stage = cache.get::<Stage>("demo", "staging").unwrap();
+        assert_eq!(
+            decide(&stage, &cache, Timestamp::now()),
+            Decision::Wait(Some(since + jiff::SignedDuration::from_mins(10)))
         );
+        let after_soak = since + jiff::SignedDuration::from_mins(11);
+        assert_eq!(
+            decide(&stage, &cache, after_soak),
+            Decision::Promote("f1".into()),
+            "once the soak ended the Freight is wanted"
+        );
+        shutdown.cancel();
+    }
+
+    #[test]
+    fn a_status_change_touches_only_the_stages_whose_entries_changed() {
+        let before: FreightStatus = serde_json::from_value(json!({
+            "currentlyIn": {"dev": {"since": "2026-01-01T00:00:00Z"}}
+        }))
+        .unwrap();
+        let after: FreightStatus = serde_json::from_value(json!({
+            "currentlyIn": {"dev": {"since": "2026-01-01T00:00:00Z"}},
+            "verifiedIn": {"dev": {"verifiedAt": "2026-01-01T00:05:00Z"}},
+            "approvedFor": {"prod": {}}
+        }))
+        .unwrap();
+        let touched = touched_stages(Some(&before), Some(&after));
+        assert_eq!(touched, BTreeSet::from(["dev".to_owned(), "prod".to_owned()]));
+        assert!(touched_stages(Some(&after), Some(&after)).is_empty());
     }
 }

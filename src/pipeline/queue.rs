@@ -1,52 +1,51 @@
-//! The per-Stage promotion queue: one running promotion per Stage, the oldest pending one
-//! next (ordered by the `dray.dev/requested-at` annotation). A promotion found Running
-//! with nobody running it (after a crash or restart) is resumed at its step. An abort
-//! request (the `dray.dev/abort` annotation) cancels a running promotion, which stops at
-//! its next safe point. A pending promotion waits while the Stage's current Freight is
-//! being verified, and says so in its message.
+//! The per-Stage promotion queue, a reconciler of Stages: one running promotion per
+//! Stage, the oldest pending one next (ordered by the `dray.dev/requested-at`
+//! annotation, then name). A promotion found Running with nobody running it (after a
+//! crash or restart) is resumed at its step. An abort request (the `dray.dev/abort`
+//! annotation) cancels a running promotion, which stops at its next safe point. A pending
+//! promotion waits while the Stage's current Freight is being verified, and says so in
+//! its message.
 //!
-//! The loop waits on the store's change feed (and on its own promotions finishing), with
-//! a 30s ceiling, never on a fixed poll.
+//! Contract of [`reconcile`]:
+//! - reads (from the caches) the Stage and the project's Promotions for that Stage;
+//! - writes a held promotion's `status.message` (once per reason); starts the engine on
+//!   a promotion in a task of its own, which writes everything else;
+//! - wakes on the Stage's changes (its verification ending), on any change to a
+//!   Promotion of the Stage (→ [`promotion_stage`]), and when a promotion it started
+//!   ends (its task triggers the Stage once the caches hold the promotion's last write);
+//!   it never requeues on a timer.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::api::{Kind, ObjectKey, PromotionPhase};
+use crate::api::{
+    Kind, ObjectKey, Promotion, PromotionPhase, Stage, VerificationPhase, annotations,
+};
 use crate::promotion::Engine;
-use crate::store::StoredObject;
+use crate::runtime::{Action, Cache, Changed, Controller, Resource, Trigger, trigger};
 
-use super::{ABORT_ANNOTATION, REQUESTED_AT_ANNOTATION};
-
-const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// How long a finished promotion's task waits for the caches to hold its last write.
+const CATCH_UP: Duration = Duration::from_secs(10);
 
 /// Starts and resumes promotions.
 pub struct PromotionController {
     engine: Engine,
 }
 
-fn text<'a>(object: &'a Value, pointer: &str) -> &'a str {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-fn stage_of(promotion: &StoredObject) -> (String, String) {
-    (
-        promotion.key.namespace.clone().unwrap_or_default(),
-        text(&promotion.object, "/spec/stage").to_owned(),
-    )
-}
-
-fn wants_abort(object: &Value) -> bool {
-    object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(ABORT_ANNOTATION))
-        .is_some()
+/// What [`reconcile`] works with.
+pub struct QueueContext {
+    engine: Engine,
+    cache: Cache,
+    /// The promotions running here, each with the token that cancels it.
+    running: Mutex<HashMap<ObjectKey, CancellationToken>>,
+    tasks: TaskTracker,
+    trigger: Trigger,
+    shutdown: CancellationToken,
 }
 
 impl PromotionController {
@@ -57,195 +56,192 @@ impl PromotionController {
 
     /// Runs until `shutdown` is cancelled; running promotions are cancelled with it and
     /// resume on the next start.
-    pub async fn run(self, shutdown: CancellationToken) {
-        let store = self.engine.store().clone();
-        let mut feed = store.changes();
-        let mut running: HashMap<ObjectKey, CancellationToken> = HashMap::new();
-        let mut tasks: JoinSet<ObjectKey> = JoinSet::new();
-        loop {
-            let seen = feed.latest();
-            match store.list(Kind::Promotion, None).await {
-                Ok(promotions) => {
-                    // The Stages are read only when something waits to start, and a Stage
-                    // whose verification cannot be read starts nothing this turn.
-                    let verifying = if promotions
-                        .iter()
-                        .any(|p| super::promotion_phase(&p.object) == PromotionPhase::Pending)
-                    {
-                        match store.list(Kind::Stage, None).await {
-                            Ok(stages) => Some(verifying_stages(&stages)),
-                            Err(error) => {
-                                tracing::error!(%error, "cannot list stages; no pending promotion starts until they can be read");
-                                None
-                            }
-                        }
-                    } else {
-                        Some(BTreeMap::new())
-                    };
-                    let held = self.dispatch(
-                        promotions,
-                        verifying.as_ref(),
-                        &mut running,
-                        &mut tasks,
-                        &shutdown,
-                    );
-                    for (promotion, reason) in held {
-                        say_why_held(store.as_ref(), &promotion, &reason).await;
-                    }
-                }
-                Err(error) => tracing::error!(%error, "cannot list promotions"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = feed.wait_past(seen, MAX_SLEEP) => {}
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Ok(key) = done {
-                        running.remove(&key);
-                    }
-                }
-            }
-            while let Some(done) = tasks.try_join_next() {
-                if let Ok(key) = done {
-                    running.remove(&key);
-                }
-            }
-        }
-        for token in running.values() {
-            token.cancel();
-        }
-        while tasks.join_next().await.is_some() {}
+    pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
+        let (trigger, triggers) = trigger();
+        let context = Arc::new(QueueContext {
+            engine: self.engine,
+            cache: cache.clone(),
+            running: Mutex::default(),
+            tasks: TaskTracker::new(),
+            trigger,
+            shutdown: shutdown.clone(),
+        });
+        Controller::<Stage>::for_kind("promotion-queue", &cache)
+            .watches(Kind::Promotion, |changed, _| {
+                promotion_stage(changed).into_iter().collect()
+            })
+            .triggered_by(triggers)
+            .concurrency(16)
+            .run(
+                reconcile,
+                |_, error: &Infallible, _| match *error {},
+                context.clone(),
+                shutdown,
+            )
+            .await;
+        context.tasks.close();
+        context.tasks.wait().await;
     }
+}
 
-    /// Starts what may start; returns the pending promotions held back by a verification,
-    /// with the reason.
-    fn dispatch(
-        &self,
-        promotions: Vec<StoredObject>,
-        verifying: Option<&BTreeMap<(String, String), String>>,
-        running: &mut HashMap<ObjectKey, CancellationToken>,
-        tasks: &mut JoinSet<ObjectKey>,
-        shutdown: &CancellationToken,
-    ) -> Vec<(StoredObject, String)> {
-        let mut held = Vec::new();
-        let mut busy: BTreeMap<(String, String), ()> = BTreeMap::new();
-        let mut pending: BTreeMap<(String, String), Vec<&StoredObject>> = BTreeMap::new();
-        for promotion in &promotions {
-            let stage = stage_of(promotion);
-            if let Some(token) = running.get(&promotion.key) {
-                busy.insert(stage, ());
-                if wants_abort(&promotion.object) && !token.is_cancelled() {
-                    tracing::info!(promotion = %promotion.key, "abort requested");
+/// The Stage a changed Promotion belongs to.
+pub fn promotion_stage(changed: &Changed) -> Option<ObjectKey> {
+    let stored = changed.latest()?;
+    let stage = stored.object.pointer("/spec/stage")?.as_str()?;
+    let project = changed.change.key.namespace.as_deref()?;
+    Some(ObjectKey::namespaced(Kind::Stage, project, stage))
+}
+
+/// Starts, resumes or aborts the Stage's promotions; see the module doc.
+pub async fn reconcile(stage: Arc<Stage>, context: Arc<QueueContext>) -> Result<Action, Infallible> {
+    let mut promotions: Vec<Arc<Promotion>> = context
+        .cache
+        .list::<Promotion>(Some(stage.project()))
+        .into_iter()
+        .filter(|p| p.spec.stage == stage.name())
+        .collect();
+    let mut busy = false;
+    for promotion in &promotions {
+        let key = promotion.key_of();
+        let token = context.running_token(&key);
+        match token {
+            Some(token) => {
+                busy = true;
+                if wants_abort(promotion) && !token.is_cancelled() {
+                    tracing::info!(promotion = %key, "abort requested");
                     token.cancel();
                 }
-                continue;
             }
-            match super::promotion_phase(&promotion.object) {
-                PromotionPhase::Running => {
-                    busy.insert(stage, ());
-                    self.spawn(promotion, running, tasks, shutdown);
-                }
-                PromotionPhase::Pending => pending.entry(stage).or_default().push(promotion),
-                _ => {}
+            None if phase(promotion) == PromotionPhase::Running => {
+                busy = true;
+                context.start(&stage, promotion);
             }
+            None => {}
         }
-        for (stage, mut queue) in pending {
-            if busy.contains_key(&stage) {
-                continue;
-            }
-            queue.sort_by(|a, b| {
-                let at = |p: &StoredObject| {
-                    text(
-                        &p.object,
-                        &format!(
-                            "/metadata/annotations/{}",
-                            REQUESTED_AT_ANNOTATION.replace('/', "~1")
-                        ),
-                    )
-                    .to_owned()
-                };
-                (at(a), a.key.name.clone()).cmp(&(at(b), b.key.name.clone()))
-            });
-            let Some(next) = queue.first() else { continue };
-            let Some(verifying) = verifying else { continue };
-            if let Some(reason) = verifying.get(&stage) {
-                held.push(((*next).clone(), reason.clone()));
-                continue;
-            }
-            self.spawn(next, running, tasks, shutdown);
-        }
-        held
+    }
+    if busy {
+        return Ok(Action::await_change());
+    }
+    promotions.retain(|p| phase(p) == PromotionPhase::Pending);
+    promotions.sort_by_cached_key(|p| (requested_at(p), p.name().to_owned()));
+    let Some(next) = promotions.first() else {
+        return Ok(Action::await_change());
+    };
+    match verifying(&stage) {
+        Some(reason) => say_why_held(&context.cache, next, &reason).await,
+        None => context.start(&stage, next),
+    }
+    Ok(Action::await_change())
+}
+
+impl QueueContext {
+    fn running_token(&self, promotion: &ObjectKey) -> Option<CancellationToken> {
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(promotion)
+            .cloned()
     }
 
-    fn spawn(
-        &self,
-        promotion: &StoredObject,
-        running: &mut HashMap<ObjectKey, CancellationToken>,
-        tasks: &mut JoinSet<ObjectKey>,
-        shutdown: &CancellationToken,
-    ) {
-        let token = shutdown.child_token();
-        if wants_abort(&promotion.object) {
+    /// Runs `promotion` in a task of its own; when it ends, the Stage is looked at again.
+    fn start(self: &Arc<Self>, stage: &Stage, promotion: &Promotion) {
+        let key = promotion.key_of();
+        let token = self.shutdown.child_token();
+        if wants_abort(promotion) {
             token.cancel();
         }
-        running.insert(promotion.key.clone(), token.clone());
-        let engine = self.engine.clone();
-        let key = promotion.key.clone();
+        self.running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), token.clone());
         tracing::info!(promotion = %key, "starting promotion");
-        tasks.spawn(async move {
-            if let Err(error) = engine.run(&key, token).await {
+        let this = self.clone();
+        let stage_key = stage.key_of();
+        self.tasks.spawn(async move {
+            if let Err(error) = this.engine.run(&key, token).await {
                 tracing::error!(promotion = %key, %error, "promotion could not run");
             }
-            key
+            this.running
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&key);
+            // The next look must see this promotion ended, not Running with nobody on it.
+            this.cache.catch_up(CATCH_UP).await;
+            this.trigger.reconcile(stage_key);
         });
     }
 }
 
-/// The Stages whose current Freight is being verified, with what a promotion queued behind
-/// says while it waits: the next promotion never skips the verification of the Freight
-/// before it (the run always ends: its health wait and its analysis have deadlines).
-fn verifying_stages(stages: &[StoredObject]) -> BTreeMap<(String, String), String> {
-    stages
-        .iter()
-        .filter_map(|stage| {
-            let run = stage.object.pointer("/status/verification")?;
-            let phase = text(run, "/phase");
-            if phase != "Pending" && phase != "Running" {
-                return None;
-            }
-            let project = stage.key.namespace.clone().unwrap_or_default();
-            let name = stage.key.name.clone();
-            let alias = stage
-                .object
-                .pointer("/status/currentFreight/alias")
-                .and_then(Value::as_str)
-                .filter(|a| !a.is_empty())
-                .unwrap_or_else(|| text(run, "/freight"));
-            let reason = format!(
-                "waiting for the verification of Freight `{alias}` in Stage `{name}` to end \
-                 ({phase}); hint: `dray verify stage {name} --abort` stops it"
-            );
-            Some(((project, name), reason))
-        })
-        .collect()
+fn phase(promotion: &Promotion) -> PromotionPhase {
+    promotion
+        .status
+        .as_ref()
+        .map(|s| s.phase)
+        .unwrap_or_default()
+}
+
+fn annotation<'a>(promotion: &'a Promotion, key: &str) -> Option<&'a str> {
+    promotion
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn wants_abort(promotion: &Promotion) -> bool {
+    annotation(promotion, annotations::ABORT).is_some()
+}
+
+fn requested_at(promotion: &Promotion) -> String {
+    annotation(promotion, annotations::REQUESTED_AT)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// While the Stage's current Freight is being verified, what a promotion queued behind
+/// it says: the next promotion never skips the verification of the Freight before it
+/// (the run always ends: its health wait and its analysis have deadlines).
+fn verifying(stage: &Stage) -> Option<String> {
+    let status = stage.status.as_ref()?;
+    let run = status.verification.as_ref()?;
+    let phase = match run.phase {
+        VerificationPhase::Pending => "Pending",
+        VerificationPhase::Running => "Running",
+        _ => return None,
+    };
+    let name = stage.name();
+    let alias = status
+        .current_freight
+        .as_ref()
+        .map(|c| c.alias.as_str())
+        .filter(|a| !a.is_empty())
+        .unwrap_or(run.freight.as_str());
+    Some(format!(
+        "waiting for the verification of Freight `{alias}` in Stage `{name}` to end \
+         ({phase}); hint: `dray verify stage {name} --abort` stops it"
+    ))
 }
 
 /// Writes why a pending promotion waits into its `status.message`, once.
-async fn say_why_held(store: &dyn crate::store::Store, promotion: &StoredObject, reason: &str) {
-    if text(&promotion.object, "/status/message") == reason {
+async fn say_why_held(cache: &Cache, promotion: &Promotion, reason: &str) {
+    let key = promotion.key_of();
+    let Some(stored) = cache.get_stored(&key) else {
+        return;
+    };
+    let mut status = promotion.status.clone().unwrap_or_default();
+    if status.message == reason {
         return;
     }
-    let mut status = promotion
-        .object
-        .get("status")
-        .cloned()
-        .unwrap_or_else(|| serde_json::json!({"phase": "Pending"}));
-    if let Some(map) = status.as_object_mut() {
-        map.insert("message".into(), Value::String(reason.to_owned()));
-    }
-    if let Err(error) = store
-        .update_status(&promotion.key, status, Some(promotion.resource_version))
+    status.message = reason.to_owned();
+    let Ok(status) = serde_json::to_value(&status) else {
+        return;
+    };
+    if let Err(error) = cache
+        .store()
+        .update_status(&key, status, Some(stored.resource_version))
         .await
     {
-        tracing::debug!(promotion = %promotion.key, %error, "cannot say why the promotion waits");
+        tracing::debug!(promotion = %key, %error, "cannot say why the promotion waits");
     }
 }

@@ -2,22 +2,35 @@
 //! compares the branch head with what Dray last pushed; when they differ it reads the
 //! head's trailers — another Dray promotion moves `currentFreight` to the Freight it
 //! names, anything else marks the Stage `drift`ed with that commit instead of showing
-//! stale state. It runs for every Stage once a minute and whenever the audit trail is read.
+//! stale state.
+//!
+//! Contract of [`reconcile`], a reconciler of Stages: reads the Stage (store) and the head
+//! of its branch (through the mirror); writes the Stage's `status.currentFreight`,
+//! `status.branch` and `status.drift`; wakes when the Stage's `status.branch` changes and
+//! requeues every minute (a branch moved outside Dray says nothing to Dray). The audit
+//! trail's reads call [`StageTruth::check`] directly.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{Kind, ObjectKey, Stage, StageDrift, StageFreightRef, Time};
+use crate::api::{ObjectKey, Stage, StageDrift, StageFreightRef, Time};
 use crate::discovery::credentials;
 use crate::discovery::git::{LoggedCommit, MirrorCache, is_dray_commit};
+use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoredObject};
 
 use super::audit::{freight_id, trailers};
 
 const PERIOD: Duration = Duration::from_secs(60);
+
+/// Compares the Stage's branch head with what Dray wrote; see the module doc.
+pub async fn reconcile(stage: Arc<Stage>, truth: Arc<StageTruth>) -> Result<Action, String> {
+    truth.check(&stage.key_of()).await?;
+    Ok(Action::requeue(PERIOD))
+}
 
 /// Compares Stage branches with what Dray wrote.
 #[derive(Clone)]
@@ -41,24 +54,25 @@ impl StageTruth {
         }
     }
 
-    /// Checks every Stage once a minute until `shutdown`.
-    pub async fn run(self, shutdown: CancellationToken) {
-        loop {
-            match self.store.list(Kind::Stage, None).await {
-                Ok(stages) => {
-                    for stage in stages {
-                        if let Err(error) = self.check(&stage.key).await {
-                            tracing::debug!(stage = %stage.key, %error, "cannot compare the stage branch");
-                        }
-                    }
-                }
-                Err(error) => tracing::error!(%error, "cannot list stages"),
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(PERIOD) => {}
-            }
-        }
+    /// Checks every Stage in `cache` once a minute, and when its branch changes, until
+    /// `shutdown`.
+    pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
+        Controller::<Stage>::for_kind("stage-truth", &cache)
+            .only_when(|before, after| {
+                let branch = |o: &StoredObject| o.object.pointer("/status/branch").cloned();
+                before.map(branch) != Some(branch(after))
+            })
+            .concurrency(4)
+            .run(
+                reconcile,
+                |_, error: &String, _| {
+                    tracing::debug!(%error, "cannot compare the stage branch");
+                    Action::requeue(PERIOD)
+                },
+                Arc::new(self),
+                shutdown,
+            )
+            .await;
     }
 
     /// Reads the head of the Stage's branch and records what it says.

@@ -18,7 +18,6 @@ mod rbac_matrix;
 pub mod refresh;
 pub mod resources;
 pub mod routes;
-pub mod run;
 #[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
@@ -41,7 +40,6 @@ use crate::store::Store;
 pub use auth::{Auth, AuthMode, Caller};
 pub use error::{ApiError, ErrorBody};
 pub use routes::{Door, Route};
-pub use run::{ServeOptions, serve};
 
 /// What every route shares.
 #[derive(Clone)]

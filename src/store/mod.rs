@@ -64,6 +64,22 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
     /// The writes after `revision`, oldest first (at most `limit`).
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError>;
 
+    /// The writes after `revision`, oldest first (at most `limit`), each with the object
+    /// as it is now (`None` once deleted): one read for a batch of writes, for the
+    /// runtime's caches.
+    async fn changed_objects_since(
+        &self,
+        revision: u64,
+        limit: usize,
+    ) -> Result<Vec<(Change, Option<StoredObject>)>, StoreError> {
+        let mut out = Vec::new();
+        for change in self.changes_since(revision, limit).await? {
+            let object = self.get(&change.key).await?;
+            out.push((change, object));
+        }
+        Ok(out)
+    }
+
     /// The newest `limit` resources of a kind in one project, newest first (by
     /// `metadata.creationTimestamp`, then name, descending); with `before` (a
     /// `(creationTimestamp, name)` cursor) only those older than it. For pages that show

@@ -179,6 +179,16 @@ fn migrate(connection: &mut Connection) -> Result<(), rusqlite::Error> {
     Ok(())
 }
 
+/// The key a change-feed row names (`None` for a kind this build does not know).
+fn change_key(kind: &str, namespace: &str, name: &str) -> Option<ObjectKey> {
+    let kind = Kind::from_manifest_kind(kind)?;
+    Some(if kind.is_namespaced() {
+        ObjectKey::namespaced(kind, namespace, name)
+    } else {
+        ObjectKey::cluster(kind, name)
+    })
+}
+
 fn namespace_column(key: &ObjectKey) -> &str {
     key.namespace.as_deref().unwrap_or("")
 }
@@ -512,6 +522,51 @@ impl Store for SqliteStore {
         ChangeFeed::new(self.inner.latest.subscribe())
     }
 
+    async fn changed_objects_since(
+        &self,
+        revision: u64,
+        limit: usize,
+    ) -> Result<Vec<(Change, Option<StoredObject>)>, StoreError> {
+        self.with_connection(move |c| {
+            let mut statement = c.prepare_cached(
+                "SELECT c.revision, c.kind, c.namespace, c.name, c.op, o.resource_version, o.body
+                 FROM changes c LEFT JOIN objects o
+                   ON o.kind = c.kind AND o.namespace = c.namespace AND o.name = c.name
+                 WHERE c.revision > ?1 ORDER BY c.revision LIMIT ?2",
+            )?;
+            let rows = statement.query_map(params![revision, limit as i64], |r| {
+                Ok((
+                    r.get::<_, u64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<u64>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                ))
+            })?;
+            let mut changes = Vec::new();
+            for row in rows {
+                let (revision, kind, ns, name, op, version, body) = row?;
+                let Some(key) = change_key(&kind, &ns, &name) else {
+                    continue;
+                };
+                let object = match (version, body) {
+                    (Some(version), Some(body)) => Some(parse_row(key.clone(), version, &body)?),
+                    _ => None,
+                };
+                let change = Change {
+                    revision,
+                    key,
+                    op: parse_op(&op),
+                };
+                changes.push((change, object));
+            }
+            Ok(changes)
+        })
+        .await
+    }
+
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
         self.with_connection(move |c| {
             let mut statement = c.prepare_cached(
@@ -530,13 +585,8 @@ impl Store for SqliteStore {
             let mut changes = Vec::new();
             for row in rows {
                 let (revision, kind, ns, name, op) = row?;
-                let Some(kind) = Kind::from_manifest_kind(&kind) else {
+                let Some(key) = change_key(&kind, &ns, &name) else {
                     continue;
-                };
-                let key = if kind.is_namespaced() {
-                    ObjectKey::namespaced(kind, &ns, &name)
-                } else {
-                    ObjectKey::cluster(kind, &name)
                 };
                 changes.push(Change {
                     revision,

@@ -1,4 +1,4 @@
-//! The loop that keeps Stage health fresh and drives verification runs:
+//! The reconciler of Stages that keeps their health fresh and drives verification runs:
 //!
 //! - every Stage with registered Applications has its health re-read (every
 //!   [`HEALTH_POLL_WHILE_VERIFYING`] while a run waits on it, [`HEALTH_POLL`] otherwise);
@@ -11,11 +11,16 @@
 //!   ends, bounded by the Stage's `verification.timeout` (default 30m); the end is filed in
 //!   the history and recorded on the Freight (`state::record_on_freight`).
 //!
-//! The loop wakes on the store's change feed, on the next due measurement or health look,
-//! and at least every 30s. Each Stage is looked at in a task of its own
-//! (at most [`MAX_LOOKS_IN_FLIGHT`] at once, one per Stage), so a slow Argo CD or metric
-//! provider for one Stage never delays another's measurements; a Stage is looked at again
-//! when it changed or its next look is due.
+//! Contract of [`reconcile`]:
+//! - reads the Stage (from the caches), its project's Credentials (Argo CD), its
+//!   AnalysisTemplates and the Freight it verifies; Argo CD and the metric providers;
+//! - writes the Stage's `status.health`, `status.verification` and history, and the
+//!   verification's end on the Freight;
+//! - wakes on the Stage's changes and on AnalysisTemplate changes in its project, and
+//!   requeues for its next due measurement or health look (at least every 30s while it
+//!   has something to watch). Each Stage reconciles on its own (at most
+//!   [`MAX_LOOKS_IN_FLIGHT`] at once), so a slow Argo CD or metric provider for one Stage
+//!   never delays another's measurements.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,7 +28,6 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::sync::OnceCell;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
@@ -32,6 +36,7 @@ use crate::api::{
 };
 use crate::expr::{ExprCache, ExprContext, FreightView};
 use crate::promotion::ProjectCredentials;
+use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
@@ -52,6 +57,35 @@ pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(600);
 /// A run's deadline, unless the Stage's `verification.timeout` says otherwise.
 pub const DEFAULT_VERIFICATION_TIMEOUT: Duration = Duration::from_secs(1800);
 
+/// What [`reconcile`] works with.
+pub struct VerificationContext {
+    controller: VerificationController,
+    cache: Cache,
+}
+
+/// Looks at one Stage: health when due, then its run; see the module doc.
+pub async fn reconcile(
+    stage: Arc<Stage>,
+    context: Arc<VerificationContext>,
+) -> Result<Action, StoreError> {
+    let key = stage.key_of();
+    let Some(stored) = context.cache.get_stored(&key) else {
+        return Ok(Action::await_change());
+    };
+    let controller = &context.controller;
+    if !needs_a_look(&stored.object) {
+        controller.forget_health(&key);
+        return Ok(Action::await_change());
+    }
+    let look = controller
+        .look(&stored, &CredentialCache::default())
+        .await?;
+    Ok(match look.wake_at {
+        Some(at) => Action::requeue_at(at),
+        None => Action::requeue(MAX_SLEEP),
+    })
+}
+
 /// Keeps health fresh and drives verification runs.
 pub struct VerificationController {
     store: Arc<dyn Store>,
@@ -67,80 +101,8 @@ struct Look {
     wake_at: Option<Timestamp>,
 }
 
-/// The projects' credentials for one turn of the loop, each loaded once, when a look first
-/// needs it.
+/// The project's credentials for one look, loaded once, when the look first needs them.
 type CredentialCache = Arc<Mutex<BTreeMap<String, Arc<OnceCell<Arc<ProjectCredentials>>>>>>;
-
-/// What the loop keeps about a Stage between looks.
-struct Looked {
-    /// The Stage's `resourceVersion` that the last look saw.
-    version: u64,
-    /// When to look again even if it does not change.
-    wake_at: Timestamp,
-}
-
-/// The Stages being looked at, and what the loop knows of the others.
-#[derive(Default)]
-struct Looks {
-    tasks: JoinSet<(ObjectKey, u64, Result<Look, StoreError>)>,
-    in_flight: HashMap<ObjectKey, tokio::task::Id>,
-    looked: HashMap<ObjectKey, Looked>,
-    /// Each Stage's `resourceVersion` in the last listing.
-    listed: HashMap<ObjectKey, u64>,
-}
-
-impl Looks {
-    /// Whether `stored` is due a look: not being looked at, and changed since the last look
-    /// or at its wake time.
-    fn due(&self, stored: &StoredObject, now: Timestamp) -> bool {
-        !self.in_flight.contains_key(&stored.key)
-            && self.looked.get(&stored.key).is_none_or(|looked| {
-                looked.version != stored.resource_version || looked.wake_at <= now
-            })
-    }
-
-    /// Takes in a finished look; true when the Stage changed while it was looked at (or
-    /// the look broke), so the Stages should be listed again now.
-    fn finished(
-        &mut self,
-        done: Result<(ObjectKey, u64, Result<Look, StoreError>), tokio::task::JoinError>,
-    ) -> bool {
-        match done {
-            Ok((key, version, result)) => {
-                self.in_flight.remove(&key);
-                let now = Timestamp::now();
-                let wake_at = match result {
-                    Ok(look) => look.wake_at.unwrap_or_else(|| after(now, MAX_SLEEP)),
-                    Err(error) => {
-                        tracing::warn!(stage = %key, %error, "cannot verify stage");
-                        after(now, MAX_SLEEP)
-                    }
-                };
-                let changed = self
-                    .listed
-                    .get(&key)
-                    .is_some_and(|listed| *listed != version);
-                self.looked.insert(key, Looked { version, wake_at });
-                changed
-            }
-            Err(error) => {
-                tracing::error!(%error, "a look at a stage ended abnormally");
-                let id = error.id();
-                self.in_flight.retain(|_, task| *task != id);
-                true
-            }
-        }
-    }
-
-    /// The earliest time a Stage not being looked at wants a look, at most `MAX_SLEEP` away.
-    fn next_wake(&self, now: Timestamp) -> Timestamp {
-        self.looked
-            .iter()
-            .filter(|(key, _)| !self.in_flight.contains_key(*key))
-            .map(|(_, looked)| looked.wake_at)
-            .fold(after(now, MAX_SLEEP), Timestamp::min)
-    }
-}
 
 fn after(now: Timestamp, duration: Duration) -> Timestamp {
     now.saturating_add(SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX))
@@ -153,98 +115,47 @@ fn duration_of(text: Option<&str>, default: Duration) -> Duration {
 
 impl VerificationController {
     /// A controller over `store`; `secret_key` opens the project's credentials for Argo CD.
-    pub fn new(store: Arc<dyn Store>, secret_key: Arc<SecretKey>) -> Self {
+    /// Fails when the HTTP client (with its 30s timeout) cannot be built, rather than go on
+    /// with one that has no timeout.
+    pub fn new(store: Arc<dyn Store>, secret_key: Arc<SecretKey>) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
-            .build()
-            .unwrap_or_default();
-        VerificationController {
+            .build()?;
+        Ok(VerificationController {
             store,
             secret_key,
             analyzer: Analyzer::new(http.clone()),
             http,
             exprs: ExprCache::new(),
             next_health_look: Mutex::default(),
-        }
+        })
     }
 
-    /// Runs until `shutdown` is cancelled; looks in flight are then dropped (a run's state
-    /// is in the store, and the next start goes on from it).
-    pub async fn run(self, shutdown: CancellationToken) {
-        let this = Arc::new(self);
-        let mut feed = this.store.changes();
-        let mut looks = Looks::default();
-        loop {
-            let seen = feed.latest();
-            let now = Timestamp::now();
-            // Stages left for a later turn because enough looks were in flight.
-            let mut cut_short = false;
-            match this.store.list(Kind::Stage, None).await {
-                Ok(stages) => {
-                    looks.listed = stages
-                        .iter()
-                        .map(|s| (s.key.clone(), s.resource_version))
-                        .collect();
-                    let listed = &looks.listed;
-                    looks.looked.retain(|key, _| listed.contains_key(key));
-                    let credentials = CredentialCache::default();
-                    for stored in stages {
-                        if !needs_a_look(&stored.object) {
-                            looks.looked.remove(&stored.key);
-                            this.forget_health(&stored.key);
-                            continue;
-                        }
-                        if !looks.due(&stored, now) {
-                            continue;
-                        }
-                        if looks.in_flight.len() >= MAX_LOOKS_IN_FLIGHT {
-                            cut_short = true;
-                            break;
-                        }
-                        let key = stored.key.clone();
-                        let version = stored.resource_version;
-                        let look = {
-                            let this = Arc::clone(&this);
-                            let credentials = Arc::clone(&credentials);
-                            async move {
-                                let result = this.look(&stored, &credentials).await;
-                                (stored.key, version, result)
-                            }
-                        };
-                        let task = looks.tasks.spawn(look);
-                        looks.in_flight.insert(key, task.id());
-                    }
-                }
-                Err(error) => tracing::error!(%error, "cannot list stages"),
-            }
-            // Wait for a change or a due look. A look that ends only moves its Stage's wake
-            // time: it does not make the loop list every Stage again, unless the Stage
-            // changed while it was looked at or Stages wait for a free slot (one that wrote
-            // something does, through the change feed).
-            loop {
-                let sleep = looks
-                    .next_wake(Timestamp::now())
-                    .duration_since(Timestamp::now())
-                    .try_into()
-                    .unwrap_or(Duration::ZERO)
-                    .max(Duration::from_millis(100));
-                tokio::select! {
-                    _ = shutdown.cancelled() => {
-                        looks.tasks.abort_all();
-                        return;
-                    }
-                    _ = feed.wait_past(seen, sleep) => break,
-                    Some(done) = looks.tasks.join_next(), if !looks.tasks.is_empty() => {
-                        if looks.finished(done) || cut_short {
-                            break;
-                        }
-                    }
-                }
-            }
-            while let Some(done) = looks.tasks.try_join_next() {
-                looks.finished(done);
-            }
-        }
+    /// Runs until `shutdown` is cancelled, looking at the Stages in `cache`; looks in
+    /// flight are then dropped (a run's state is in the store, and the next start goes on
+    /// from it).
+    pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
+        let context = Arc::new(VerificationContext {
+            controller: self,
+            cache: cache.clone(),
+        });
+        Controller::<Stage>::for_kind("verification", &cache)
+            .watches(Kind::AnalysisTemplate, |changed, cache| {
+                let project = changed.change.key.namespace.as_deref().unwrap_or_default();
+                cache
+                    .list::<Stage>(Some(project))
+                    .iter()
+                    .map(|s| s.key_of())
+                    .collect()
+            })
+            .concurrency(MAX_LOOKS_IN_FLIGHT)
+            .run(
+                reconcile,
+                |_, _: &StoreError, _| Action::requeue(MAX_SLEEP),
+                context,
+                shutdown,
+            )
+            .await;
     }
 
     /// Forgets when `key`'s health was due (it has nothing to watch any more).

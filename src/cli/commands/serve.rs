@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{CliError, env};
-use crate::server::{AuthMode, ServeOptions, serve};
+use crate::app::{ServeOptions, serve};
+use crate::server::AuthMode;
 use crate::ui::oidc::OidcOptions;
 
 /// Arguments of `dray serve`.

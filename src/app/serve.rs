@@ -1,5 +1,6 @@
-//! Running the server: open the store, make the bootstrap API token of a new data
-//! directory, apply `--config` files, listen, and shut down gracefully on SIGINT or SIGTERM.
+//! `dray serve`: open the store, make the bootstrap API token of a new data directory,
+//! start the controllers, apply `--config` files, listen, and shut down gracefully on
+//! SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,22 +10,16 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::config;
-use crate::discovery::controller::WarehouseController;
-use crate::discovery::git::{GitDiscoverer, MirrorCache};
+use crate::discovery::git::MirrorCache;
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
-use crate::pipeline::auto::AutoPromoter;
-use crate::pipeline::queue::PromotionController;
-use crate::promotion::{Engine, EngineParts, SharedMirrors, StageTruth};
 use crate::secrets::SecretKey;
+use crate::server::apply::{ApplyFile, ApplyRequest, apply};
+use crate::server::auth::{Auth, AuthMode};
+use crate::server::{AppState, DiscoveryServices, router, tokens};
 use crate::store::{SqliteStore, Store, TokenStore};
-use crate::verification::VerificationController;
-
-use super::apply::{ApplyFile, ApplyRequest, apply};
 
 /// How long requests in flight may take to finish once the server is asked to stop.
 const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-use super::auth::{Auth, AuthMode};
-use super::{AppState, DiscoveryServices, router, tokens};
 
 /// How `dray serve` runs.
 #[derive(Debug, Clone)]
@@ -85,35 +80,18 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         oidc,
         shutdown: shutdown.clone(),
     };
-    let warehouses = WarehouseController::new(
-        store.clone(),
-        secret_key.clone(),
-        images,
-        GitDiscoverer::new(mirrors.clone()),
-    );
-    let engine = Engine::new(EngineParts {
-        store: store.clone(),
-        steps: dray_steps::builtin_steps(),
-        work_root: options.data_dir.join("work"),
-        repos: Arc::new(SharedMirrors(mirrors.clone())),
-        secret_key: secret_key.clone(),
-        tools: options.tools.clone(),
-    });
-    let auto_store = store.clone();
-    let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
-    let verification = VerificationController::new(store.clone(), secret_key.clone());
-    let controllers = tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move {
-            tokio::join!(
-                warehouses.run(shutdown.clone()),
-                AutoPromoter::new(auto_store).run(shutdown.clone()),
-                truth.run(shutdown.clone()),
-                verification.run(shutdown.clone()),
-                PromotionController::new(engine).run(shutdown)
-            );
-        }
-    });
+    let controllers = super::controllers::start(
+        super::controllers::Parts {
+            store: store.clone(),
+            secret_key: secret_key.clone(),
+            images,
+            mirrors,
+            tools: options.tools.clone(),
+            work_root: options.data_dir.join("work"),
+        },
+        shutdown.clone(),
+    )
+    .await?;
 
     if !options.config.is_empty() {
         let files = config::read_paths(&options.config).map_err(|e| anyhow::anyhow!("{e}"))?;
