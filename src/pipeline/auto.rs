@@ -14,8 +14,9 @@
 //!   [`AutoPromotion`]), so every gate applies;
 //! - wakes on the Stage's changes, on Freight changes that can change what is available
 //!   to it ([`freight_stages`]: new Freight from its origin, or Freight verified, current
-//!   or approved in it or its upstream Stages), on its Promotions' changes, on the
-//!   upstream Stages' changes and on ProjectConfig changes; it requeues at the soak end it
+//!   or approved in it or its upstream Stages), on its Promotions' changes, on its
+//!   upstream Stages' current Freight changing and on ProjectConfig changes — only Stages
+//!   a policy auto-promotes are ever woken by another object's change; it requeues at the soak end it
 //!   waits for, and after [`REFUSED_RETRY`] when the promote path refused (a window that
 //!   opens later, a gate that clears by itself).
 
@@ -205,30 +206,50 @@ fn upstreams(stage: &Stage) -> impl Iterator<Item = &str> {
         .flat_map(|r| r.sources.stages.iter().map(String::as_str))
 }
 
+/// The Stages of `project` an auto-promotion policy selects: the only ones this
+/// reconciler has anything to do for, so a change wakes no other.
+fn auto_promoted(cache: &Cache, project: &str, wanted: impl Fn(&Stage) -> bool) -> Vec<ObjectKey> {
+    let configs = cache.list::<ProjectConfig>(Some(project));
+    if !configs.iter().any(|c| {
+        c.spec
+            .promotion_policies
+            .iter()
+            .any(|p| p.auto_promotion_enabled)
+    }) {
+        return Vec::new();
+    }
+    cache
+        .list::<Stage>(Some(project))
+        .iter()
+        .filter(|s| wanted(s) && policy_for(s, &configs).is_some())
+        .map(|s| s.key_of())
+        .collect()
+}
+
 fn project_stages(cache: &Cache, project: Option<&str>) -> Vec<ObjectKey> {
     match project {
-        Some(project) => cache
-            .list::<Stage>(Some(project))
-            .iter()
-            .map(|s| s.key_of())
-            .collect(),
+        Some(project) => auto_promoted(cache, project, |_| true),
         None => Vec::new(),
     }
 }
 
-/// The Stages of the project drawing from a changed Stage (for `MatchUpstream`, and for
-/// Freight its change made available downstream).
+/// The Stages of the project drawing from a Stage whose current Freight changed (for
+/// `MatchUpstream`).
 fn downstream_stages(changed: &Changed, cache: &Cache) -> Vec<ObjectKey> {
     let Some(project) = changed.change.key.namespace.as_deref() else {
         return Vec::new();
     };
+    let (before, after) = changed.typed::<Stage>();
+    let current = |s: &Option<Stage>| {
+        s.as_ref()
+            .and_then(|s| s.status.as_ref()?.current_freight.as_ref())
+            .map(|c| c.name.clone())
+    };
+    if current(&before) == current(&after) {
+        return Vec::new();
+    }
     let name = changed.change.key.name.as_str();
-    cache
-        .list::<Stage>(Some(project))
-        .iter()
-        .filter(|s| upstreams(s).any(|up| up == name))
-        .map(|s| s.key_of())
-        .collect()
+    auto_promoted(cache, project, |s| upstreams(s).any(|up| up == name))
 }
 
 /// The Stages a Freight change can make something available to: for new Freight, those
@@ -245,19 +266,14 @@ pub fn freight_stages(changed: &Changed, cache: &Cache) -> Vec<ObjectKey> {
         before.as_ref().and_then(|f| f.status.as_ref()),
         after.as_ref().and_then(|f| f.status.as_ref()),
     );
-    cache
-        .list::<Stage>(Some(freight.project()))
-        .iter()
-        .filter(|stage| {
-            stage.spec.requested_freight.iter().any(|request| {
-                request.origin.name == *origin
-                    && ((is_new && request.sources.direct)
-                        || touched.contains(stage.name())
-                        || request.sources.stages.iter().any(|up| touched.contains(up)))
-            })
+    auto_promoted(cache, freight.project(), |stage| {
+        stage.spec.requested_freight.iter().any(|request| {
+            request.origin.name == *origin
+                && ((is_new && request.sources.direct)
+                    || touched.contains(stage.name())
+                    || request.sources.stages.iter().any(|up| touched.contains(up)))
         })
-        .map(|s| s.key_of())
-        .collect()
+    })
 }
 
 /// Adds the keys whose entries differ between `a` and `b`.
@@ -355,7 +371,10 @@ mod tests {
         }))
         .unwrap();
         let touched = touched_stages(Some(&before), Some(&after));
-        assert_eq!(touched, BTreeSet::from(["dev".to_owned(), "prod".to_owned()]));
+        assert_eq!(
+            touched,
+            BTreeSet::from(["dev".to_owned(), "prod".to_owned()])
+        );
         assert!(touched_stages(Some(&after), Some(&after)).is_empty());
     }
 }

@@ -93,7 +93,10 @@ pub fn promotion_stage(changed: &Changed) -> Option<ObjectKey> {
 }
 
 /// Starts, resumes or aborts the Stage's promotions; see the module doc.
-pub async fn reconcile(stage: Arc<Stage>, context: Arc<QueueContext>) -> Result<Action, Infallible> {
+pub async fn reconcile(
+    stage: Arc<Stage>,
+    context: Arc<QueueContext>,
+) -> Result<Action, Infallible> {
     let mut promotions: Vec<Arc<Promotion>> = context
         .cache
         .list::<Promotion>(Some(stage.project()))

@@ -140,7 +140,10 @@ impl Cache {
             Some(cache) => work(&cache.objects),
             None => {
                 debug_assert!(false, "the runtime's cache does not hold {kind:?}");
-                tracing::error!(?kind, "the runtime's cache does not hold this kind; add it to `Kinds`");
+                tracing::error!(
+                    ?kind,
+                    "the runtime's cache does not hold this kind; add it to `Kinds`"
+                );
                 work(&EMPTY)
             }
         })

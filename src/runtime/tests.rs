@@ -170,14 +170,18 @@ async fn requeues_and_triggers_wake_what_they_name() {
     fixture.store.create(stage("small", "dev")).await.unwrap();
     fixture.store.create(stage("small", "prod")).await.unwrap();
     assert!(fixture.cache.catch_up(WAIT).await);
-    let mut seen = start_stage_controller(&fixture, Action::requeue(Duration::from_millis(10)), None);
+    let mut seen =
+        start_stage_controller(&fixture, Action::requeue(Duration::from_millis(10)), None);
     let mut dev_looks = 0;
     while dev_looks < 3 {
         if next(&mut seen, "requeued looks at dev").await == "small/dev" {
             dev_looks += 1;
         }
     }
-    assert_eq!(dev_looks, 3, "a requeue brings the Stage back without any write");
+    assert_eq!(
+        dev_looks, 3,
+        "a requeue brings the Stage back without any write"
+    );
     drop(seen);
 
     let (trigger, triggers) = trigger();
@@ -217,7 +221,10 @@ async fn changed_objects_come_with_the_feed_in_one_read() {
         batch.iter().all(|(_, object)| object.is_none()),
         "a deleted object comes back as gone, whichever write named it"
     );
-    let typed: Option<Freight> = fixture.cache.get::<Freight>("small", "f1").map(|f| (*f).clone());
+    let typed: Option<Freight> = fixture
+        .cache
+        .get::<Freight>("small", "f1")
+        .map(|f| (*f).clone());
     assert!(typed.is_none());
     fixture.shutdown.cancel();
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{CliError, env};
 use crate::app::{ServeOptions, serve};
+use crate::cli::{CliError, env};
 use crate::server::AuthMode;
 use crate::ui::oidc::OidcOptions;
 
