@@ -98,7 +98,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         repos: Arc::new(SharedMirrors(mirrors.clone())),
         secret_key: secret_key.clone(),
         tools: options.tools.clone(),
-    });
+    })?;
     let auto_store = store.clone();
     let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
     let verification = VerificationController::new(store.clone(), secret_key.clone());
