@@ -16,9 +16,10 @@
 //!    `helm.parameters` (from `helm.images`) are patched when they differ (idempotent);
 //! 3. done only when `status.sync.revision` and `status.operationState.syncResult.revision`
 //!    both equal `desiredRevision` and the operation `Succeeded`; health is not judged here
-//!    (a `Degraded` Application is logged): the outputs register the Applications
-//!    (`outputs.apps`) for the Stage's health check, which judges them with
-//!    [`crate::argocd::judge`] after a stabilisation window;
+//!    (a `Degraded` Application is logged): the step reports each Application as an
+//!    [`Effect::RegisteredApplication`] (and in `outputs.apps`), which registers it for
+//!    the Stage's health check, which judges it with [`crate::argocd::judge`] after a
+//!    stabilisation window;
 //! 4. otherwise it requests a sync to `desiredRevision` once per revision (the request is
 //!    saved in the step's state, so a re-run never triggers a second sync) and answers
 //!    `Running`, naming the cause it sees: a sync window (which), an operation already
@@ -29,7 +30,7 @@
 //!
 //! It never waits forever: the engine fails it at the step's `retry.timeout` (default 10m)
 //! with the last cause.
-
+//!
 //! Module layout: `config.rs` (the typed config and its checks), `patch.rs` (authorisation,
 //! source matching and the spec patch, pure), `decide.rs` (the Application's JSON → one
 //! [`decide::Action`], pure, with its decision table), `look.rs` (one look at one
