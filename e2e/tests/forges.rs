@@ -127,7 +127,7 @@ async fn drive_ok(ctx: &StepContext, kind: &str, config: &Value) -> serde_json::
 #[track_caller]
 fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Value>) {
     match outcome {
-        StepOutcome::Succeeded { outputs, state } => (outputs, state),
+        StepOutcome::Succeeded { outputs, state, .. } => (outputs, state),
         other => panic!("expected Succeeded, got {other:?}"),
     }
 }

@@ -16,7 +16,8 @@
 //! narrow [`StepContext`] (work directory, Freight, credentials, HTTP client, repository
 //! cache, cancellation, a log sink), and answers with a [`StepOutcome`]. The binary
 //! registers [`builtin_steps`] with the engine at start-up; the engine never names a
-//! concrete step.
+//! concrete step: each step declares what it may change ([`Step::writes`]) and reports
+//! what it did change as typed [`Effect`]s with its outcome, which the engine records.
 //!
 //! Every step is idempotent: the engine may run the step that was in flight again after a
 //! crash, with the state the step saved last time ([`StepContext::saved_state`]).
@@ -24,6 +25,7 @@
 pub mod argocd;
 mod context;
 pub mod duration;
+mod effects;
 pub mod forge;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -41,6 +43,7 @@ pub use context::{
     CredentialProvider, ExprEvaluator, FreightCommit, FreightImage, GitCredentials, LogSink,
     NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
 };
+pub use effects::{ArgocdApplication, Effect, PullRequestRef, Writes};
 pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
@@ -58,6 +61,12 @@ use async_trait::async_trait;
 pub trait Step: Send + Sync {
     /// The name used in `uses:`.
     fn kind(&self) -> &'static str;
+
+    /// What a step of this kind may change outside the promotion's work directory. A
+    /// promotion that has started a step that writes anything is never superseded, and a
+    /// deployment step waiting after a push reads "written to git, waiting for sync". What
+    /// a run did change comes back as [`Effect`]s in [`StepOutcome::Succeeded`].
+    fn writes(&self) -> Writes;
 
     /// The JSON schema of the step's configuration.
     fn config_schema(&self) -> schemars::Schema;

@@ -5,6 +5,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::Effect;
+
 /// The result of one run of a step.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepOutcome {
@@ -14,6 +16,9 @@ pub enum StepOutcome {
         outputs: Map<String, Value>,
         /// State to keep for a re-run (e.g. a pull request number).
         state: Option<Value>,
+        /// What the step changed outside the work directory (pushed a branch, registered
+        /// an Application), in the order it did it; empty for steps that write nothing.
+        effects: Vec<Effect>,
     },
     /// Not done yet: run again after `retry_after`. `waiting_for` says what for, in words
     /// a release manager understands ("sync window `freeze` is closed").
@@ -49,6 +54,25 @@ impl StepOutcome {
         StepOutcome::Succeeded {
             outputs,
             state: None,
+            effects: Vec::new(),
+        }
+    }
+
+    /// Succeeded with these outputs, having made these `effects`.
+    pub fn wrote(outputs: Map<String, Value>, effects: Vec<Effect>) -> Self {
+        StepOutcome::Succeeded {
+            outputs,
+            state: None,
+            effects,
+        }
+    }
+
+    /// What a succeeded run changed outside the work directory (nothing for any other
+    /// outcome).
+    pub fn effects(&self) -> &[Effect] {
+        match self {
+            StepOutcome::Succeeded { effects, .. } => effects,
+            _ => &[],
         }
     }
 

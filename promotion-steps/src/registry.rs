@@ -24,6 +24,11 @@ impl StepRegistry {
         self.steps.get(kind).cloned()
     }
 
+    /// What a step of `kind` may change, when `kind` is registered (see [`Step::writes`]).
+    pub fn writes(&self, kind: &str) -> Option<crate::Writes> {
+        self.steps.get(kind).map(|s| s.writes())
+    }
+
     /// Every registered kind, sorted.
     pub fn kinds(&self) -> Vec<&'static str> {
         self.steps.keys().copied().collect()
@@ -58,4 +63,30 @@ pub fn builtin_steps() -> StepRegistry {
     // deploy
     steps.push(Arc::new(crate::steps::argocd_update::ArgocdUpdate));
     StepRegistry::new(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_that_write_declare_what_they_write() {
+        let steps = builtin_steps();
+        let writing: Vec<_> = steps
+            .kinds()
+            .into_iter()
+            .filter_map(|kind| Some((kind, steps.writes(kind)?)))
+            .filter(|(_, writes)| writes.anything())
+            .collect();
+        assert_eq!(
+            writing,
+            [
+                ("argocd-update", crate::Writes::Deployment),
+                ("git-merge-pr", crate::Writes::Forge),
+                ("git-open-pr", crate::Writes::Forge),
+                ("git-push", crate::Writes::Git),
+            ]
+        );
+        assert_eq!(steps.writes("no-such-step"), None);
+    }
 }

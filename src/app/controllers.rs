@@ -62,7 +62,7 @@ pub(super) async fn start(
         repos: Arc::new(SharedMirrors(mirrors.clone())),
         secret_key: secret_key.clone(),
         tools,
-    });
+    })?;
     let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
     let verification = VerificationController::new(store, secret_key)
         .context("cannot set up the HTTP client verification uses")?;

@@ -1,15 +1,21 @@
 //! What a succeeded promotion changes besides git: the Stage's current Freight and branch,
 //! and the Freight's `currentlyIn` / `verifiedIn`. A Stage that verifies (AnalysisTemplates,
-//! or Applications registered by `argocd-update`) starts a verification run instead, and
-//! the Freight is verified there when the run succeeds; a Stage without verification counts
-//! its Freight verified when the promotion succeeds. The Freight that leaves the Stage keeps
+//! or Applications a step registered) starts a verification run instead, and the Freight
+//! is verified there when the run succeeds; a Stage without verification counts its
+//! Freight verified when the promotion succeeds. The Freight that leaves the Stage keeps
 //! its longest continuous stay as `longestSoakSeconds`.
+//!
+//! It reads what the steps reported as typed effects ([`StepEffect`]: a pushed branch,
+//! a registered Application), never step kinds or step outputs.
 
+use dray_steps::Effect;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::api::{
-    CurrentStage, Freight, FreightStatus, HealthState, Kind, ObjectKey, Promotion, Stage,
-    StageBranch, StageFreightRef, StageHealth, StageStatus, Time, VerificationPhase,
+    CurrentStage, Freight, FreightStatus, HealthState, Kind, ObjectKey, Promotion,
+    RegisteredApplication, Stage, StageBranch, StageFreightRef, StageHealth, StageStatus, Time,
+    VerificationPhase,
 };
 use crate::store::{Store, StoreError, modify_typed_status};
 use crate::verification::state as verification;
@@ -18,7 +24,58 @@ fn now() -> Time {
     Time(jiff::Timestamp::now())
 }
 
-/// The branch a promotion pushed, from the outputs of its `git-push` step.
+/// One effect a step of a promotion reported, kept in the Promotion's `status.state.effects`
+/// in the order the steps ran.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct StepEffect {
+    /// The step's alias.
+    pub step: String,
+    /// What it changed.
+    #[serde(flatten)]
+    pub effect: Effect,
+}
+
+/// The effects a Promotion's `status.state` keeps (none when it keeps none, e.g. one
+/// recorded before effects were).
+pub fn effects_of(state: Option<&Value>) -> Vec<StepEffect> {
+    state
+        .and_then(|s| s.get("effects"))
+        .and_then(|e| serde_json::from_value(e.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The branch a promotion wrote to last (a pushed branch), if it wrote one.
+pub fn written_to_git(effects: &[StepEffect]) -> Option<StageBranch> {
+    effects.iter().rev().find_map(|e| {
+        let (repo_url, name, commit) = e.effect.pushed()?;
+        Some(StageBranch {
+            repo_url: repo_url.to_owned(),
+            name: name.to_owned(),
+            commit: commit.to_owned(),
+        })
+    })
+}
+
+/// The Applications the promotion's steps registered for the Stage's health.
+pub fn registered_applications(effects: &[StepEffect]) -> Vec<RegisteredApplication> {
+    effects
+        .iter()
+        .filter_map(|e| match &e.effect {
+            Effect::RegisteredApplication(app) => Some(RegisteredApplication {
+                name: app.name.clone(),
+                namespace: app.namespace.clone(),
+                api_server: app.api_server.clone(),
+                kubernetes: app.kubernetes.clone(),
+                desired_revisions: app.desired_revisions.clone(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The branch a promotion pushed, read from its steps' outputs: only for the web UI's
+/// view of a Promotion recorded before steps reported effects. Dray itself reads
+/// [`written_to_git`].
 pub fn pushed_branch(outputs: &Map<String, Value>) -> Option<StageBranch> {
     outputs.values().rev().find_map(|o| {
         Some(StageBranch {
@@ -57,7 +114,7 @@ pub async fn promotion_succeeded(
     key: &ObjectKey,
     promotion: &Promotion,
     freight: &Freight,
-    outputs: &Map<String, Value>,
+    effects: &[StepEffect],
 ) -> Result<(), StoreError> {
     let project = key.namespace.clone().unwrap_or_default();
     let stage_name = &promotion.spec.stage;
@@ -80,11 +137,11 @@ pub async fn promotion_succeeded(
             });
             status.last_promotion = Some(key.name.clone());
             status.current_promotion = None;
-            if let Some(branch) = pushed_branch(outputs) {
+            if let Some(branch) = written_to_git(effects) {
                 status.branch = Some(branch);
                 status.drift = None;
             }
-            verifies = start_verification(stage, status, &freight_id, &key.name, outputs);
+            verifies = start_verification(stage, status, &freight_id, &key.name, effects);
             Ok(Some(()))
         },
     )
@@ -152,10 +209,10 @@ fn start_verification(
     status: &mut StageStatus,
     freight: &str,
     promotion: &str,
-    outputs: &Map<String, Value>,
+    effects: &[StepEffect],
 ) -> bool {
     let now = jiff::Timestamp::now();
-    status.applications = verification::registered_applications(outputs);
+    status.applications = registered_applications(effects);
     status.health = (!status.applications.is_empty()).then(|| StageHealth {
         status: HealthState::Progressing,
         message: "waiting for Argo CD to report the Applications synced and healthy".into(),
@@ -194,4 +251,83 @@ pub async fn set_current_promotion(
         Ok(Some(()))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use dray_steps::{ArgocdApplication, PullRequestRef};
+    use serde_json::json;
+
+    use super::*;
+
+    fn effect(step: &str, effect: Effect) -> StepEffect {
+        StepEffect {
+            step: step.into(),
+            effect,
+        }
+    }
+
+    fn pushed(branch: &str, commit: &str) -> Effect {
+        Effect::PushedBranch {
+            repo_url: "http://git/cd.git".into(),
+            branch: branch.into(),
+            commit: commit.into(),
+        }
+    }
+
+    #[test]
+    fn the_stage_branch_and_applications_come_from_effects_only() {
+        let effects = vec![
+            effect("push", pushed("stage/dev", "aaa")),
+            effect(
+                "pr",
+                Effect::OpenedPullRequest(PullRequestRef {
+                    number: 3,
+                    url: "http://forge/pr/3".into(),
+                }),
+            ),
+            effect("again", pushed("stage/dev", "bbb")),
+            effect(
+                "sync",
+                Effect::RegisteredApplication(ArgocdApplication {
+                    name: "shop".into(),
+                    api_server: Some("http://argocd".into()),
+                    desired_revisions: vec!["bbb".into()],
+                    ..Default::default()
+                }),
+            ),
+        ];
+        let branch = written_to_git(&effects).unwrap();
+        assert_eq!(
+            (
+                branch.repo_url.as_str(),
+                branch.name.as_str(),
+                branch.commit.as_str()
+            ),
+            ("http://git/cd.git", "stage/dev", "bbb")
+        );
+        let apps = registered_applications(&effects);
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].name, "shop");
+        assert_eq!(apps[0].api_server.as_deref(), Some("http://argocd"));
+        assert_eq!(apps[0].desired_revisions, ["bbb"]);
+        assert_eq!(written_to_git(&effects[1..2]), None);
+        assert!(registered_applications(&effects[..3]).is_empty());
+    }
+
+    #[test]
+    fn effects_are_kept_in_the_state_with_their_step() {
+        let effects = vec![effect("push", pushed("stage/dev", "aaa"))];
+        let state = json!({"outputs": {}, "effects": effects});
+        assert_eq!(
+            state["effects"],
+            json!([{"step": "push", "effect": "pushedBranch", "repoURL": "http://git/cd.git",
+                    "branch": "stage/dev", "commit": "aaa"}])
+        );
+        assert_eq!(effects_of(Some(&state)), effects);
+        // A state from before effects were recorded has none, whatever its outputs say.
+        let old = json!({"outputs": {"push": {"branch": "stage/dev", "commit": "aaa"}}});
+        assert!(effects_of(Some(&old)).is_empty());
+        assert!(effects_of(None).is_empty());
+    }
 }

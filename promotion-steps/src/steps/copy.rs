@@ -13,9 +13,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Map;
 
-use super::files::resolve;
+use super::files::{on_blocking_pool, resolve};
 use super::typed::TypedStep;
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "copy";
@@ -39,12 +39,12 @@ pub(crate) struct CopyFiles;
 #[async_trait]
 impl TypedStep for CopyFiles {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
-        match run(ctx, config) {
-            Ok(outcome) | Err(outcome) => outcome,
-        }
+        let ctx = ctx.clone();
+        on_blocking_pool(KIND, move || run(&ctx, config)).await
     }
 }
 

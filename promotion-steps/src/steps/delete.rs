@@ -11,9 +11,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Map;
 
-use super::files::{is_work_dir, resolve};
+use super::files::{is_work_dir, on_blocking_pool, resolve};
 use super::typed::TypedStep;
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "delete";
@@ -33,12 +33,12 @@ pub(crate) struct Delete;
 #[async_trait]
 impl TypedStep for Delete {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
-        match run(ctx, config) {
-            Ok(outcome) | Err(outcome) => outcome,
-        }
+        let ctx = ctx.clone();
+        on_blocking_pool(KIND, move || run(&ctx, config)).await
     }
 }
 

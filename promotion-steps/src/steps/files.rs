@@ -1,6 +1,7 @@
 //! File helpers shared by the rendering steps: resolving a configured path safely inside
-//! the work directory, writing only what changed, and splitting rendered manifests into
-//! one file per resource.
+//! the work directory, writing only what changed, splitting rendered manifests into one
+//! file per resource, and running whole-tree file work off the async runtime
+//! ([`on_blocking_pool`]).
 //!
 //! Not a step; nothing here runs tools or edits YAML (see `tool.rs` and `yaml_doc.rs`).
 
@@ -9,6 +10,19 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use crate::{StepContext, StepOutcome};
+
+/// Runs `work` (file work on a whole tree: a copy, a removal) on tokio's blocking pool,
+/// so that a large tree never stalls the async runtime's threads. A panic in `work` is an
+/// `Errored` outcome naming the step.
+pub(crate) async fn on_blocking_pool(
+    kind: &str,
+    work: impl FnOnce() -> Result<StepOutcome, StepOutcome> + Send + 'static,
+) -> StepOutcome {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(outcome) | Err(outcome)) => outcome,
+        Err(error) => StepOutcome::errored(format!("`{kind}` stopped unexpectedly: {error}")),
+    }
+}
 
 /// Resolves `relative` with [`StepContext::path`] (no `..`, not absolute), then also refuses
 /// a path that leaves the work directory through a symbolic link in the work tree, e.g. a

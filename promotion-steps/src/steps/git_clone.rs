@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::typed::TypedStep;
 use crate::git::{CheckoutRecord, Git, GitError, is_valid_ref_name, redact_url, write_record};
-use crate::{MirrorLocks, StepContext, StepOutcome};
+use crate::{MirrorLocks, StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-clone";
@@ -83,6 +83,7 @@ pub(crate) struct GitClone;
 #[async_trait]
 impl TypedStep for GitClone {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
@@ -155,6 +156,7 @@ impl TypedStep for GitClone {
         StepOutcome::Succeeded {
             outputs,
             state: Some(json!({ "repoURL": config.repo_url, "commits": commits })),
+            effects: Vec::new(),
         }
     }
 }
@@ -507,7 +509,7 @@ mod tests {
             ],
         });
         let outcome = GitClone.run(&ctx, config.clone()).await;
-        let StepOutcome::Succeeded { outputs, state } = outcome.clone() else {
+        let StepOutcome::Succeeded { outputs, state, .. } = outcome.clone() else {
             panic!("{outcome:?}")
         };
         assert_eq!(outputs["commits"], json!({"./src": first, "./out": null}));

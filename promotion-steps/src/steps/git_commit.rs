@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use super::typed::TypedStep;
 use crate::git::{DEFAULT_EMAIL, DEFAULT_NAME, Git, GitError, Signing, read_record};
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-commit";
@@ -74,6 +74,7 @@ pub(crate) struct GitCommit;
 #[async_trait]
 impl TypedStep for GitCommit {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

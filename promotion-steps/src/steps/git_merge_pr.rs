@@ -25,11 +25,11 @@ use serde_json::{Value, json};
 
 use super::pr::{
     PrNumber, WaitFor, Waiting, closed_without_merge, forge_error, human, own_timeout, pr_outputs,
-    since_state, start_waiting, timed_out,
+    pr_ref, since_state, start_waiting, timed_out,
 };
 use super::typed::TypedStep;
 use crate::forge::{ForgeError, MergeMethod, PrState, Provider, PullRequest};
-use crate::{StepContext, StepOutcome};
+use crate::{Effect, StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-merge-pr";
@@ -106,6 +106,7 @@ pub(crate) struct GitMergePr;
 #[async_trait]
 impl TypedStep for GitMergePr {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Forge;
     type Config = Config;
 
     fn default_timeout(&self, config: &Config) -> std::time::Duration {
@@ -143,7 +144,11 @@ impl TypedStep for GitMergePr {
                     if let Some(head) = pinned.as_deref() {
                         extra.push(("headCommit", head));
                     }
-                    return StepOutcome::succeeded(pr_outputs(&pr, &extra));
+                    let merged = Effect::MergedPullRequest {
+                        pr: pr_ref(&pr),
+                        commit: commit.clone(),
+                    };
+                    return StepOutcome::wrote(pr_outputs(&pr, &extra), vec![merged]);
                 }
             }
             PrState::Closed => return closed_without_merge(&pr),
@@ -209,10 +214,12 @@ impl TypedStep for GitMergePr {
                 ctx.log(&format!(
                     "merged pull request #{number} on {name} at head {head}: {commit}"
                 ));
-                StepOutcome::succeeded(pr_outputs(
-                    &pr,
-                    &[("commit", &commit), ("headCommit", &head)],
-                ))
+                let outputs = pr_outputs(&pr, &[("commit", &commit), ("headCommit", &head)]);
+                let merged = Effect::MergedPullRequest {
+                    pr: pr_ref(&pr),
+                    commit,
+                };
+                StepOutcome::wrote(outputs, vec![merged])
             }
             Err(ForgeError::HeadMoved(message)) => {
                 // Pushed to between the look above and the merge: name the new head.

@@ -15,11 +15,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::pr::{connect, forge_error, pr_outputs};
+use super::pr::{connect, forge_error, pr_outputs, pr_ref};
 use super::typed::TypedStep;
 use crate::forge::{NewPullRequest, Provider, PullRequest};
 use crate::git::Git;
-use crate::{StepContext, StepOutcome};
+use crate::{Effect, StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-open-pr";
@@ -65,6 +65,7 @@ pub(crate) struct GitOpenPr;
 #[async_trait]
 impl TypedStep for GitOpenPr {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Forge;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
@@ -149,6 +150,7 @@ fn done(pr: &PullRequest) -> StepOutcome {
     StepOutcome::Succeeded {
         outputs: pr_outputs(pr, &[]),
         state: Some(json!({"number": pr.number, "url": pr.url})),
+        effects: vec![Effect::OpenedPullRequest(pr_ref(pr))],
     }
 }
 

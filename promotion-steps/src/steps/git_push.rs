@@ -21,7 +21,7 @@ use serde_json::{Map, Value};
 
 use super::typed::TypedStep;
 use crate::git::{Git, GitError, Signing, is_valid_ref_name, read_record, redact_url};
-use crate::{PushLocks, StepContext, StepOutcome};
+use crate::{Effect, PushLocks, StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-push";
@@ -63,6 +63,7 @@ pub(crate) struct GitPush;
 #[async_trait]
 impl TypedStep for GitPush {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Git;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
@@ -450,7 +451,12 @@ fn done(repo_url: &str, branch: &str, commit: &str) -> StepOutcome {
     outputs.insert("repoURL".into(), Value::String(repo_url.to_string()));
     outputs.insert("branch".into(), Value::String(branch.to_string()));
     outputs.insert("commit".into(), Value::String(commit.to_string()));
-    StepOutcome::succeeded(outputs)
+    let pushed = Effect::PushedBranch {
+        repo_url: repo_url.to_owned(),
+        branch: branch.to_owned(),
+        commit: commit.to_owned(),
+    };
+    StepOutcome::wrote(outputs, vec![pushed])
 }
 
 /// The pause before retry `n` (1-based): 100 ms · 2^(n-1), at most [`MAX_BACKOFF`].

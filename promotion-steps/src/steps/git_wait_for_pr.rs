@@ -18,7 +18,7 @@ use super::pr::{
 };
 use super::typed::TypedStep;
 use crate::forge::{PrState, Provider};
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "git-wait-for-pr";
@@ -53,6 +53,7 @@ pub(crate) struct GitWaitForPr;
 #[async_trait]
 impl TypedStep for GitWaitForPr {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     fn default_timeout(&self, config: &Config) -> Duration {
@@ -96,6 +97,7 @@ pub(crate) fn wait_outcome(
             Some(commit) => StepOutcome::Succeeded {
                 outputs: pr_outputs(pr, &[("commit", commit)]),
                 state: None,
+                effects: Vec::new(),
             },
             None => StepOutcome::Running {
                 retry_after: poll,

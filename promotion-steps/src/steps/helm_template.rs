@@ -14,7 +14,7 @@ use serde_json::Map;
 use super::files::{OutPath, resolve};
 use super::tool::{TIMEOUT, Tool, render};
 use super::typed::TypedStep;
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "helm-template";
@@ -59,6 +59,7 @@ pub(crate) struct HelmTemplate;
 #[async_trait]
 impl TypedStep for HelmTemplate {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

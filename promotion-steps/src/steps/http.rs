@@ -37,7 +37,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::typed::TypedStep;
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// How a true `failureExpression` or `errorExpression` ends an attempt.
 type Ending = fn(String) -> StepOutcome;
@@ -140,6 +140,7 @@ pub(crate) struct Http;
 #[async_trait]
 impl TypedStep for Http {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

@@ -15,7 +15,7 @@ use serde_json::Map;
 use super::files::{OutPath, resolve};
 use super::tool::{TIMEOUT, Tool, render};
 use super::typed::TypedStep;
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "kustomize-build";
@@ -40,6 +40,7 @@ pub(crate) struct KustomizeBuild;
 #[async_trait]
 impl TypedStep for KustomizeBuild {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

@@ -17,7 +17,7 @@ use yaml_edit::{Mapping, MappingBuilder, ScalarValue, SequenceBuilder, YamlNode}
 use super::files::{read_text, resolve, write_if_changed};
 use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, as_str, string_like};
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "kustomize-set-image";
@@ -69,6 +69,7 @@ pub(crate) struct KustomizeSetImage;
 #[async_trait]
 impl TypedStep for KustomizeSetImage {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

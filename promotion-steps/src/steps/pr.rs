@@ -101,6 +101,14 @@ pub(crate) fn closed_without_merge(pr: &PullRequest) -> StepOutcome {
     ))
 }
 
+/// The pull request as an [`crate::Effect`] names it.
+pub(crate) fn pr_ref(pr: &PullRequest) -> crate::PullRequestRef {
+    crate::PullRequestRef {
+        number: pr.number,
+        url: pr.url.clone(),
+    }
+}
+
 /// `{"pr": {"id": N, "url": U}}` plus `extra`.
 pub(crate) fn pr_outputs(pr: &PullRequest, extra: &[(&str, &str)]) -> Map<String, Value> {
     let mut outputs = Map::new();

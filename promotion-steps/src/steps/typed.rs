@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{Step, StepContext, StepOutcome, parse_config};
+use crate::{Step, StepContext, StepOutcome, Writes, parse_config};
 
 /// A built-in step with a typed configuration. Every `TypedStep` is a [`Step`]: its
 /// configuration is parsed with [`parse_config`] (a bad one is `Failed`, never retried,
@@ -17,6 +17,9 @@ use crate::{Step, StepContext, StepOutcome, parse_config};
 pub(crate) trait TypedStep: Send + Sync {
     /// The name used in `uses:`.
     const KIND: &'static str;
+
+    /// What the step may change outside the work directory (see [`Step::writes`]).
+    const WRITES: Writes;
 
     /// The step's configuration.
     type Config: DeserializeOwned + JsonSchema + Send;
@@ -34,6 +37,10 @@ pub(crate) trait TypedStep: Send + Sync {
 impl<T: TypedStep> Step for T {
     fn kind(&self) -> &'static str {
         T::KIND
+    }
+
+    fn writes(&self) -> Writes {
+        T::WRITES
     }
 
     fn config_schema(&self) -> schemars::Schema {

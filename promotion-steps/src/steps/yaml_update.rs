@@ -14,7 +14,7 @@ use yaml_edit::{AsYaml, ScalarValue, YamlFile, YamlNode};
 use super::files::{read_text, resolve, write_if_changed};
 use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, plain, string_like};
-use crate::{StepContext, StepOutcome};
+use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "yaml-update";
@@ -55,6 +55,7 @@ pub(crate) struct YamlUpdate;
 #[async_trait]
 impl TypedStep for YamlUpdate {
     const KIND: &'static str = KIND;
+    const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {

@@ -1,0 +1,224 @@
+//! One promotion, start (or resume) to end: read it and its Freight, prepare the work
+//! directory, run the steps in order from the one in flight — each one's `if` decides
+//! whether it runs — saving the status after every step, then conclude (the first failed
+//! step not allowed to fail decides the phase), record a success, and clean up. An abort
+//! ends it naming what was already pushed.
+
+use dray_steps::StepOutcome;
+use tokio_util::sync::CancellationToken;
+
+use super::barrier::{BarrierPoint, step_barrier};
+use super::context::{freight_view, recorded_actor};
+use super::state::{Run, now};
+use super::{Engine, EngineError};
+use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, annotations};
+use crate::expr::DEFAULT_CONDITION;
+use crate::promotion::{StepExprs, record};
+use crate::store::StoreError;
+
+impl Engine {
+    pub(super) async fn run_promotion(
+        &self,
+        key: &ObjectKey,
+        cancel: CancellationToken,
+    ) -> Result<PromotionPhase, EngineError> {
+        let stored = self
+            .store
+            .get(key)
+            .await?
+            .ok_or_else(|| StoreError::NotFound(key.clone()))?;
+        let promotion: Promotion = stored.to_typed()?;
+        if let Some(status) = &promotion.status
+            && status.phase.is_terminal()
+        {
+            return Ok(status.phase);
+        }
+        let mut run = Run::resume(key, promotion);
+        if run.status.phase == PromotionPhase::Pending {
+            run.status.phase = PromotionPhase::Running;
+            run.status.started_at = now();
+            run.status.message = "running".into();
+        }
+        self.save(&mut run).await?;
+
+        let project = key.namespace.clone().unwrap_or_default();
+        let freight_key =
+            ObjectKey::namespaced(Kind::Freight, &project, &run.promotion.spec.freight);
+        let Some(freight) = self.store.get(&freight_key).await? else {
+            let message = format!("Freight `{}` does not exist", freight_key.name);
+            return self.finish(&mut run, PromotionPhase::Failed, message).await;
+        };
+        let freight: Freight = freight.to_typed()?;
+        let work_dir = self.work_root.join(&project).join(&key.name);
+        if let Err(error) = blocking_fs(work_dir.clone(), |dir| std::fs::create_dir_all(dir)).await
+        {
+            let message = format!("cannot create the work directory: {error}");
+            return self
+                .finish(&mut run, PromotionPhase::Errored, message)
+                .await;
+        }
+        // Every Promotion the promote path makes names its actor; one without came in some
+        // other way, and runs nothing (the stage branch would not say who decided).
+        let Some(actor) = recorded_actor(&run) else {
+            let message = format!(
+                "Promotion `{}` records no actor (`{}`): it was not made by the promote path, so it runs nothing; promote again with `dray promote`",
+                key.name,
+                annotations::ACTOR
+            );
+            return self
+                .finish(&mut run, PromotionPhase::Errored, message)
+                .await;
+        };
+        let base = self
+            .base_context(&run, &freight, &actor, work_dir.clone(), cancel.clone())
+            .await?;
+        let view = freight_view(&freight);
+        let start = run.status.current_step.unwrap_or(0) as usize;
+        for index in start..run.promotion.spec.steps.len() {
+            if cancel.is_cancelled() {
+                return self.abort(&mut run).await;
+            }
+            run.status.current_step = Some(index as u32);
+            let step = run.promotion.spec.steps[index].clone();
+            let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
+            let outcome = match self.expr_context(&run, &base, &view, &step) {
+                Err(reason) => StepOutcome::failed(format!("step `{alias}`: {reason}")),
+                Ok(expr_ctx) => {
+                    let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
+                    match self.exprs.evaluate_condition(condition, &expr_ctx) {
+                        Err(error) => StepOutcome::failed(format!("step `{alias}`: `if`: {error}")),
+                        Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
+                        Ok(true) => {
+                            let mut ctx = base.clone();
+                            ctx.alias = alias.clone();
+                            ctx.log = run.logs.sink(&run.key.to_string(), index, &alias);
+                            ctx.saved_state = run.saved.get(&alias).cloned();
+                            ctx.exprs = std::sync::Arc::new(StepExprs::new(
+                                self.exprs.clone(),
+                                expr_ctx.clone(),
+                            ));
+                            self.run_step(&mut run, index, &step, &expr_ctx, ctx)
+                                .await?
+                        }
+                    }
+                }
+            };
+            step_barrier(&key.name, BarrierPoint::Ran, index).await;
+            if cancel.is_cancelled() && !matches!(outcome, StepOutcome::Succeeded { .. }) {
+                return self.abort(&mut run).await;
+            }
+            run.settle(index, &alias, outcome);
+            self.save(&mut run).await?;
+            step_barrier(&key.name, BarrierPoint::Recorded, index).await;
+        }
+        let (phase, message) = conclusion(&run);
+        let phase = self.finish(&mut run, phase, message).await?;
+        if phase == PromotionPhase::Succeeded {
+            record::promotion_succeeded(
+                self.store.as_ref(),
+                &run.key,
+                &run.promotion,
+                &freight,
+                &run.effects,
+            )
+            .await?;
+        }
+        if let Err(error) = blocking_fs(work_dir.clone(), |dir| std::fs::remove_dir_all(dir)).await
+        {
+            tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
+        }
+        Ok(phase)
+    }
+
+    /// Saves the run's status (and the log lines kept since the last save).
+    pub(super) async fn save(&self, run: &mut Run) -> Result<(), EngineError> {
+        run.logs.drain_into(&mut run.status.step_execution_metadata);
+        run.status.state = Some(run.state());
+        let status =
+            serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;
+        self.store.update_status(&run.key, status, None).await?;
+        Ok(())
+    }
+
+    async fn finish(
+        &self,
+        run: &mut Run,
+        phase: PromotionPhase,
+        message: String,
+    ) -> Result<PromotionPhase, EngineError> {
+        run.status.phase = phase;
+        run.status.message = message;
+        run.status.finished_at = now();
+        self.save(run).await?;
+        tracing::info!(promotion = %run.key, ?phase, message = %run.status.message, "promotion finished");
+        Ok(phase)
+    }
+
+    /// Ends the run as `Aborted`, saying who asked and what was already pushed.
+    async fn abort(&self, run: &mut Run) -> Result<PromotionPhase, EngineError> {
+        for meta in &mut run.status.step_execution_metadata {
+            if meta.status == "Running" {
+                meta.status = "Aborted".into();
+                meta.finished_at = now();
+            }
+        }
+        let pushed = run.pushed();
+        // Who asked: a person (the annotation holds their name) or a newer request.
+        let asked = match self.store.get(&run.key).await {
+            Ok(Some(current)) => current
+                .object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(annotations::ABORT))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        let aborted = match asked.as_deref() {
+            Some(by) if by.starts_with("superseded by") => format!("{by}; aborted"),
+            Some(by) if !by.is_empty() => format!("aborted by `{by}`"),
+            _ => "aborted".to_owned(),
+        };
+        let message = if pushed.is_empty() {
+            format!("{aborted} before anything was pushed")
+        } else {
+            format!("{aborted}; already pushed: {}", pushed.join(", "))
+        };
+        self.finish(run, PromotionPhase::Aborted, message).await
+    }
+}
+
+/// The phase and message of a run whose steps all had their turn: the first failed or
+/// errored step that may not fail (`continueOnError`) decides it.
+fn conclusion(run: &Run) -> (PromotionPhase, String) {
+    let failed = run
+        .status
+        .step_execution_metadata
+        .iter()
+        .enumerate()
+        .find(|(i, s)| {
+            matches!(s.status.as_str(), "Failed" | "Errored")
+                && !run.promotion.spec.steps[*i].continue_on_error
+        });
+    match failed {
+        Some((_, s)) if s.status == "Errored" => (
+            PromotionPhase::Errored,
+            format!("step `{}` errored: {}", s.alias, s.message),
+        ),
+        Some((_, s)) => (
+            PromotionPhase::Failed,
+            format!("step `{}` failed: {}", s.alias, s.message),
+        ),
+        None => (PromotionPhase::Succeeded, "every step succeeded".to_owned()),
+    }
+}
+
+/// Runs whole-tree file work on a directory (create it, remove it) on tokio's blocking
+/// pool, so that a large work directory never stalls the runtime's threads.
+async fn blocking_fs(
+    dir: std::path::PathBuf,
+    work: fn(&std::path::Path) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(move || work(&dir))
+        .await
+        .map_err(std::io::Error::other)?
+}
