@@ -12,13 +12,16 @@
 //! - [`Store::commit`] applies a batch atomically: all writes or none;
 //! - an acknowledged write is durable (it survives `kill -9`);
 //! - every write appears, in order, on the [`ChangeFeed`], which controllers wait on
-//!   instead of polling.
+//!   instead of polling, and only once it is visible: a read that starts after the feed
+//!   announced a revision sees that write;
+//! - reads do not wait for writes in progress (they see the last committed state).
 
 mod deliveries;
 mod error;
 mod feed;
 mod modify;
 mod object;
+mod pool;
 mod sessions;
 mod sqlite;
 mod tokens;
