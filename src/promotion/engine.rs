@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     Actor, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionStatus, PromotionStep,
-    StepExecution, Time, annotations, parse_duration,
+    StepExecution, StepPhase, Time, annotations, parse_duration,
 };
 use crate::expr::{DEFAULT_CONDITION, ExprCache, ExprContext, FreightView};
 use crate::secrets::SecretKey;
@@ -165,15 +165,15 @@ fn now() -> Option<Time> {
     Some(Time(jiff::Timestamp::now()))
 }
 
-fn summarise(outcome: &StepOutcome) -> (&'static str, String) {
+fn summarise(outcome: &StepOutcome) -> (StepPhase, String) {
     match outcome {
-        StepOutcome::Succeeded { .. } => ("Succeeded", String::new()),
+        StepOutcome::Succeeded { .. } => (StepPhase::Succeeded, String::new()),
         StepOutcome::Running { waiting_for, .. } => {
-            ("Running", format!("waiting for {waiting_for}"))
+            (StepPhase::Running, format!("waiting for {waiting_for}"))
         }
-        StepOutcome::Failed { reason } => ("Failed", reason.clone()),
-        StepOutcome::Errored { reason } => ("Errored", reason.clone()),
-        StepOutcome::Skipped { reason } => ("Skipped", reason.clone()),
+        StepOutcome::Failed { reason } => (StepPhase::Failed, reason.clone()),
+        StepOutcome::Errored { reason } => (StepPhase::Errored, reason.clone()),
+        StepOutcome::Skipped { reason } => (StepPhase::Skipped, reason.clone()),
     }
 }
 
@@ -265,7 +265,7 @@ impl Engine {
                 .iter()
                 .map(|s| StepExecution {
                     alias: s.as_.clone().unwrap_or_default(),
-                    status: "Pending".into(),
+                    status: StepPhase::Pending,
                     ..Default::default()
                 })
                 .collect();
@@ -468,7 +468,7 @@ impl Engine {
         for (meta, planned) in run.status.step_execution_metadata.iter().zip(steps) {
             if meta.status != "Pending" && meta.status != "Running" {
                 ctx.step_statuses
-                    .insert(meta.alias.clone(), meta.status.clone());
+                    .insert(meta.alias.clone(), meta.status.to_string());
             }
             // A step allowed to fail (`continueOnError`) does not make `success()` false.
             if matches!(meta.status.as_str(), "Failed" | "Errored") && !planned.continue_on_error {
@@ -552,7 +552,7 @@ impl Engine {
         loop {
             {
                 let meta = &mut run.status.step_execution_metadata[index];
-                meta.status = "Running".into();
+                meta.status = StepPhase::Running;
                 meta.attempts += 1;
                 if meta.started_at.is_none() {
                     meta.started_at = now();
@@ -671,7 +671,7 @@ impl Engine {
             };
         }
         let meta = &mut run.status.step_execution_metadata[index];
-        meta.status = status.into();
+        meta.status = status;
         meta.message = message;
         meta.finished_at = now();
         if meta.started_at.is_none() {
@@ -706,7 +706,7 @@ impl Engine {
     async fn abort(&self, run: &mut Run) -> Result<PromotionPhase, EngineError> {
         for meta in &mut run.status.step_execution_metadata {
             if meta.status == "Running" {
-                meta.status = "Aborted".into();
+                meta.status = StepPhase::Aborted;
                 meta.finished_at = now();
             }
         }

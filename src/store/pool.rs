@@ -82,10 +82,12 @@ impl ReadPool {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let permit =
-            self.permits.clone().acquire_owned().await.map_err(|_| {
-                StoreError::Internal("the read connections were closed".into())
-            })?;
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::Internal("the read connections were closed".into()))?;
         let pool = self.clone();
         tokio::task::spawn_blocking(move || {
             // Dropped in reverse order: the connection goes back before the permit does.
@@ -128,8 +130,7 @@ impl<'a> Lease<'a> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if let (Some(connection), Ok(mut idle)) = (self.connection.take(), self.pool.idle.lock())
-        {
+        if let (Some(connection), Ok(mut idle)) = (self.connection.take(), self.pool.idle.lock()) {
             idle.push(connection);
         }
     }

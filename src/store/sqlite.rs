@@ -749,7 +749,11 @@ mod tests {
             );
             for change in changes.iter().filter(|c| c.revision <= latest) {
                 let object = store.get(&change.key).await.unwrap();
-                assert!(object.is_some(), "{} announced but not readable", change.key);
+                assert!(
+                    object.is_some(),
+                    "{} announced but not readable",
+                    change.key
+                );
                 found.push(change.key.name.clone());
             }
             seen = latest;

@@ -416,7 +416,7 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
             @if matches!(status.phase, PromotionPhase::Failed | PromotionPhase::Errored) {
                 p.failure role="alert" {
                     @match failed {
-                        Some(step) => { "step " strong { (step.alias) } " " (step.status.to_lowercase()) ": " (step.message) }
+                        Some(step) => { "step " strong { (step.alias) } " " (step.status.as_str().to_lowercase()) ": " (step.message) }
                         None => { (status.message) }
                     }
                 }
