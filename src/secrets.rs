@@ -17,6 +17,8 @@ use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::api::ResourceBody as _;
+
 /// The environment variable that may hold the key (base64 of 32 bytes).
 pub const DRAY_SECRET_KEY: &str = "DRAY_SECRET_KEY";
 /// The key file in the data directory.
@@ -173,15 +175,19 @@ fn bad_key(from: String) -> SecretError {
 }
 
 fn describe(object: &Value) -> String {
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("?");
-    let namespace = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("?");
+    let name = object.name().unwrap_or("?");
+    let namespace = object.namespace().unwrap_or("?");
     format!("Credential {namespace}/{name}")
+}
+
+/// `spec.sealed` of a stored Credential (read alone: the rest of the spec may be
+/// anything a client sent).
+fn sealed(object: &Value) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Sealed {
+        sealed: Option<String>,
+    }
+    object.spec::<Sealed>()?.sealed
 }
 
 /// The plaintext secret fields written in a Credential object, if any.
@@ -217,11 +223,7 @@ pub fn seal_credential(
         None => match previous {
             Some(previous) => {
                 let secrets = open_credential(key, previous)?;
-                let sealed = previous.pointer("/spec/sealed").cloned();
-                (
-                    sealed.and_then(|s| s.as_str().map(str::to_owned)),
-                    secrets.field_names(),
-                )
+                (sealed(previous), secrets.field_names())
             }
             None => (None, Vec::new()),
         },
@@ -240,11 +242,11 @@ pub fn seal_credential(
 
 /// The secret values of a stored Credential.
 pub fn open_credential(key: &SecretKey, object: &Value) -> Result<CredentialSecrets, SecretError> {
-    let Some(sealed) = object.pointer("/spec/sealed").and_then(Value::as_str) else {
+    let Some(sealed) = sealed(object) else {
         return Ok(CredentialSecrets::default());
     };
     let what = describe(object);
-    let bytes = key.open(sealed, &what)?;
+    let bytes = key.open(&sealed, &what)?;
     serde_json::from_slice(&bytes).map_err(|_| SecretError::Open { what })
 }
 

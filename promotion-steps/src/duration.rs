@@ -2,7 +2,8 @@
 //! with units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`, `d` and an optional fraction (`30s`,
 //! `1h30m`, `1.5h`, `500ms`, `2d`) — exactly what the CRDs' schema pattern
 //! `^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h|d))+$` accepts. The one parser for every step's
-//! durations and for `dray apply`'s check of them.
+//! durations and for `dray apply`'s check of them; with [`Units::WithWeeks`] also for API
+//! token lifetimes (`2w`).
 
 use std::time::Duration;
 
@@ -18,6 +19,28 @@ const UNITS: [(&str, u128); 8] = [
     ("d", 86_400 * 1_000_000_000),
 ];
 
+/// A week, which only [`Units::WithWeeks`] reads.
+const WEEK: (&str, u128) = ("w", 7 * 86_400 * 1_000_000_000);
+
+/// The units a duration may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Units {
+    /// `ns` to `d`: what the CRDs' schema pattern accepts.
+    Go,
+    /// [`Units::Go`] and `w` (seven days), for token lifetimes.
+    WithWeeks,
+}
+
+impl Units {
+    fn all(self) -> impl Iterator<Item = &'static (&'static str, u128)> {
+        let week = match self {
+            Units::Go => None,
+            Units::WithWeeks => Some(&WEEK),
+        };
+        UNITS.iter().chain(week)
+    }
+}
+
 /// Why a text is not a duration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
@@ -32,6 +55,11 @@ pub enum DurationError {
 /// Reads a Go-style duration (see the module's documentation). Surrounding spaces are
 /// ignored; spaces inside are not allowed.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    parse_with(text, Units::Go)
+}
+
+/// [`parse`], in a chosen set of [`Units`].
+pub fn parse_with(text: &str, units: Units) -> Result<Duration, DurationError> {
     let malformed = || DurationError::Malformed(text.to_owned());
     let mut rest = text.trim();
     if rest.is_empty() {
@@ -58,8 +86,8 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
             rest = &after_dot[len..];
         }
         // Longest unit first, so that `ms` is not read as `m` followed by `s`.
-        let (unit, scale) = UNITS
-            .iter()
+        let (unit, scale) = units
+            .all()
             .filter(|(unit, _)| rest.starts_with(unit))
             .max_by_key(|(unit, _)| unit.len())
             .ok_or_else(malformed)?;
@@ -120,5 +148,18 @@ mod tests {
             parse("18446744073709551615d"),
             Err(DurationError::TooLong(_))
         ));
+    }
+
+    #[test]
+    fn weeks_are_read_only_when_asked_for() {
+        assert_eq!(parse("2w"), Err(DurationError::Malformed("2w".to_owned())));
+        assert_eq!(
+            parse_with("2w", Units::WithWeeks),
+            Ok(Duration::from_secs(14 * 86_400))
+        );
+        assert_eq!(
+            parse_with("1w1d", Units::WithWeeks),
+            Ok(Duration::from_secs(8 * 86_400))
+        );
     }
 }

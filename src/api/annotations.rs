@@ -16,6 +16,9 @@ pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
 pub const WAKE: &str = "dray.dev/wake";
 /// Asks a Warehouse to look again; any new value.
 pub const REFRESH: &str = "dray.dev/refresh";
+/// Freight assembled by hand (`dray freight create`, the hotfix path) rather than minted
+/// by discovery; the value is `true`.
+pub const ASSEMBLED: &str = "dray.dev/assembled";
 
 /// Label: the Stage a Promotion is for.
 pub const STAGE_LABEL: &str = "dray.dev/stage";

@@ -12,6 +12,7 @@
 mod actor;
 mod analysis_template;
 pub mod annotations;
+mod body;
 mod common;
 pub mod crd;
 mod credential;
@@ -28,6 +29,7 @@ mod warehouse;
 
 pub use actor::*;
 pub use analysis_template::*;
+pub use body::{BodyPart, ResourceBody};
 pub use common::*;
 pub use credential::*;
 pub use freight::*;

@@ -56,6 +56,24 @@ impl PromotionPhase {
     pub fn is_terminal(self) -> bool {
         !matches!(self, PromotionPhase::Pending | PromotionPhase::Running)
     }
+
+    /// The phase as stored and shown: `Pending`, `Running`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromotionPhase::Pending => "Pending",
+            PromotionPhase::Running => "Running",
+            PromotionPhase::Succeeded => "Succeeded",
+            PromotionPhase::Failed => "Failed",
+            PromotionPhase::Errored => "Errored",
+            PromotionPhase::Aborted => "Aborted",
+        }
+    }
+}
+
+impl std::fmt::Display for PromotionPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The observed state of a promotion.
@@ -90,14 +108,65 @@ pub struct PromotionStatus {
     pub finished_at: Option<Time>,
 }
 
+/// Where one step of a promotion is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum StepPhase {
+    /// Not started yet.
+    #[default]
+    Pending,
+    /// Running, or waiting for something (a review, a sync) between attempts.
+    Running,
+    /// Done.
+    Succeeded,
+    /// The change was refused (a failed check, a rejected review).
+    Failed,
+    /// Something broke (an unreachable service, a bug).
+    Errored,
+    /// Its `if` was false, or an earlier step failed.
+    Skipped,
+    /// The promotion was aborted while the step ran.
+    Aborted,
+}
+
+impl StepPhase {
+    /// The phase as stored and shown: `Pending`, `Running`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepPhase::Pending => "Pending",
+            StepPhase::Running => "Running",
+            StepPhase::Succeeded => "Succeeded",
+            StepPhase::Failed => "Failed",
+            StepPhase::Errored => "Errored",
+            StepPhase::Skipped => "Skipped",
+            StepPhase::Aborted => "Aborted",
+        }
+    }
+
+    /// Whether the step failed (`Failed` or `Errored`).
+    pub fn is_failure(self) -> bool {
+        matches!(self, StepPhase::Failed | StepPhase::Errored)
+    }
+
+    /// Whether the step has ended, whatever the outcome.
+    pub fn is_done(self) -> bool {
+        !matches!(self, StepPhase::Pending | StepPhase::Running)
+    }
+}
+
+impl std::fmt::Display for StepPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The state of one step.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepExecution {
     /// The step's alias.
     pub alias: String,
-    /// `Pending`, `Running`, `Succeeded`, `Failed`, `Errored` or `Skipped`.
-    pub status: String,
+    /// Where the step is.
+    pub status: StepPhase,
     /// What the step said.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,

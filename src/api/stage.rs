@@ -328,6 +328,25 @@ impl VerificationPhase {
     pub fn is_terminal(self) -> bool {
         !matches!(self, Self::Pending | Self::Running)
     }
+
+    /// The phase as stored and shown: `Pending`, `Successful`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Successful => "Successful",
+            Self::Failed => "Failed",
+            Self::Inconclusive => "Inconclusive",
+            Self::Error => "Error",
+            Self::Aborted => "Aborted",
+        }
+    }
+}
+
+impl std::fmt::Display for VerificationPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One metric's results, named as Argo Rollouts names them.

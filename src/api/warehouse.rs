@@ -52,6 +52,56 @@ pub struct RepoSubscription {
     pub git: Option<GitSubscription>,
 }
 
+impl RepoSubscription {
+    /// What the subscription follows; `None` when neither `image` nor `git` is set.
+    pub fn kind(&self) -> Option<SubscriptionKind> {
+        match (&self.image, &self.git) {
+            (Some(_), _) => Some(SubscriptionKind::Image),
+            (None, Some(_)) => Some(SubscriptionKind::Git),
+            (None, None) => None,
+        }
+    }
+
+    /// The subscribed repository's URL.
+    pub fn repo_url(&self) -> Option<&str> {
+        match (&self.image, &self.git) {
+            (Some(image), _) => Some(&image.repo_url),
+            (None, Some(git)) => Some(&git.repo_url),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What a subscription follows, as its status and the tables say (`image`, `git`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SubscriptionKind {
+    /// An OCI image repository.
+    Image,
+    /// A git repository.
+    Git,
+    /// Neither `image` nor `git` is set (`dray apply` refuses that; discovery says so).
+    #[default]
+    Unknown,
+}
+
+impl SubscriptionKind {
+    /// `image` or `git`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionKind::Image => "image",
+            SubscriptionKind::Git => "git",
+            SubscriptionKind::Unknown => "unknown",
+        }
+    }
+}
+
+impl std::fmt::Display for SubscriptionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How the newest acceptable image is chosen.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ImageSelectionStrategy {
@@ -188,8 +238,8 @@ pub struct SubscriptionStatus {
     /// The subscribed repository.
     #[serde(rename = "repoURL")]
     pub repo_url: String,
-    /// `image` or `git`.
-    pub kind: String,
+    /// What the subscription follows.
+    pub kind: SubscriptionKind,
     /// Whether the last discovery worked.
     pub ready: bool,
     /// Why it failed, in words that say what to do.

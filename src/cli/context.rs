@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::api::ResourceBody as _;
+
 use super::{ApiClient, CliError, GlobalArgs};
 
 /// The resolved settings of one CLI invocation.
@@ -28,10 +30,7 @@ impl Context {
             return Ok(project.clone());
         }
         let projects: Vec<Value> = self.client.get("/api/v1/projects").await?;
-        let names: Vec<&str> = projects
-            .iter()
-            .filter_map(|p| p.pointer("/metadata/name")?.as_str())
-            .collect();
+        let names: Vec<&str> = projects.iter().filter_map(|p| p.name()).collect();
         match names.as_slice() {
             [only] => Ok((*only).to_owned()),
             [] => Err(CliError::usage(

@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCommit, FreightCreationPolicy,
-    FreightImage, Kind, ObjectKey, RepoSubscription, SubscriptionStatus, Time, Warehouse,
-    WarehouseStatus, parse_duration,
+    FreightImage, Kind, ObjectKey, RepoSubscription, SubscriptionKind, SubscriptionStatus, Time,
+    Warehouse, WarehouseStatus, parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
@@ -202,7 +202,7 @@ impl WarehouseController {
         if let Some(image) = &sub.image {
             let mut status = SubscriptionStatus {
                 repo_url: image.repo_url.clone(),
-                kind: "image".into(),
+                kind: SubscriptionKind::Image,
                 ..Default::default()
             };
             let creds = match self.credential(credentials, "image", &image.repo_url) {
@@ -231,14 +231,14 @@ impl WarehouseController {
         }
         let Some(git) = &sub.git else {
             return SubscriptionStatus {
-                kind: "unknown".into(),
+                kind: SubscriptionKind::Unknown,
                 message: "a subscription must set `image` or `git`".into(),
                 ..Default::default()
             };
         };
         let mut status = SubscriptionStatus {
             repo_url: git.repo_url.clone(),
-            kind: "git".into(),
+            kind: SubscriptionKind::Git,
             ..Default::default()
         };
         let creds = match self.credential(credentials, "git", &git.repo_url) {

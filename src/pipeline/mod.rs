@@ -9,6 +9,8 @@ pub mod queue;
 pub mod request;
 pub mod windows;
 
+use crate::api::ResourceBody as _;
+
 pub use crate::api::annotations::{
     ABORT as ABORT_ANNOTATION, ACTOR as ACTOR_ANNOTATION, REQUESTED_AT as REQUESTED_AT_ANNOTATION,
     WAKE as WAKE_ANNOTATION, WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION,
@@ -16,9 +18,14 @@ pub use crate::api::annotations::{
 
 /// The phase of a stored Promotion (`Pending` when it has no status yet).
 pub fn promotion_phase(object: &serde_json::Value) -> crate::api::PromotionPhase {
+    /// Only the phase: a queue reads every Promotion of a Stage, logs and all.
+    #[derive(serde::Deserialize)]
+    struct Phase {
+        #[serde(default)]
+        phase: crate::api::PromotionPhase,
+    }
     object
-        .pointer("/status/phase")
-        .cloned()
-        .and_then(|p| serde_json::from_value(p).ok())
+        .status::<Phase>()
+        .map(|status| status.phase)
         .unwrap_or_default()
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{
+    Kind, ObjectKey, RepoSubscription, ResourceBody as _, WarehouseSpec, WarehouseStatus,
+};
 use crate::discovery::controller::{REFRESH_ANNOTATION, new_refresh_token};
 use crate::store::{Store, StoreError, StoredObject, modify_object};
 
@@ -58,9 +60,9 @@ pub async fn wait(
             .ok_or_else(|| StoreError::NotFound(key.clone()))?;
         let handled = current
             .object
-            .pointer("/status/lastHandledRefresh")
-            .and_then(Value::as_str);
-        if handled == Some(token) {
+            .status::<WarehouseStatus>()
+            .and_then(|status| status.last_handled_refresh);
+        if handled.as_deref() == Some(token) {
             return Ok((current.object, true));
         }
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -81,17 +83,11 @@ pub async fn refresh_subscribers(
     let wanted: Vec<String> = repo_urls.iter().map(|u| normalise(u)).collect();
     let mut refreshed = Vec::new();
     for warehouse in store.list(Kind::Warehouse, Some(project)).await? {
-        let subscribed: Vec<String> = warehouse
-            .object
-            .pointer("/spec/subscriptions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|s| {
-                s.pointer("/image/repoURL")
-                    .or_else(|| s.pointer("/git/repoURL"))
-                    .and_then(Value::as_str)
-            })
+        let spec: Option<WarehouseSpec> = warehouse.object.spec();
+        let subscribed: Vec<String> = spec
+            .iter()
+            .flat_map(|spec| &spec.subscriptions)
+            .filter_map(RepoSubscription::repo_url)
             .map(normalise)
             .collect();
         let matches = wanted.is_empty()

@@ -18,7 +18,9 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, Role, Verb};
+use crate::api::{
+    BUILTIN_ROLES, Kind, ObjectKey, ResourceBody as _, Role, RoleBinding, Stage, Verb,
+};
 use crate::config::{self, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
 use crate::store::{StoredObject, key_of};
@@ -104,7 +106,10 @@ async fn validated(state: &AppState, object: &Value) -> Result<Value, ApiError> 
             .with_hint("send one resource as JSON, with `apiVersion`, `kind` and `metadata.name`")
     })?;
     let mut loaded = manifest.object;
-    if let Some(rv) = object.pointer("/metadata/resourceVersion") {
+    if let Some(rv) = object
+        .metadata()
+        .and_then(|meta| meta.get("resourceVersion"))
+    {
         loaded["metadata"]["resourceVersion"] = rv.clone();
     }
     Ok(loaded)
@@ -145,41 +150,31 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
     let mut names = Vec::new();
     if key.kind == Kind::Role {
         for binding in state.store.list(Kind::RoleBinding, Some(project)).await? {
-            if binding
-                .object
-                .pointer("/roleRef/name")
-                .and_then(Value::as_str)
-                == Some(&key.name)
-            {
+            if binding.to_typed::<RoleBinding>()?.spec.role_ref.name == key.name {
                 names.push(format!("rolebinding `{}`", binding.key.name));
             }
         }
     }
     let stages = state.store.list(Kind::Stage, Some(project)).await?;
     for stage in stages {
-        let spec = &stage.object["spec"];
+        let spec = stage.to_typed::<Stage>()?.spec;
+        let name = key.name.as_str();
         let refers = match key.kind {
-            Kind::Warehouse => spec["requestedFreight"].as_array().is_some_and(|reqs| {
-                reqs.iter()
-                    .any(|r| r["origin"]["name"].as_str() == Some(&key.name))
-            }),
-            Kind::Stage => spec["requestedFreight"].as_array().is_some_and(|reqs| {
-                reqs.iter().any(|r| {
-                    r["sources"]["stages"]
-                        .as_array()
-                        .is_some_and(|s| s.iter().any(|n| n.as_str() == Some(&key.name)))
-                })
-            }),
-            Kind::AnalysisTemplate => spec["verification"]["analysisTemplates"]
-                .as_array()
-                .is_some_and(|refs| refs.iter().any(|r| r["name"].as_str() == Some(&key.name))),
-            Kind::PromotionTask => spec["promotionTemplate"]["spec"]["steps"]
-                .as_array()
-                .is_some_and(|steps| {
-                    steps
-                        .iter()
-                        .any(|s| s["task"]["name"].as_str() == Some(&key.name))
-                }),
+            Kind::Warehouse => spec.requested_freight.iter().any(|r| r.origin.name == name),
+            Kind::Stage => spec
+                .requested_freight
+                .iter()
+                .any(|r| r.sources.stages.iter().any(|s| s == name)),
+            Kind::AnalysisTemplate => spec
+                .verification
+                .iter()
+                .flat_map(|v| &v.analysis_templates)
+                .any(|t| t.name == name),
+            Kind::PromotionTask => spec
+                .promotion_template
+                .iter()
+                .flat_map(|t| &t.spec.steps)
+                .any(|s| s.task.as_ref().is_some_and(|t| t.name == name)),
             _ => false,
         };
         if refers {
@@ -240,7 +235,7 @@ pub(crate) async fn create_project(
     caller: Caller,
     Json(object): Json<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let name = object.pointer("/metadata/name").and_then(Value::as_str);
+    let name = object.name();
     caller
         .authorize(state.store.as_ref(), Verb::Create, "projects", None, name)
         .await?;
@@ -347,10 +342,7 @@ pub(crate) async fn create(
     Json(mut object): Json<Value>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     fill_namespace(&mut object, &project);
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let name = object.name().unwrap_or_default();
     let kind =
         authorized_kind(&state, &caller, Verb::Create, &plural, &project, Some(name)).await?;
     let key = ObjectKey::namespaced(kind, &project, name);

@@ -23,6 +23,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::OsRng;
 use chacha20poly1305::aead::rand_core::RngCore;
+use dray_steps::duration::{self, DurationError, Units};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -120,32 +121,24 @@ const MAX_LIFETIME_SECS: i64 = 10 * 366 * 86_400;
 /// What a wrong `expiresIn` is told.
 pub const LIFETIME_HINT: &str = "give a whole number and a unit: `s`, `m`, `h`, `d` or `w`, e.g. `30d` or `12h` (at most 10 years)";
 
-/// A token lifetime like `30d`: a positive whole number and one of `s`, `m`, `h`, `d`,
-/// `w`, at most ten years. The error says what is wrong.
+/// A token lifetime like `30d`: a duration read by the one duration parser
+/// ([`dray_steps::duration`]) with weeks allowed (`2w`), in whole seconds, from one second
+/// to ten years. The error says what is wrong.
 pub fn parse_lifetime(text: &str) -> Result<jiff::SignedDuration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        "w" => 7 * 86_400,
-        _ => return Err(format!("`{text}` is not a lifetime")),
-    };
-    let number: i64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a lifetime"))?;
-    let secs = number.saturating_mul(unit_secs);
+    let lifetime = duration::parse_with(text, Units::WithWeeks).map_err(|e| match e {
+        DurationError::Malformed(_) => format!("`{text}` is not a lifetime"),
+        DurationError::TooLong(_) => out_of_range(text),
+    })?;
+    let secs = i64::try_from(lifetime.as_secs()).map_err(|_| out_of_range(text))?;
     if secs <= 0 || secs > MAX_LIFETIME_SECS {
-        return Err(format!(
-            "`{text}` is not a lifetime between 1s and 10 years"
-        ));
+        return Err(out_of_range(text));
     }
     Ok(jiff::SignedDuration::from_secs(secs))
+}
+
+fn out_of_range(text: &str) -> String {
+    format!("`{text}` is not a lifetime between 1s and 10 years")
 }
 
 /// A new random token.

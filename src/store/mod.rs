@@ -12,13 +12,16 @@
 //! - [`Store::commit`] applies a batch atomically: all writes or none;
 //! - an acknowledged write is durable (it survives `kill -9`);
 //! - every write appears, in order, on the [`ChangeFeed`], which controllers wait on
-//!   instead of polling.
+//!   instead of polling, and only once it is visible: a read that starts after the feed
+//!   announced a revision sees that write;
+//! - reads do not wait for writes in progress (they see the last committed state).
 
 mod deliveries;
 mod error;
 mod feed;
 mod modify;
 mod object;
+mod pool;
 mod sessions;
 mod sqlite;
 mod tokens;
@@ -37,7 +40,7 @@ pub use tokens::{
 
 use async_trait::async_trait;
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{Kind, ObjectKey, ResourceBody as _};
 
 /// Where Dray keeps its resources (and, as a [`DeliveryLog`], which webhook deliveries
 /// were taken).
@@ -169,11 +172,7 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
 
 /// The order of [`Store::list_newest`]: `(creationTimestamp, name)`.
 fn newest_key(object: &StoredObject) -> (String, String) {
-    let created = object
-        .object
-        .pointer("/metadata/creationTimestamp")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default();
+    let created = object.object.creation_timestamp().unwrap_or_default();
     // RFC 3339 in UTC with a trimmed fraction sorts as text once the `Z` is dropped.
     (
         created.trim_end_matches('Z').to_owned(),

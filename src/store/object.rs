@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{Kind, ObjectKey, ResourceBody as _};
 
 use super::StoreError;
 
@@ -81,7 +81,10 @@ pub fn key_of(object: &Value) -> Result<ObjectKey, StoreError> {
 
 /// The `metadata.resourceVersion` of a JSON resource, if it names one.
 pub fn resource_version_of(object: &Value) -> Result<Option<u64>, StoreError> {
-    match object.pointer("/metadata/resourceVersion") {
+    match object
+        .metadata()
+        .and_then(|meta| meta.get("resourceVersion"))
+    {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) => s.parse().map(Some).map_err(|_| {

@@ -129,7 +129,7 @@ impl SessionStore for SqliteStore {
     }
 
     async fn live_sessions(&self, now: i64) -> Result<usize, StoreError> {
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let count: i64 = c.query_row(
                 "SELECT COUNT(*) FROM ui_sessions WHERE expires_at > ?1",
                 params![now],

@@ -1,5 +1,6 @@
-//! The embedded store: SQLite in WAL mode with `synchronous=FULL`, one writer, schema
-//! migrations by `PRAGMA user_version`. Blocking SQLite calls run on tokio's blocking pool.
+//! The embedded store: SQLite in WAL mode with `synchronous=FULL`, one writer and a few
+//! readers that never wait for it (`pool.rs`), schema migrations by `PRAGMA user_version`.
+//! Blocking SQLite calls run on tokio's blocking pool.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use tokio::sync::watch;
 use crate::api::{Kind, ObjectKey};
 
 use super::object::{desired_state, key_of, resource_version_of, spec_part};
+use super::pool::{self, ReadPool};
 use super::{Change, ChangeFeed, ChangeOp, Store, StoreError, StoredObject, Write};
 
 /// The database file inside the data directory.
@@ -106,7 +108,10 @@ pub struct SqliteStore {
 }
 
 struct Inner {
-    connection: Mutex<Connection>,
+    /// Every write goes through this one connection, in revision order.
+    writer: Mutex<Connection>,
+    /// Reads take one of these; see `pool.rs` for what they see.
+    readers: Arc<ReadPool>,
     latest: watch::Sender<u64>,
     path: PathBuf,
 }
@@ -120,16 +125,9 @@ impl SqliteStore {
         };
         std::fs::create_dir_all(data_dir).map_err(|e| open_error(e.to_string()))?;
         let path = data_dir.join(DATABASE_FILE);
-        let mut connection = Connection::open(&path).map_err(|e| open_error(e.to_string()))?;
-        connection
-            .execute_batch(
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-            )
-            .map_err(|e| open_error(e.to_string()))?;
-        connection
-            .busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| open_error(e.to_string()))?;
+        let mut connection = pool::open_writer(&path).map_err(|e| open_error(e.to_string()))?;
         migrate(&mut connection).map_err(|e| open_error(e.to_string()))?;
+        let readers = ReadPool::open(&path).map_err(|e| open_error(e.to_string()))?;
         let latest: u64 = connection
             .query_row("SELECT COALESCE(MAX(revision), 0) FROM changes", [], |r| {
                 r.get(0)
@@ -138,7 +136,8 @@ impl SqliteStore {
         let (sender, _) = watch::channel(latest);
         Ok(SqliteStore {
             inner: Arc::new(Inner {
-                connection: Mutex::new(connection),
+                writer: Mutex::new(connection),
+                readers: Arc::new(readers),
                 latest: sender,
                 path,
             }),
@@ -150,6 +149,7 @@ impl SqliteStore {
         &self.inner.path
     }
 
+    /// Runs `work` on the writer connection (waits for the write in progress, if any).
     pub(super) async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
@@ -158,13 +158,23 @@ impl SqliteStore {
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || {
             let mut connection = inner
-                .connection
+                .writer
                 .lock()
                 .map_err(|_| StoreError::Internal("the database lock was poisoned".into()))?;
             work(&mut connection)
         })
         .await
         .map_err(|e| StoreError::Internal(format!("database task failed: {e}")))?
+    }
+
+    /// Runs `work` on a read-only connection: it never waits for a write in progress, and
+    /// sees every write whose revision the change feed has announced.
+    pub(super) async fn with_reader<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.inner.readers.run(work).await
     }
 }
 
@@ -193,8 +203,8 @@ fn namespace_column(key: &ObjectKey) -> &str {
     key.namespace.as_deref().unwrap_or("")
 }
 
-fn read_row(tx: &Transaction<'_>, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
-    let row: Option<(u64, String)> = tx
+fn read_row(c: &Connection, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+    let row: Option<(u64, String)> = c
         .query_row(
             "SELECT resource_version, body FROM objects WHERE kind=?1 AND namespace=?2 AND name=?3",
             params![key.kind.as_str(), namespace_column(key), key.name],
@@ -372,6 +382,18 @@ fn apply_write(tx: &Transaction<'_>, write: Write) -> Result<StoredObject, Store
     }
 }
 
+/// Puts `revision` on the change feed once its commit has returned (so every reader sees
+/// the write), never moving the feed backwards when two commits announce out of order.
+fn announce(latest: &watch::Sender<u64>, revision: u64) {
+    latest.send_if_modified(|announced| {
+        let newer = revision > *announced;
+        if newer {
+            *announced = revision;
+        }
+        newer
+    });
+}
+
 fn parse_op(text: &str) -> ChangeOp {
     match text {
         "Created" => ChangeOp::Created,
@@ -385,11 +407,7 @@ fn parse_op(text: &str) -> ChangeOp {
 impl Store for SqliteStore {
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
         let key = key.clone();
-        self.with_connection(move |c| {
-            let tx = c.transaction()?;
-            read_row(&tx, &key)
-        })
-        .await
+        self.with_reader(move |c| read_row(c, &key)).await
     }
 
     async fn list(
@@ -398,7 +416,7 @@ impl Store for SqliteStore {
         namespace: Option<&str>,
     ) -> Result<Vec<StoredObject>, StoreError> {
         let namespace = namespace.map(str::to_owned);
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT namespace, name, resource_version, body FROM objects
                  WHERE kind = ?1 AND (?2 IS NULL OR namespace = ?2)
@@ -437,7 +455,7 @@ impl Store for SqliteStore {
         let namespace = namespace.to_owned();
         let before =
             before.map(|(ts, name)| (ts.trim_end_matches('Z').to_owned(), name.to_owned()));
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let sql = format!(
                 "SELECT name, resource_version, body FROM objects
                  WHERE kind = ?1 AND namespace = ?2
@@ -470,7 +488,7 @@ impl Store for SqliteStore {
         let namespace = namespace.to_owned();
         let names =
             serde_json::to_string(names).map_err(|e| StoreError::Internal(e.to_string()))?;
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT name, resource_version, body FROM objects
                  WHERE kind = ?1 AND namespace = ?2
@@ -514,7 +532,7 @@ impl Store for SqliteStore {
                 Ok((stored, latest))
             })
             .await?;
-        inner.latest.send_replace(latest);
+        announce(&inner.latest, latest);
         Ok(stored)
     }
 
@@ -568,7 +586,7 @@ impl Store for SqliteStore {
     }
 
     async fn changes_since(&self, revision: u64, limit: usize) -> Result<Vec<Change>, StoreError> {
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT revision, kind, namespace, name, op FROM changes
                  WHERE revision > ?1 ORDER BY revision LIMIT ?2",
@@ -711,6 +729,87 @@ mod tests {
         let ops: Vec<_> = changes.iter().map(|c| c.op).collect();
         assert_eq!(ops, vec![ChangeOp::Created, ChangeOp::Deleted]);
         assert!(changes.iter().all(|c| c.key == key));
+    }
+
+    #[tokio::test]
+    async fn reads_do_not_wait_for_a_write_in_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.create(stage("dev", None)).await.unwrap();
+        let before = store.changes().latest();
+        let (held_tx, held_rx) = tokio::sync::oneshot::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let writer = store.clone();
+        let write = tokio::spawn(async move {
+            writer
+                .with_connection(move |c| {
+                    let tx = c.transaction()?;
+                    apply_write(&tx, Write::Create(stage("held", None)))?;
+                    let _ = held_tx.send(());
+                    // The test releases the transaction once its reads are back. Should the
+                    // reads wait for it instead, this gives up after a minute and commits,
+                    // so that they see `held` and fail rather than hang.
+                    let _ = release_rx.recv_timeout(Duration::from_secs(60));
+                    tx.commit()?;
+                    Ok(())
+                })
+                .await
+        });
+        held_rx.await.unwrap();
+
+        let waited = "a read waited for the open write transaction (or saw it uncommitted)";
+        let held = ObjectKey::namespaced(Kind::Stage, "demo", "held");
+        assert_eq!(store.get(&held).await.unwrap(), None, "{waited}");
+        let listed = store.list(Kind::Stage, Some("demo")).await.unwrap();
+        assert_eq!(listed.len(), 1, "{waited}");
+        let changes = store.changes_since(before, 10).await.unwrap();
+        assert!(changes.is_empty(), "{waited}: {changes:?}");
+        let newest = store.list_newest(Kind::Stage, "demo", 10, None).await;
+        assert_eq!(newest.unwrap().len(), 1, "{waited}");
+        let many = store.get_many(Kind::Stage, "demo", &["held".into()]).await;
+        assert!(many.unwrap().is_empty(), "{waited}");
+
+        release_tx.send(()).unwrap();
+        write.await.unwrap().unwrap();
+        assert!(store.get(&held).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_revision_on_the_feed_is_visible_to_every_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let mut feed = store.changes();
+        let names: Vec<String> = (0..20).map(|i| format!("s{i}")).collect();
+        let writer = store.clone();
+        let to_write = names.clone();
+        let writes = tokio::spawn(async move {
+            for name in to_write {
+                writer.create(stage(&name, None)).await.unwrap();
+            }
+        });
+        let mut seen = feed.latest();
+        let mut found = Vec::new();
+        while found.len() < names.len() {
+            let latest = feed.wait_past(seen, Duration::from_secs(30)).await;
+            let latest = latest.expect("the feed announced the next write");
+            let changes = store.changes_since(seen, 100).await.unwrap();
+            assert!(
+                changes.iter().any(|c| c.revision == latest),
+                "revision {latest} was announced before its change was readable: {changes:?}"
+            );
+            for change in changes.iter().filter(|c| c.revision <= latest) {
+                let object = store.get(&change.key).await.unwrap();
+                assert!(
+                    object.is_some(),
+                    "{} announced but not readable",
+                    change.key
+                );
+                found.push(change.key.name.clone());
+            }
+            seen = latest;
+        }
+        writes.await.unwrap();
+        assert_eq!(found, names);
     }
 
     #[tokio::test]

@@ -290,7 +290,7 @@ impl TokenStore for SqliteStore {
 
     async fn token_info(&self, hash: &str) -> Result<Option<TokenInfo>, StoreError> {
         let hash = hash.to_owned();
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             c.query_row(
                 &format!("SELECT {INFO_COLUMNS} FROM api_tokens WHERE hash = ?1"),
                 params![hash],
@@ -305,7 +305,7 @@ impl TokenStore for SqliteStore {
 
     async fn token_by_id(&self, id: &str) -> Result<Option<TokenInfo>, StoreError> {
         let id = id.to_owned();
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             c.query_row(
                 &format!("SELECT {INFO_COLUMNS} FROM api_tokens WHERE id = ?1"),
                 params![id],
@@ -320,7 +320,7 @@ impl TokenStore for SqliteStore {
 
     async fn list_tokens(&self, user: Option<&str>) -> Result<Vec<TokenInfo>, StoreError> {
         let user = user.map(str::to_owned);
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare(&format!(
                 "SELECT {INFO_COLUMNS} FROM api_tokens
                  WHERE ?1 IS NULL OR user = ?1 ORDER BY created_at, id"
@@ -355,7 +355,7 @@ impl TokenStore for SqliteStore {
 
     async fn revoked_token(&self, hash: &str) -> Result<Option<RevokedToken>, StoreError> {
         let hash = hash.to_owned();
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             Ok(c.query_row(
                 "SELECT id, user, revoked_at FROM revoked_api_tokens WHERE hash = ?1",
                 params![hash],
@@ -385,7 +385,7 @@ impl TokenStore for SqliteStore {
     }
 
     async fn has_tokens(&self) -> Result<bool, StoreError> {
-        self.with_connection(|c| {
+        self.with_reader(|c| {
             Ok(c.query_row("SELECT EXISTS (SELECT 1 FROM api_tokens)", [], |r| r.get(0))?)
         })
         .await
@@ -398,7 +398,7 @@ impl TokenStore for SqliteStore {
     ) -> Result<Vec<String>, StoreError> {
         let user = user.to_owned();
         let groups = groups.to_vec();
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT subject_kind, subject, role FROM cluster_role_bindings ORDER BY role",
             )?;

@@ -396,7 +396,7 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
     let failed = status
         .step_execution_metadata
         .iter()
-        .find(|s| s.status == "Failed" || s.status == "Errored");
+        .find(|s| s.status.is_failure());
     let prs = view::pull_requests(status.state.as_ref());
     // Set while a later step waits; after the end, the `git-push` outputs say it.
     let pushed = status.written_to_git.clone().or_else(|| {
@@ -416,7 +416,7 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
             @if matches!(status.phase, PromotionPhase::Failed | PromotionPhase::Errored) {
                 p.failure role="alert" {
                     @match failed {
-                        Some(step) => { "step " strong { (step.alias) } " " (step.status.to_lowercase()) ": " (step.message) }
+                        Some(step) => { "step " strong { (step.alias) } " " (step.status.as_str().to_lowercase()) ": " (step.message) }
                         None => { (status.message) }
                     }
                 }

@@ -171,7 +171,7 @@ fn promotion_history(
                         @let name = p.metadata.name.clone().unwrap_or_default();
                         @let status = p.status.clone().unwrap_or_default();
                         @let actor = p.metadata.annotations.as_ref().and_then(|a| a.get(crate::pipeline::ACTOR_ANNOTATION).cloned()).unwrap_or_default();
-                        @let failed = status.step_execution_metadata.iter().find(|s| s.status == "Failed" || s.status == "Errored");
+                        @let failed = status.step_execution_metadata.iter().find(|s| s.status.is_failure());
                         tr data-promotion=(name) {
                             td { a href={ "/projects/" (project) "/promotions/" (name) } { (name) } }
                             td { (freight_ref(&p.spec.freight, aliases)) }

@@ -131,7 +131,7 @@ pub(crate) fn pull_requests(state: Option<&Value>) -> Vec<(String, String)> {
     steps
         .iter()
         .filter_map(|(alias, outputs)| {
-            let url = outputs.pointer("/pr/url")?.as_str()?;
+            let url = outputs.get("pr")?.get("url")?.as_str()?;
             let http = url.starts_with("https://") || url.starts_with("http://");
             http.then(|| (alias.clone(), url.to_owned()))
         })

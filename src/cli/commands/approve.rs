@@ -2,9 +2,9 @@
 //! available to a Stage regardless of verification and soak, on the record.
 
 use reqwest::Method;
-use serde_json::Value;
 
 use super::FreightChoice;
+use crate::api::Freight;
 use crate::cli::{CliError, Context};
 use crate::server::gates::ApproveBody;
 
@@ -31,11 +31,13 @@ pub async fn run(ctx: &Context, args: ApproveArgs) -> Result<(), CliError> {
         reason: args.reason,
     };
     let path = format!("/api/v1/projects/{project}/stages/{}/approve", args.stage);
-    let freight: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
-    let alias = freight["alias"].as_str().unwrap_or_default();
+    let freight: Freight = ctx.client.send(Method::POST, &path, Some(&body)).await?;
+    let alias = &freight.spec.alias;
     let by = freight
-        .pointer(&format!("/status/approvedFor/{}/by", args.stage))
-        .and_then(Value::as_str)
+        .status
+        .as_ref()
+        .and_then(|status| status.approved_for.get(&args.stage))
+        .map(|approval| approval.by.as_str())
         .unwrap_or_default();
     println!("freight {alias} approved for {} by {by}", args.stage);
     Ok(())

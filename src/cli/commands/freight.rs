@@ -2,9 +2,8 @@
 //! each checked against its registry or repository before anything is stored.
 
 use reqwest::Method;
-use serde_json::Value;
 
-use crate::api::{FreightCommit, FreightImage};
+use crate::api::{Freight, FreightCommit, FreightImage};
 use crate::cli::{CliError, Context};
 use crate::server::warehouses::AssembleRequest;
 
@@ -103,12 +102,9 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
     };
     let project = ctx.project().await?;
     let path = format!("/api/v1/projects/{project}/freight/assemble");
-    let freight: Value = ctx.client.send(Method::POST, &path, Some(&request)).await?;
-    let alias = freight["alias"].as_str().unwrap_or_default();
-    let id = freight
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let freight: Freight = ctx.client.send(Method::POST, &path, Some(&request)).await?;
+    let alias = &freight.spec.alias;
+    let id = freight.metadata.name.as_deref().unwrap_or_default();
     match &request_alias {
         Some(wanted) if wanted != alias => {
             println!(

@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use crate::api::Kind;
+use crate::api::{
+    BodyPart, FreightFields, Kind, PromotionSpec, ResourceBody as _, StageStatus, annotations,
+};
 use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
 
@@ -65,7 +67,10 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
     };
     let mut items = items;
     if let (Kind::Promotion, Some(stage)) = (kind, &args.stage) {
-        items.retain(|p| p.pointer("/spec/stage").and_then(Value::as_str) == Some(stage.as_str()));
+        items.retain(|p| {
+            p.spec::<PromotionSpec>()
+                .is_some_and(|spec| &spec.stage == stage)
+        });
     }
     let items = if kind == Kind::Freight && !single {
         newest_first(items, args.warehouse.as_deref())
@@ -91,11 +96,17 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
         }
         OutputFormat::Table => {
             let (mut header, mut rows) = columns(kind, &items);
-            if kind == Kind::Stage
-                && items
+            let current_promotions: Vec<Option<String>> = match kind {
+                Kind::Stage => items
                     .iter()
-                    .any(|i| i.pointer("/status/currentPromotion").is_some())
-            {
+                    .map(|i| {
+                        i.status::<StageStatus>()
+                            .and_then(|status| status.current_promotion)
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            if current_promotions.iter().any(Option::is_some) {
                 // What each running promotion waits for (e.g. a review, with its link), from
                 // one list call rather than one call per Stage.
                 let project = ctx.project().await?;
@@ -104,17 +115,12 @@ pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
                     .get(&format!("/api/v1/projects/{project}/promotions"))
                     .await?;
                 header.push("WAITING FOR");
-                for (row, item) in rows.iter_mut().zip(&items) {
-                    let current = item
-                        .pointer("/status/currentPromotion")
-                        .and_then(Value::as_str);
+                for (row, current) in rows.iter_mut().zip(&current_promotions) {
                     let message = promotions
                         .iter()
-                        .find(|p| {
-                            current.is_some()
-                                && p.pointer("/metadata/name").and_then(Value::as_str) == current
-                        })
-                        .and_then(|p| p.pointer("/status/message").and_then(Value::as_str))
+                        .find(|p| current.is_some() && p.name() == current.as_deref())
+                        .and_then(|p| p.status::<PromotionMessage>())
+                        .map(|status| status.message)
                         .and_then(|m| {
                             m.split_once(" is waiting for ")
                                 .map(|(_, what)| what.to_owned())
@@ -154,19 +160,27 @@ fn availability_cell(item: &Value) -> String {
     reasons.join("; ")
 }
 
+/// A Promotion status's `message` alone (the rest, step logs included, is not needed).
+#[derive(serde::Deserialize)]
+struct PromotionMessage {
+    #[serde(default)]
+    message: String,
+}
+
 /// Freight newest first, optionally only from one Warehouse.
 fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
     if let Some(warehouse) = warehouse {
-        items.retain(|f| f.pointer("/origin/name").and_then(Value::as_str) == Some(warehouse));
+        items.retain(|f| {
+            f.part::<FreightFields>(BodyPart::Whole)
+                .ok()
+                .flatten()
+                .is_some_and(|fields| fields.origin.name == warehouse)
+        });
     }
-    let created = |f: &Value| {
-        f.pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let created = |f: &Value| f.creation_timestamp().unwrap_or_default().to_owned();
     let revision = |f: &Value| {
-        f.pointer("/metadata/resourceVersion")
+        f.metadata()
+            .and_then(|meta| meta.get("resourceVersion"))
             .and_then(Value::as_str)
             .and_then(|r| r.parse::<u64>().ok())
             .unwrap_or_default()
@@ -193,10 +207,7 @@ fn array<'a>(value: &'a Value, pointer: &str) -> &'a [Value] {
 }
 
 fn age(item: &Value) -> String {
-    output::age(
-        item.pointer("/metadata/creationTimestamp")
-            .and_then(Value::as_str),
-    )
+    output::age(item.creation_timestamp())
 }
 
 fn short_digest(digest: &str) -> String {
@@ -282,7 +293,10 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                             format!("{} on {on}", words("/verbs"))
                         })
                         .collect();
-                    let built_in = i.pointer("/metadata/labels/dray.dev~1built-in").is_some();
+                    let built_in = i
+                        .metadata()
+                        .and_then(|meta| meta.get("labels")?.get(annotations::BUILTIN_LABEL))
+                        .is_some();
                     vec![
                         name(i),
                         rules.join("; "),

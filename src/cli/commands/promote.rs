@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::Value;
 
 use super::FreightChoice;
+use crate::api::{Promotion, PromotionPhase, StepPhase};
 use crate::cli::{CliError, Context};
 use crate::server::promotions::PromoteBody;
 
@@ -42,12 +42,8 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
         override_window: args.override_window,
     };
     let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);
-    let promotion: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
-    let name = promotion
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let promotion: Promotion = ctx.client.send(Method::POST, &path, Some(&body)).await?;
+    let name = promotion.metadata.name.unwrap_or_default();
     println!("promotion {name} requested");
     if !args.wait {
         return Ok(());
@@ -67,25 +63,21 @@ pub async fn follow(
     let mut printed: Vec<String> = Vec::new();
     let mut logged: Vec<Option<String>> = Vec::new();
     loop {
-        let promotion: Value = ctx.client.get(&path).await?;
-        let steps = promotion
-            .pointer("/status/stepExecutionMetadata")
-            .and_then(Value::as_array);
-        for (i, step) in steps.into_iter().flatten().enumerate() {
+        let promotion: Promotion = ctx.client.get(&path).await?;
+        let status = promotion.status.unwrap_or_default();
+        for (i, step) in status.step_execution_metadata.iter().enumerate() {
+            if step.status == StepPhase::Pending {
+                continue;
+            }
             let line = format!(
                 "  {} {}{}",
-                step["status"].as_str().unwrap_or("Pending"),
-                step["alias"].as_str().unwrap_or("?"),
-                step["message"]
-                    .as_str()
+                step.status,
+                step.alias,
+                Some(step.message.as_str())
                     .filter(|m| !m.is_empty())
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default()
             );
-            let status = step["status"].as_str().unwrap_or("Pending");
-            if status == "Pending" {
-                continue;
-            }
             if printed.get(i) != Some(&line) {
                 println!("{line}");
                 if i < printed.len() {
@@ -97,12 +89,7 @@ pub async fn follow(
             }
             // The step's log lines not printed yet: those after the last one printed (the
             // status keeps only the newest 100, so count from that line, not from the start).
-            let log: Vec<&str> = step["log"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
+            let log: Vec<&str> = step.log.iter().map(String::as_str).collect();
             if logged.len() <= i {
                 logged.resize(i + 1, None);
             }
@@ -117,25 +104,18 @@ pub async fn follow(
                 logged[i] = Some((*last).to_owned());
             }
         }
-        let phase = promotion
-            .pointer("/status/phase")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending");
-        let message = promotion
-            .pointer("/status/message")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let (phase, message) = (status.phase, status.message);
         match phase {
-            "Succeeded" => {
+            PromotionPhase::Succeeded => {
                 println!("promotion {name} Succeeded");
                 return Ok(());
             }
-            "Failed" | "Errored" | "Aborted" => {
+            PromotionPhase::Failed | PromotionPhase::Errored | PromotionPhase::Aborted => {
                 return Err(CliError::Local(format!(
                     "promotion {name} {phase}: {message}"
                 )));
             }
-            _ => {}
+            PromotionPhase::Pending | PromotionPhase::Running => {}
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(CliError::Local(format!(

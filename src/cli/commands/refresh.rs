@@ -3,6 +3,7 @@
 use reqwest::Method;
 use serde_json::Value;
 
+use crate::api::{ResourceBody as _, WarehouseStatus};
 use crate::cli::{CliError, Context};
 
 /// Arguments of `dray refresh`.
@@ -41,38 +42,30 @@ pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
         println!("warehouse {project}/{} refresh requested", args.name);
         return Ok(());
     }
-    let warehouse = &answer["warehouse"];
-    let subscriptions = warehouse
-        .pointer("/status/subscriptions")
-        .and_then(Value::as_array);
+    let status: WarehouseStatus = answer["warehouse"].status().unwrap_or_default();
     let mut failed = Vec::new();
-    for sub in subscriptions.into_iter().flatten() {
-        let repo = sub["repoURL"].as_str().unwrap_or("?");
-        if sub["ready"].as_bool() == Some(true) {
+    for sub in &status.subscriptions {
+        let repo = &sub.repo_url;
+        if sub.ready {
             let newest = sub
-                .pointer("/images/0/tag")
-                .or_else(|| sub.pointer("/commits/0/id"))
-                .and_then(Value::as_str)
+                .images
+                .first()
+                .map(|image| image.tag.as_str())
+                .or_else(|| sub.commits.first().map(|commit| commit.id.as_str()))
                 .unwrap_or("nothing");
             println!("{repo}: newest {newest}");
         } else {
-            let message = sub["message"].as_str().unwrap_or("failed");
+            let message = Some(sub.message.as_str())
+                .filter(|m| !m.is_empty())
+                .unwrap_or("failed");
             println!("{repo}: {message}");
             failed.push(repo.to_owned());
         }
     }
-    for warning in warehouse
-        .pointer("/status/warnings")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        println!("warning: {}", warning.as_str().unwrap_or_default());
+    for warning in &status.warnings {
+        println!("warning: {warning}");
     }
-    if let Some(id) = warehouse
-        .pointer("/status/lastFreightId")
-        .and_then(Value::as_str)
-    {
+    if let Some(id) = &status.last_freight_id {
         println!("newest freight: {id}");
     }
     if failed.is_empty() {

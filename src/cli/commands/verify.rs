@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
+use crate::api::{Stage, VerificationInfo, VerificationPhase};
 use crate::cli::{CliError, Context};
 
 /// Arguments of `dray verify`.
@@ -40,9 +41,8 @@ pub async fn run(ctx: &Context, args: VerifyArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
     let path = format!("/api/v1/projects/{project}/stages/{}/verify", args.stage);
     let body = json!({"abort": args.abort});
-    let run: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
-    let id = run["id"].as_str().unwrap_or_default().to_owned();
-    let freight = run["freight"].as_str().unwrap_or_default();
+    let run: VerificationInfo = ctx.client.send(Method::POST, &path, Some(&body)).await?;
+    let (id, freight) = (run.id, run.freight);
     if args.abort {
         println!(
             "stage {}: verification {id} of {freight} aborted",
@@ -69,38 +69,38 @@ async fn follow(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut last = String::new();
     loop {
-        let stage_object: Value = ctx.client.get(&path).await?;
-        let status = &stage_object["status"];
-        let run = std::iter::once(&status["verification"])
-            .chain(
-                status["verificationHistory"]
-                    .as_array()
-                    .into_iter()
-                    .flatten(),
-            )
-            .find(|r| r["id"] == id)
-            .cloned()
-            .unwrap_or(Value::Null);
-        let phase = run["phase"].as_str().unwrap_or("Pending");
-        let message = run["message"].as_str().unwrap_or_default();
+        let stage_object: Stage = ctx.client.get(&path).await?;
+        let status = stage_object.status.unwrap_or_default();
+        let run = status
+            .verification
+            .into_iter()
+            .chain(status.verification_history)
+            .find(|r| r.id == id);
+        let (phase, message) = run
+            .as_ref()
+            .map(|r| (r.phase, r.message.as_str()))
+            .unwrap_or_default();
         let line = format!("  {phase}: {message}");
         if line != last {
             println!("{line}");
             last = line;
         }
         match phase {
-            "Successful" => return Ok(()),
-            "Failed" | "Error" | "Inconclusive" | "Aborted" => {
+            VerificationPhase::Successful => return Ok(()),
+            VerificationPhase::Failed
+            | VerificationPhase::Error
+            | VerificationPhase::Inconclusive
+            | VerificationPhase::Aborted => {
                 return Err(CliError::Local(format!(
                     "verification {id} in stage {stage} ended {phase}: {message}"
                 )));
             }
-            _ if run.is_null() => {
+            VerificationPhase::Pending | VerificationPhase::Running if run.is_none() => {
                 return Err(CliError::Local(format!(
                     "verification {id} is no longer on stage {stage} (a newer one replaced it)"
                 )));
             }
-            _ => {}
+            VerificationPhase::Pending | VerificationPhase::Running => {}
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(CliError::Local(format!(

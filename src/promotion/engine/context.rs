@@ -106,12 +106,12 @@ impl Engine {
         };
         let steps = &run.promotion.spec.steps;
         for (meta, planned) in run.status.step_execution_metadata.iter().zip(steps) {
-            if meta.status != "Pending" && meta.status != "Running" {
+            if meta.status.is_done() {
                 ctx.step_statuses
-                    .insert(meta.alias.clone(), meta.status.clone());
+                    .insert(meta.alias.clone(), meta.status.to_string());
             }
             // A step allowed to fail (`continueOnError`) does not make `success()` false.
-            if matches!(meta.status.as_str(), "Failed" | "Errored") && !planned.continue_on_error {
+            if meta.status.is_failure() && !planned.continue_on_error {
                 ctx.any_failed = true;
             }
         }

@@ -11,7 +11,7 @@ use super::barrier::{BarrierPoint, step_barrier};
 use super::context::{freight_view, recorded_actor};
 use super::state::{Run, now};
 use super::{Engine, EngineError};
-use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, annotations};
+use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, StepPhase, annotations};
 use crate::expr::DEFAULT_CONDITION;
 use crate::promotion::{StepExprs, record};
 use crate::store::StoreError;
@@ -157,8 +157,8 @@ impl Engine {
     /// Ends the run as `Aborted`, saying who asked and what was already pushed.
     async fn abort(&self, run: &mut Run) -> Result<PromotionPhase, EngineError> {
         for meta in &mut run.status.step_execution_metadata {
-            if meta.status == "Running" {
-                meta.status = "Aborted".into();
+            if meta.status == StepPhase::Running {
+                meta.status = StepPhase::Aborted;
                 meta.finished_at = now();
             }
         }
@@ -200,7 +200,7 @@ fn conclusion(run: &Run) -> (PromotionPhase, String) {
                 && !run.promotion.spec.steps[*i].continue_on_error
         });
     match failed {
-        Some((_, s)) if s.status == "Errored" => (
+        Some((_, s)) if s.status == StepPhase::Errored => (
             PromotionPhase::Errored,
             format!("step `{}` errored: {}", s.alias, s.message),
         ),

@@ -6,7 +6,7 @@
 use dray_steps::StepOutcome;
 use serde_json::{Map, Value, json};
 
-use crate::api::{ObjectKey, Promotion, PromotionStatus, StepExecution, Time};
+use crate::api::{ObjectKey, Promotion, PromotionStatus, StepExecution, StepPhase, Time};
 use crate::promotion::plan::task_of;
 use crate::promotion::record::{StepEffect, effects_of};
 use crate::promotion::step_log::StepLogs;
@@ -54,7 +54,7 @@ impl Run {
                 .iter()
                 .map(|s| StepExecution {
                     alias: s.as_.clone().unwrap_or_default(),
-                    status: "Pending".into(),
+                    status: StepPhase::Pending,
                     ..Default::default()
                 })
                 .collect();
@@ -109,7 +109,7 @@ impl Run {
                 }));
         }
         let meta = &mut self.status.step_execution_metadata[index];
-        meta.status = status.into();
+        meta.status = status;
         meta.message = message;
         meta.finished_at = now();
         if meta.started_at.is_none() {
@@ -129,15 +129,15 @@ impl Run {
 }
 
 /// A step's status and message for its `StepExecution`.
-pub(super) fn summarise(outcome: &StepOutcome) -> (&'static str, String) {
+pub(super) fn summarise(outcome: &StepOutcome) -> (StepPhase, String) {
     match outcome {
-        StepOutcome::Succeeded { .. } => ("Succeeded", String::new()),
+        StepOutcome::Succeeded { .. } => (StepPhase::Succeeded, String::new()),
         StepOutcome::Running { waiting_for, .. } => {
-            ("Running", format!("waiting for {waiting_for}"))
+            (StepPhase::Running, format!("waiting for {waiting_for}"))
         }
-        StepOutcome::Failed { reason } => ("Failed", reason.clone()),
-        StepOutcome::Errored { reason } => ("Errored", reason.clone()),
-        StepOutcome::Skipped { reason } => ("Skipped", reason.clone()),
+        StepOutcome::Failed { reason } => (StepPhase::Failed, reason.clone()),
+        StepOutcome::Errored { reason } => (StepPhase::Errored, reason.clone()),
+        StepOutcome::Skipped { reason } => (StepPhase::Skipped, reason.clone()),
     }
 }
 
@@ -174,7 +174,7 @@ mod tests {
         let steps =
             json!([{"uses": "git-push", "as": "render::push"}, {"uses": "http", "as": "gate"}]);
         let mut run = Run::resume(&key, promotion(steps.clone()));
-        assert_eq!(run.status.step_execution_metadata[1].status, "Pending");
+        assert_eq!(run.status.step_execution_metadata[1].status, StepPhase::Pending);
         run.settle(0, "render::push", pushed("1a2b3c4d5e6f7a8b"));
         // Run again after a crash: the same effect is not kept twice.
         run.settle(0, "render::push", pushed("1a2b3c4d5e6f7a8b"));
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!(resumed.outputs, run.outputs);
         assert_eq!(
             resumed.status.step_execution_metadata[0].status,
-            "Succeeded"
+            StepPhase::Succeeded
         );
     }
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::state::{Run, now};
 use super::{DEFAULT_ERROR_THRESHOLD, Engine, EngineError};
-use crate::api::{ObjectKey, PromotionStep, annotations, parse_duration};
+use crate::api::{ObjectKey, PromotionStep, StepPhase, annotations, parse_duration};
 use crate::expr::ExprContext;
 use crate::promotion::record;
 
@@ -69,7 +69,7 @@ impl Engine {
         loop {
             {
                 let meta = &mut run.status.step_execution_metadata[index];
-                meta.status = "Running".into();
+                meta.status = StepPhase::Running;
                 meta.attempts += 1;
                 if meta.started_at.is_none() {
                     meta.started_at = now();
