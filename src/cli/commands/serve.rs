@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use tracing_subscriber::EnvFilter;
 
 use crate::cli::{CliError, env};
+use crate::server::auth::oidc::OidcOptions;
 use crate::server::{AuthMode, ServeOptions, serve};
-use crate::ui::oidc::OidcOptions;
 
 /// Arguments of `dray serve`.
 #[derive(clap::Args, Debug)]
