@@ -539,26 +539,26 @@ metadata: {name: demo, namespace: demo}
 spec:
   promotionWindows:
   - name: weekend-freeze
-kind: Deny
-schedule: 0 22 * * 5
-duration: 60h
-timeZone: Europe/Berlin
-stageSelector: {name: glob:prod-*}
-description: CHG-1234
+    kind: Deny
+    schedule: 0 22 * * 5
+    duration: 60h
+    timeZone: Europe/Berlin
+    stageSelector: {name: glob:prod-*}
+    description: CHG-1234
   - name: xmas
-kind: Deny
-rrule: |-
-  DTSTART:20261224T000000Z
-  RRULE:FREQ=YEARLY;COUNT=3
-duration: 24h
+    kind: Deny
+    rrule: |-
+      DTSTART:20261224T000000Z
+      RRULE:FREQ=YEARLY;COUNT=3
+    duration: 24h
   - name: bad
-kind: Allow
-schedule: 0 22 * *
-duration: 1h
-timeZone: Mars/Olympus
+    kind: Allow
+    schedule: 0 22 * *
+    duration: 1h
+    timeZone: Mars/Olympus
   - name: xmas
-kind: Deny
-schedule: 0 0 24 12 *
+    kind: Deny
+    schedule: 0 0 24 12 *
 ";
     let files = [SourceFile {
         path: "c.yaml".into(),
