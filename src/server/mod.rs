@@ -3,7 +3,7 @@
 //! decides; routes validate input, ask `pipeline`, call the store, and answer.
 //!
 //! [`router`] builds the whole API from an [`AppState`], beside the pages it is given (the
-//! web UI, `crate::ui`, which sits on top of this module; this module never imports it);
+//! web UI, `src/ui`, which sits on top of this module; this module never imports it);
 //! `serve` serves it and tests call it with `tower::ServiceExt::oneshot`. Every `/api/v1`
 //! route sits behind [`auth`]'s middleware, and each handler asks
 //! [`auth::Caller::authorize`] before it acts.
@@ -246,7 +246,7 @@ pub fn edge_routes() -> Vec<Route> {
 }
 
 /// The whole HTTP API and the webhook receivers, served beside `pages` (the web UI's
-/// router, `crate::ui::router()`, which whoever composes the server passes in).
+/// router, `ui::router()` in `src/ui`, which whoever composes the server passes in).
 pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let api = routes::build(api_routes()).route_layer(axum::middleware::from_fn_with_state(
         state.clone(),

@@ -46,7 +46,7 @@
 //! - [`oidc`]: logging in through an OpenID provider (discovery, the code flow, ID-token
 //!   checks, the user and groups from the claims).
 //!
-//! The web UI (`crate::ui`) draws the login pages on top of this; nothing here renders
+//! The web UI (`src/ui`) draws the login pages on top of this; nothing here renders
 //! a page or knows the UI.
 
 mod api_tokens;

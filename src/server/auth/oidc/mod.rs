@@ -5,7 +5,7 @@
 //! `openidconnect` crate's; this module keeps the login attempts and turns a verified ID
 //! token into a UI session ([`super::sessions::Identity::Oidc`]).
 //!
-//! The web UI serves the two routes and draws the pages (`crate::ui`); this module does
+//! The web UI serves the two routes and draws the pages (`src/ui`); this module does
 //! the work behind them:
 //!
 //! - `GET /auth/login` ([`Oidc::begin`]): keeps `state`, `nonce` and the PKCE verifier in memory under a

@@ -1,6 +1,6 @@
 //! Tests of OIDC login without a provider: cookies, settings, the user and groups from
 //! claims, and an unreachable provider. The routes are tested with the UI's pages
-//! (`crate::ui::oidc_pages`), and against a real provider in `e2e/tests/oidc.rs`.
+//! (`src/ui/oidc_pages.rs`), and against a real provider in `e2e/tests/oidc.rs`.
 
 use std::time::Duration;
 
