@@ -1,6 +1,7 @@
 //! The pages of logging in and out of the web UI: `GET /login` (the form), `POST /login`
 //! (an API token in, a session cookie out) and `POST /logout`. Whether the token is good
-//! is [`crate::server::auth::login::with_token`]'s to say (exactly as the API checks a
+//! (and whether a logout carries the session's CSRF token) is
+//! [`crate::server::auth::login`]'s to say (exactly as the API checks a
 //! bearer token); the token is never echoed, logged or put in the cookie. An unknown,
 //! expired or revoked token makes no session; the page says which, in the API's words
 //! (when it expired and to create a new one; when it was revoked and to ask an admin for a
@@ -17,7 +18,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::server::AppState;
-use crate::server::auth::login::{self as token_login, TokenLoginError};
+use crate::server::auth::login::{self as token_login, LogoutError, TokenLoginError};
 use crate::server::auth::{AuthMode, sessions};
 
 use super::layout;
@@ -126,32 +127,18 @@ pub(crate) async fn logout(
 ) -> Response {
     let secure = sessions::is_https(&headers);
     if let Some(id) = sessions::cookie_id(&headers) {
-        let found = match state.sessions.lookup(&id).await {
-            Ok(found) => found,
-            Err(error) => return super::UiError::from(error).into_response(),
-        };
-        let Some(found) = found else {
-            return (
-                [(SET_COOKIE, sessions::clear_cookie(secure))],
-                Redirect::to("/login"),
-            )
-                .into_response();
-        };
-        let sent = axum::http::HeaderValue::from_str(&form.csrf).ok();
-        if !found.csrf_matches(sent.as_ref()) {
-            return (
-                StatusCode::FORBIDDEN,
-                layout::error_page(
+        match token_login::logout(&state.sessions, &id, &form.csrf).await {
+            Ok(_) => {}
+            Err(LogoutError::Csrf) => {
+                let message = LogoutError::Csrf.to_string();
+                return (
                     StatusCode::FORBIDDEN,
-                    "logging out needs the page's CSRF token; use the Log out button",
-                ),
-            )
-                .into_response();
+                    layout::error_page(StatusCode::FORBIDDEN, &message),
+                )
+                    .into_response();
+            }
+            Err(LogoutError::Store(error)) => return super::UiError::from(error).into_response(),
         }
-        if let Err(error) = state.sessions.remove(&id).await {
-            return super::UiError::from(error).into_response();
-        }
-        tracing::info!(user = %found.user, "logged out of the UI");
     }
     (
         [(SET_COOKIE, sessions::clear_cookie(secure))],

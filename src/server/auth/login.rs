@@ -1,11 +1,13 @@
-//! Logging in with an API token ([`with_token`]): the token is checked exactly as the API
+//! Logging in with an API token ([`with_token`]), and out ([`logout`]). The token is checked exactly as the API
 //! checks a bearer token (its SHA-256 against the token store, [`super::check_token`]) and
 //! a valid one starts a session ([`super::sessions::Sessions::create_for_token`]). The
 //! token is never echoed, logged or kept: the session holds its hash only. An unknown,
 //! expired or revoked token makes no session, and [`TokenLoginError`] says which, in the
-//! API's words. Drawing the form is the web UI's job.
+//! API's words. Logging out ends the session only when the request carries the session's
+//! CSRF token (a cross-site form cannot log anyone out). Drawing the form is the web UI's
+//! job.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 
 use crate::store::StoreError;
 
@@ -83,4 +85,34 @@ pub async fn with_token(
         .map_err(TokenLoginError::Session)?;
     tracing::info!(user = %record.user, "logged in to the UI");
     Ok(TokenLogin { id, session })
+}
+
+/// Why a logout did not end the session.
+#[derive(Debug, thiserror::Error)]
+pub enum LogoutError {
+    /// The form did not carry the session's CSRF token.
+    #[error("logging out needs the page's CSRF token; use the Log out button")]
+    Csrf,
+    /// The session store could not be read or written.
+    #[error("the session store cannot be used: {0}")]
+    Store(#[source] StoreError),
+}
+
+/// Ends the session `id` when `csrf` is its CSRF token; returns its user, or `None` when
+/// there was no such session (already over: nothing to end).
+pub async fn logout(
+    sessions: &Sessions,
+    id: &str,
+    csrf: &str,
+) -> Result<Option<String>, LogoutError> {
+    let Some(found) = sessions.lookup(id).await.map_err(LogoutError::Store)? else {
+        return Ok(None);
+    };
+    let sent = HeaderValue::from_str(csrf).ok();
+    if !found.csrf_matches(sent.as_ref()) {
+        return Err(LogoutError::Csrf);
+    }
+    sessions.remove(id).await.map_err(LogoutError::Store)?;
+    tracing::info!(user = %found.user, "logged out of the UI");
+    Ok(Some(found.user))
 }
