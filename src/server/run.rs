@@ -139,12 +139,11 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}"), "dray is serving");
     let stopping = shutdown.clone();
-    let served = axum::serve(listener, router(state, crate::ui::router())).with_graceful_shutdown(
-        async move {
-            shutdown_signal().await;
-            stopping.cancel();
-        },
-    );
+    let app = router(state, crate::ui::router());
+    let served = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        stopping.cancel();
+    });
     // Graceful, but bounded: requests in flight get a few seconds to finish.
     let served = tokio::select! {
         served = served => served,
