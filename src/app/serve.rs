@@ -35,7 +35,7 @@ pub struct ServeOptions {
     /// How API requests are authenticated.
     pub auth: AuthMode,
     /// OIDC login for the web UI, when configured.
-    pub oidc: Option<crate::ui::oidc::OidcOptions>,
+    pub oidc: Option<crate::server::auth::oidc::OidcOptions>,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -76,7 +76,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             mode: options.auth,
             tokens: token_store,
         }),
-        sessions: Arc::new(crate::ui::session::Sessions::new(session_store)),
+        sessions: Arc::new(crate::server::auth::sessions::Sessions::new(session_store)),
         oidc,
         shutdown: shutdown.clone(),
     };
@@ -117,7 +117,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}"), "dray is serving");
     let stopping = shutdown.clone();
-    let served = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+    let app = router(state, crate::ui::router());
+    let served = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown_signal().await;
         stopping.cancel();
     });
@@ -148,9 +149,9 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
 /// that cannot be reached does not stop the server; the login page says why, and the next
 /// login tries again.
 async fn start_oidc(
-    options: crate::ui::oidc::OidcOptions,
-) -> anyhow::Result<crate::ui::oidc::Oidc> {
-    let oidc = crate::ui::oidc::Oidc::new(options)?;
+    options: crate::server::auth::oidc::OidcOptions,
+) -> anyhow::Result<crate::server::auth::oidc::Oidc> {
+    let oidc = crate::server::auth::oidc::Oidc::new(options)?;
     let issuer = oidc.options().issuer.clone();
     match oidc.discover().await {
         Ok(()) => {

@@ -1,9 +1,11 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]). It decides; `promotion` executes; `store` remembers.
+//! ([`request`]), and what each Stage's gates and windows say now ([`board`], which the API
+//! and the web UI show). It decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
+pub mod board;
 pub mod door;
 pub mod queue;
 pub mod request;

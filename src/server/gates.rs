@@ -1,6 +1,9 @@
 //! The gates, as the API shows them: which Freight may enter a Stage and why not
-//! (`GET …/stages/{stage}/freight`, needing `list` on freight), and approving Freight for a
-//! Stage (`POST …/stages/{stage}/approve`, `approve` on the Stage).
+//! (`GET …/stages/{stage}/freight`, needing `list` on freight), the Stage's promotion
+//! windows now (`GET …/stages/{stage}/window`, and `status.window` on Stages as listed),
+//! and approving Freight for a Stage (`POST …/stages/{stage}/approve`, `approve` on the
+//! Stage). What the gates and windows say is [`crate::pipeline::board`]'s; this module
+//! only turns it into JSON.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -9,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::api::{Freight, Kind, ObjectKey, Stage, Verb};
-use crate::pipeline::availability::availability;
+use crate::pipeline::board::{self, StageWindow};
 use crate::pipeline::request::{self, PromoteRequest};
 
 use super::AppState;
@@ -68,14 +71,23 @@ pub(crate) async fn stage_freight(
         .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
     let stage = load_stage(&state, &key).await?;
-    let now = jiff::Timestamp::now();
+    let windows = board::project_windows(state.store.as_ref(), &project).await?;
+    let (objects, freight): (Vec<Value>, Vec<Freight>) = state
+        .store
+        .list(Kind::Freight, Some(&project))
+        .await?
+        .into_iter()
+        .filter_map(|stored| {
+            let freight = stored.to_typed::<Freight>().ok()?;
+            Some((stored.object, freight))
+        })
+        .unzip();
+    let refs: Vec<&Freight> = freight.iter().collect();
+    let stage_board = board::stage_board(&stage, &refs, &windows, jiff::Timestamp::now());
     let mut listed = Vec::new();
-    for stored in state.store.list(Kind::Freight, Some(&project)).await? {
-        let Ok(freight) = stored.to_typed::<Freight>() else {
-            continue;
-        };
-        let gates = availability(&stage, &freight, now);
-        let mut object = present(stored.object);
+    for (object, entry) in objects.into_iter().zip(&stage_board.freight) {
+        let gates = &entry.availability;
+        let mut object = present(object);
         object["availability"] = json!({
             "available": gates.is_available(),
             "reasons": gates.reasons.iter().map(ToString::to_string).collect::<Vec<_>>(),
@@ -134,7 +146,9 @@ pub(crate) async fn stage_window(
         .await?;
     let key = ObjectKey::namespaced(Kind::Stage, &project, &stage_name);
     let stage = load_stage(&state, &key).await?;
-    match request::window_state(state.store.as_ref(), &project, &stage).await? {
+    let windows = board::project_windows(state.store.as_ref(), &project).await?;
+    let stage_board = board::stage_board(&stage, &[], &windows, jiff::Timestamp::now());
+    match stage_board.window.0 {
         Ok(window) => Ok(Json(json!(window))),
         Err(error) => Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -166,10 +180,7 @@ pub(crate) async fn add_window_state(
     project: &str,
     stages: &mut [Value],
 ) -> Result<(), ApiError> {
-    let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
-    let config: Option<crate::api::ProjectConfig> =
-        state.store.get(&key).await?.and_then(|c| c.to_typed().ok());
-    let windows = config.map(|c| c.spec.promotion_windows).unwrap_or_default();
+    let windows = board::project_windows(state.store.as_ref(), project).await?;
     if windows.is_empty() {
         return Ok(());
     }
@@ -185,7 +196,7 @@ pub(crate) async fn add_window_state(
             .cloned()
             .and_then(|l| serde_json::from_value(l).ok())
             .unwrap_or_default();
-        let window = match crate::pipeline::windows::evaluate(&windows, &name, &labels, now) {
+        let window = match StageWindow::of(&windows, &name, &labels, now).0 {
             Ok(window) => json!(window),
             Err(error) => json!({"open": false, "error": error.to_string()}),
         };

@@ -1,9 +1,12 @@
-//! The HTTP server of `dray serve`: the JSON API, health, webhook receivers and (later)
-//! the web UI. Nothing here decides; routes validate input, call the store, and answer.
+//! The HTTP server of `dray serve`: the JSON API, health, webhook receivers, and
+//! authentication ([`auth`]: API tokens, the web UI's sessions, OIDC login). Nothing here
+//! decides; routes validate input, ask `pipeline`, call the store, and answer.
 //!
-//! [`router`] builds the whole API from an [`AppState`]; `main` serves it and tests call
-//! it with `tower::ServiceExt::oneshot`. Every `/api/v1` route sits behind [`auth`]'s
-//! middleware, and each handler asks [`auth::Caller::authorize`] before it acts.
+//! [`router`] builds the whole API from an [`AppState`], beside the pages it is given (the
+//! web UI, `src/ui`, which sits on top of this module; this module never imports it);
+//! `serve` serves it and tests call it with `tower::ServiceExt::oneshot`. Every `/api/v1`
+//! route sits behind [`auth`]'s middleware, and each handler asks
+//! [`auth::Caller::authorize`] before it acts.
 
 pub mod apply;
 pub mod auth;
@@ -53,9 +56,9 @@ pub struct AppState {
     /// How callers are authenticated, and their tokens.
     pub auth: Arc<Auth>,
     /// The web UI's login sessions, kept in the store.
-    pub sessions: Arc<crate::ui::session::Sessions>,
+    pub sessions: Arc<auth::sessions::Sessions>,
     /// The OpenID provider the web UI can log in through, when configured.
-    pub oidc: Option<Arc<crate::ui::oidc::Oidc>>,
+    pub oidc: Option<Arc<auth::oidc::Oidc>>,
     /// Cancelled when the server begins to stop: long-lived answers (the UI's live
     /// updates) end with it, so a browser tab never holds a shutdown up.
     pub shutdown: tokio_util::sync::CancellationToken,
@@ -78,7 +81,7 @@ impl AppState {
                 mode,
                 tokens: store.clone(),
             }),
-            sessions: Arc::new(crate::ui::session::Sessions::new(store)),
+            sessions: Arc::new(auth::sessions::Sessions::new(store)),
             oidc: None,
             shutdown: Default::default(),
         }
@@ -240,15 +243,16 @@ pub fn edge_routes() -> Vec<Route> {
     ]
 }
 
-/// The whole HTTP API, the webhook receivers and the web UI.
-pub fn router(state: AppState) -> Router {
+/// The whole HTTP API and the webhook receivers, served beside `pages` (the web UI's
+/// router, `ui::router()` in `src/ui`, which whoever composes the server passes in).
+pub fn router(state: AppState, pages: Router<AppState>) -> Router {
     let api = routes::build(api_routes()).route_layer(axum::middleware::from_fn_with_state(
         state.clone(),
         auth::authenticate,
     ));
     routes::build(edge_routes())
         .nest("/api/v1", api)
-        .merge(crate::ui::router())
+        .merge(pages)
         .fallback(not_found)
         .with_state(state)
         // Spans carry method and path, never headers: bearer tokens stay out of the log.

@@ -518,7 +518,7 @@ async fn status_of(world: &World, probe: &Probe, caller: &str) -> u16 {
         Door::Webhook => {}
     }
     let request = request.body(body).unwrap();
-    let router = super::router(world.fresh.state.clone());
+    let router = test_support::app(&world.fresh.state);
     router.oneshot(request).await.unwrap().status().as_u16()
 }
 

@@ -138,9 +138,14 @@ impl Reply {
     }
 }
 
+/// The whole router (API and UI) of `state`, composed as `serve` composes it.
+pub(crate) fn app(state: &AppState) -> axum::Router {
+    router(state.clone(), crate::ui::router())
+}
+
 /// Sends `request` through the whole router (API and UI) of `state`.
 pub(crate) async fn send(state: &AppState, request: Request<Body>) -> Reply {
-    let response = router(state.clone()).oneshot(request).await.unwrap();
+    let response = app(state).oneshot(request).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = axum::body::to_bytes(response.into_body(), usize::MAX)

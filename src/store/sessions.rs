@@ -14,7 +14,7 @@ use super::{SqliteStore, StoreError};
 pub struct SessionRecord {
     /// The SHA-256 (hex) of the session id.
     pub key: String,
-    /// Who it stands for, as JSON (see `ui::session::Identity`).
+    /// Who it stands for, as JSON (see `server::auth::sessions::Identity`).
     pub identity: String,
     /// The user, for display and logs.
     pub user: String,

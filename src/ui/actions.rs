@@ -16,8 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, Stage, Verb};
-use crate::pipeline::availability::availability;
-use crate::pipeline::request;
+use crate::pipeline::board::{self, FreightGates, StageBoard};
 use crate::server::{ApiError, AppState};
 
 use super::view::{self, artifacts, freight_label};
@@ -134,10 +133,17 @@ pub(crate) async fn confirm(
             let id = target.metadata.name.clone().unwrap_or_default();
             let current_id = status.current_freight.as_ref().map(|c| c.name.clone());
             let current = load_freight(&state, &project, current_id.as_deref()).await?;
-            let gates = gates(&state, &project, &stage, &target).await?;
+            let windows = board::project_windows(store, &project).await?;
+            let now = jiff::Timestamp::now();
+            let stage_board = board::stage_board(&stage, &[&target], &windows, now);
+            let entry = stage_board.gates(&id).ok_or_else(|| {
+                UiError(ApiError::not_found(format!(
+                    "Freight `{id}` is not on the board of Stage `{stage_name}`; reload the page"
+                )))
+            })?;
+            let gates = gates(&stage_board, entry);
             if query.action == "promote" {
-                let window = request::window_state(store, &project, &stage).await?;
-                let closed = !window.as_ref().is_ok_and(|w| w.open);
+                let closed = !stage_board.window.is_open();
                 let may_override = perms.allows(Verb::Override, "stages", Some(&stage_name));
                 (
                     format!("Promote {} to {stage_name}", freight_label(&target)),
@@ -297,18 +303,13 @@ fn changes(current: Option<&Freight>, target: &Freight) -> Markup {
     }
 }
 
-/// The gates that apply to `freight` entering `stage`: availability, window, approval, hold.
-async fn gates(
-    state: &AppState,
-    project: &str,
-    stage: &Stage,
-    freight: &Freight,
-) -> Result<Markup, UiError> {
-    let name = stage.metadata.name.clone().unwrap_or_default();
-    let gates = availability(stage, freight, jiff::Timestamp::now());
-    let window = request::window_state(state.store.as_ref(), project, stage).await?;
-    let hold = stage.status.as_ref().and_then(|s| s.hold.clone());
-    Ok(html! {
+/// The gates that apply to the Freight of `entry` entering the Stage of `board`:
+/// availability, window, approval, hold.
+fn gates(board: &StageBoard, entry: &FreightGates) -> Markup {
+    let name = &board.stage;
+    let gates = &entry.availability;
+    let window = &board.window;
+    html! {
         h3 { "Gates" }
         ul.gates {
             @if gates.is_available() {
@@ -316,27 +317,24 @@ async fn gates(
             } @else {
                 @for r in &gates.reasons { li.refused { (r.to_string()) } }
             }
-            @match &window {
-                Ok(w) if w.open => { li.ok { "promotion window open" } }
-                Ok(w) => {
-                    li.refused {
-                        @if let Some(b) = &w.blocked_by {
-                            "frozen by window `" (b.window) "`"
-                            @if let Some(t) = w.next_change.or(b.until) { " until " (t.to_string()) }
-                        } @else { "promotion window closed" }
-                    }
-                }
-                Err(e) => { li.refused { "promotion windows cannot be evaluated: " (e.to_string()) } }
+            @if window.is_open() {
+                li.ok { "promotion window open" }
+            } @else if let Some(e) = window.error() {
+                li.refused { "promotion windows cannot be evaluated: " (e.to_string()) }
+            } @else if let Some(reason) = window.reason() {
+                li.refused { (reason.to_string()) }
+            } @else {
+                li.refused { "promotion window closed" }
             }
             @match &gates.approved_by {
                 Some(by) => { li.ok { "approved for " (name) " by " (by) } }
                 None => { li { "no approval for " (name) " (only needed to bypass verification and soak)" } }
             }
-            @if let Some(h) = &hold {
+            @if let Some(h) = &board.held {
                 li { "auto-promotion is held by " (h.by) " (" (h.reason) "); promoting the newest Freight lifts it" }
             }
         }
-    })
+    }
 }
 
 /// The Promotion `name` drawn for `viewer` (who must be allowed to read it).

@@ -1,12 +1,13 @@
-//! Logging in and out of the web UI: `GET /login` (the form), `POST /login` (an API
-//! token in, a session cookie out) and `POST /logout`. The token is checked exactly as the
-//! API checks a bearer token (its SHA-256 against the token store,
-//! [`crate::server::auth::check_token`]) and is never echoed, logged or put in the cookie.
-//! An unknown, expired or revoked token makes no session; the page says which, in the
-//! API's words (when it expired and to create a new one; when it was revoked and to ask an
-//! admin for a new one). When OIDC is configured the form has a "Log in with
-//! <issuer host>" button (`#oidc-login`, a link to `/auth/login`, see [`super::oidc`]) above
-//! the token form, and says so when the provider cannot be reached.
+//! The pages of logging in and out of the web UI: `GET /login` (the form), `POST /login`
+//! (an API token in, a session cookie out) and `POST /logout`. Whether the token is good
+//! (and whether a logout carries the session's CSRF token) is
+//! [`crate::server::auth::login`]'s to say (exactly as the API checks a
+//! bearer token); the token is never echoed, logged or put in the cookie. An unknown,
+//! expired or revoked token makes no session; the page says which, in the API's words
+//! (when it expired and to create a new one; when it was revoked and to ask an admin for a
+//! new one). When OIDC is configured the form has a "Log in with <issuer host>" button
+//! (`#oidc-login`, a link to `/auth/login`, see `super::oidc_pages`) above the token form,
+//! and says so when the provider cannot be reached.
 
 use axum::Form;
 use axum::extract::State;
@@ -17,10 +18,10 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use crate::server::AppState;
-use crate::server::auth::{self, AuthMode, TokenRefusal};
-use crate::server::tokens;
+use crate::server::auth::login::{self as token_login, LogoutError, TokenLoginError};
+use crate::server::auth::{AuthMode, sessions};
 
-use super::{layout, session};
+use super::layout;
 
 /// The login form's fields.
 #[derive(Deserialize)]
@@ -96,7 +97,7 @@ pub(crate) async fn login(
     if state.auth.mode == AuthMode::None {
         return Redirect::to("/").into_response();
     }
-    if !session::same_origin(&headers) {
+    if !sessions::same_origin(&headers) {
         return (
             StatusCode::FORBIDDEN,
             form_page(
@@ -106,45 +107,15 @@ pub(crate) async fn login(
         )
             .into_response();
     }
-    let token = form.token.trim();
-    if token.is_empty() {
-        return (
-            StatusCode::BAD_REQUEST,
-            form_page(&state, Some("enter an API token")),
-        )
-            .into_response();
-    }
-    let hash = tokens::hash(token);
-    let record = match auth::check_token(&state.auth, &hash).await {
-        Ok(Ok(record)) => record,
-        Ok(Err(refusal)) => {
-            if refusal == TokenRefusal::Unknown {
-                tracing::info!("login refused: unknown token");
-            }
-            return (
-                StatusCode::UNAUTHORIZED,
-                form_page(&state, Some(&refusal.to_string())),
-            )
-                .into_response();
-        }
+    let login = match token_login::with_token(&state.auth, &state.sessions, &form.token).await {
+        Ok(login) => login,
+        Err(TokenLoginError::Session(error)) => return super::UiError::from(error).into_response(),
         Err(error) => {
-            tracing::warn!(%error, "login: cannot read the token store");
-            return (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                form_page(
-                    &state,
-                    Some("the token store cannot be read; see the server log"),
-                ),
-            )
-                .into_response();
+            return (error.status(), form_page(&state, Some(&error.to_string()))).into_response();
         }
     };
-    let (id, _) = match state.sessions.create_for_token(&hash, &record.user).await {
-        Ok(created) => created,
-        Err(error) => return super::UiError::from(error).into_response(),
-    };
-    tracing::info!(user = %record.user, "logged in to the UI");
-    let cookie = session::set_cookie(&id, session::is_https(&headers));
+    let id = login.id;
+    let cookie = sessions::set_cookie(&id, sessions::is_https(&headers));
     ([(SET_COOKIE, cookie)], Redirect::to("/")).into_response()
 }
 
@@ -154,37 +125,23 @@ pub(crate) async fn logout(
     headers: HeaderMap,
     Form(form): Form<LogoutForm>,
 ) -> Response {
-    let secure = session::is_https(&headers);
-    if let Some(id) = session::cookie_id(&headers) {
-        let found = match state.sessions.lookup(&id).await {
-            Ok(found) => found,
-            Err(error) => return super::UiError::from(error).into_response(),
-        };
-        let Some(found) = found else {
-            return (
-                [(SET_COOKIE, session::clear_cookie(secure))],
-                Redirect::to("/login"),
-            )
-                .into_response();
-        };
-        let sent = axum::http::HeaderValue::from_str(&form.csrf).ok();
-        if !found.csrf_matches(sent.as_ref()) {
-            return (
-                StatusCode::FORBIDDEN,
-                layout::error_page(
+    let secure = sessions::is_https(&headers);
+    if let Some(id) = sessions::cookie_id(&headers) {
+        match token_login::logout(&state.sessions, &id, &form.csrf).await {
+            Ok(_) => {}
+            Err(LogoutError::Csrf) => {
+                let message = LogoutError::Csrf.to_string();
+                return (
                     StatusCode::FORBIDDEN,
-                    "logging out needs the page's CSRF token; use the Log out button",
-                ),
-            )
-                .into_response();
+                    layout::error_page(StatusCode::FORBIDDEN, &message),
+                )
+                    .into_response();
+            }
+            Err(LogoutError::Store(error)) => return super::UiError::from(error).into_response(),
         }
-        if let Err(error) = state.sessions.remove(&id).await {
-            return super::UiError::from(error).into_response();
-        }
-        tracing::info!(user = %found.user, "logged out of the UI");
     }
     (
-        [(SET_COOKIE, session::clear_cookie(secure))],
+        [(SET_COOKIE, sessions::clear_cookie(secure))],
         Redirect::to("/login"),
     )
         .into_response()

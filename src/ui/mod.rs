@@ -5,12 +5,14 @@
 //!
 //! Pages read the store directly; every action (promote, approve, abort, verify, lift a
 //! hold) is the page's script calling the JSON API under `/api/v1` with the session
-//! cookie and the session's CSRF token (see [`session`] and `server::auth`), so the UI
-//! can do nothing the API would not let the same user do.
+//! cookie and the session's CSRF token (see [`crate::server::auth::sessions`]), so the UI
+//! can do nothing the API would not let the same user do. The UI sits on top of
+//! `server`: authentication (API tokens, sessions, OIDC) is [`crate::server::auth`]'s, and
+//! what the pages show of each Stage's gates and windows is
+//! [`crate::pipeline::board`]'s, as the API shows it; the UI draws, and decides nothing.
 //!
-//! - [`session`]: login sessions, cookie, CSRF token;
-//! - `login`: `GET/POST /login`, `POST /logout`;
-//! - [`oidc`]: `GET /auth/login`, `GET /auth/callback` (OpenID Connect login);
+//! - `login`: `GET/POST /login`, `POST /logout` (the form; the check is `server::auth`'s);
+//! - `oidc_pages`: `GET /auth/login`, `GET /auth/callback` (OpenID Connect login's pages);
 //! - `layout`: the page shell, assets, security headers;
 //! - `project_page`: `/` and `/projects/{p}` (pipeline graph, Freight timeline,
 //!   availability of the selected Freight);
@@ -25,9 +27,8 @@ mod events;
 mod graph;
 mod layout;
 mod login;
-pub mod oidc;
+mod oidc_pages;
 mod project_page;
-pub mod session;
 mod stage_page;
 #[cfg(test)]
 mod tests;
@@ -39,7 +40,7 @@ use axum::http::request::Parts;
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use crate::server::auth::{self, AuthMode, Caller};
+use crate::server::auth::{self, AuthMode, Caller, sessions};
 use crate::server::{ApiError, AppState, Door, Route};
 
 /// The UI's routes: the pages behind a session, and the login flow and assets open to all.
@@ -50,8 +51,8 @@ pub fn routes() -> Vec<Route> {
         Route::new(M::GET, "/login", Door::Open, login::form),
         Route::new(M::POST, "/login", Door::Open, login::login),
         Route::new(M::POST, "/logout", Door::Open, login::logout),
-        Route::new(M::GET, "/auth/login", Door::Open, oidc::start),
-        Route::new(M::GET, "/auth/callback", Door::Open, oidc::callback),
+        Route::new(M::GET, "/auth/login", Door::Open, oidc_pages::start),
+        Route::new(M::GET, "/auth/callback", Door::Open, oidc_pages::callback),
         Route::new(M::GET, "/ui/assets/app.css", Door::Open, layout::css),
         Route::new(M::GET, "/ui/assets/app.js", Door::Open, layout::js),
         Route::new(M::GET, "/ui/events", Door::Ui, events::stream),
@@ -89,7 +90,8 @@ pub fn routes() -> Vec<Route> {
     ]
 }
 
-/// The UI's router, to merge into the server's.
+/// The UI's router: `serve` hands it to [`crate::server::router`], which serves it beside
+/// the API (the server itself knows nothing of the UI).
 pub fn router() -> Router<AppState> {
     crate::server::routes::build(routes())
         .layer(axum::middleware::map_response(layout::security_headers))
@@ -145,7 +147,7 @@ impl FromRequestParts<AppState> for Viewer {
                 Redirect::to("/login").into_response()
             }
         };
-        let id = session::cookie_id(&parts.headers).ok_or_else(to_login)?;
+        let id = sessions::cookie_id(&parts.headers).ok_or_else(to_login)?;
         let found = match state.sessions.lookup(&id).await {
             Ok(Some(found)) => found,
             Ok(None) => return Err(to_login()),
@@ -158,24 +160,16 @@ impl FromRequestParts<AppState> for Viewer {
                 logged_in: true,
             }),
             Ok(None) => {
-                forget(state, &id).await;
+                state.sessions.forget(&id).await;
                 Err(to_login())
             }
             // The session's token expired: log in again, as for a revoked one.
             Err(error) if error.status() == StatusCode::UNAUTHORIZED => {
-                forget(state, &id).await;
+                state.sessions.forget(&id).await;
                 Err(to_login())
             }
             Err(error) => Err(UiError(error).into_response()),
         }
-    }
-}
-
-/// Ends a session whose caller is gone; a store that cannot do it now is only logged (the
-/// session is refused anyway, and it ends at its expiry).
-pub(crate) async fn forget(state: &AppState, id: &str) {
-    if let Err(error) = state.sessions.remove(id).await {
-        tracing::warn!(%error, "cannot end a UI session");
     }
 }
 

@@ -687,7 +687,7 @@ async fn a_failed_promotion_shows_the_step_and_its_reason() {
 #[tokio::test]
 async fn the_event_stream_announces_changes_in_its_project() {
     let ui = Ui::new(AuthMode::None).await;
-    let response = router(ui.state.clone())
+    let response = router(ui.state.clone(), super::router())
         .oneshot(
             Request::get("/ui/events?project=demo")
                 .body(Body::empty())

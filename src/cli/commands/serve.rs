@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 use crate::app::{ServeOptions, serve};
 use crate::cli::{CliError, env};
 use crate::server::AuthMode;
-use crate::ui::oidc::OidcOptions;
+use crate::server::auth::oidc::OidcOptions;
 
 /// Arguments of `dray serve`.
 #[derive(clap::Args, Debug)]

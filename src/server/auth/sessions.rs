@@ -133,7 +133,7 @@ fn key(id: &str) -> String {
 }
 
 /// 256 random bits from the OS generator, URL-safe base64 (43 characters).
-pub(crate) fn random_id() -> String {
+pub fn random_id() -> String {
     let mut bytes = [0u8; 32];
     OsRng.fill_bytes(&mut bytes);
     URL_SAFE_NO_PAD.encode(bytes)
@@ -206,6 +206,14 @@ impl Sessions {
     /// Ends a session.
     pub async fn remove(&self, id: &str) -> Result<(), StoreError> {
         self.store.delete_session(&key(id)).await
+    }
+
+    /// Ends a session whose caller is gone; a store that cannot do it now is only logged
+    /// (the session is refused anyway, and it ends at its expiry).
+    pub async fn forget(&self, id: &str) {
+        if let Err(error) = self.remove(id).await {
+            tracing::warn!(%error, "cannot end a UI session");
+        }
     }
 
     /// How many sessions are live.

@@ -1,0 +1,200 @@
+//! What the project page shows, read in a bounded number of queries ([`load`]), with each
+//! Stage's board (`crate::pipeline::board`) for the selected Freight.
+
+use std::collections::HashMap;
+
+use crate::api::{Freight, Kind, ObjectKey, Project, Promotion, Stage, Verb, Warehouse};
+use crate::pipeline::board::{self, StageBoard};
+use crate::server::ApiError;
+use crate::server::AppState;
+use crate::server::auth::Permissions;
+
+use super::super::graph::{self, NodeRef};
+use super::super::{UiError, Viewer};
+use super::heights::node_heights;
+use super::pipeline::upstreams;
+use super::{ProjectQuery, TIMELINE_PAGE};
+
+/// Everything the project page shows, read in a bounded number of queries.
+pub(crate) struct ProjectData {
+    pub project: String,
+    pub warehouses: Vec<Warehouse>,
+    pub stages: Vec<Stage>,
+    /// The timeline page, newest first.
+    pub timeline: Vec<Freight>,
+    /// The id to pass as `before` for the next page, when there is one.
+    pub older: Option<String>,
+    /// The Freight Stages hold and the timeline, by id.
+    pub freight: HashMap<String, Freight>,
+    /// The Promotions Stages are running now (`status.currentPromotion`), by name.
+    pub running: HashMap<String, Promotion>,
+    /// The selected Freight's id.
+    pub selected: Option<String>,
+    /// Each Stage's board (window, hold, the gates for the selected Freight), by name.
+    pub boards: HashMap<String, StageBoard>,
+    pub permissions: Permissions,
+    pub before: Option<String>,
+    /// The pipeline's drawing; `stages` are in its order (column, then row).
+    pub layout: graph::Layout,
+}
+
+/// Reads what the project page shows; 403 without `list` on stages, 404 for no project.
+pub(crate) async fn load(
+    state: &AppState,
+    viewer: &Viewer,
+    project: &str,
+    query: &ProjectQuery,
+) -> Result<ProjectData, UiError> {
+    let store = state.store.as_ref();
+    let permissions = viewer.caller.permissions(store, project).await?;
+    if !permissions.allows(Verb::List, "stages", None) {
+        return Err(UiError(ApiError::forbidden(format!(
+            "{} in project `{project}`",
+            viewer.caller.refusal(Verb::List, "stages", None)
+        ))
+        .with_hint(format!(
+            "ask an admin for a RoleBinding in project `{project}` (the built-in `dray-viewer` role is enough to look)"
+        ))));
+    }
+    if store
+        .get(&ObjectKey::cluster(Kind::Project, project))
+        .await?
+        .and_then(|p| p.to_typed::<Project>().ok())
+        .is_none()
+    {
+        return Err(UiError(
+            ApiError::not_found(format!("project `{project}` does not exist"))
+                .with_hint("see the projects at /"),
+        ));
+    }
+    let mut stages: Vec<Stage> = store
+        .list(Kind::Stage, Some(project))
+        .await?
+        .iter()
+        .filter_map(|s| s.to_typed().ok())
+        .collect();
+    let warehouses: Vec<Warehouse> = store
+        .list(Kind::Warehouse, Some(project))
+        .await?
+        .iter()
+        .filter_map(|s| s.to_typed().ok())
+        .collect();
+    let cursor = match &query.before {
+        Some(name) => store
+            .get(&ObjectKey::namespaced(Kind::Freight, project, name))
+            .await?
+            .map(|f| {
+                let created = f
+                    .object
+                    .pointer("/metadata/creationTimestamp")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                (created, name.clone())
+            }),
+        None => None,
+    };
+    let mut page = store
+        .list_newest(
+            Kind::Freight,
+            project,
+            TIMELINE_PAGE + 1,
+            cursor.as_ref().map(|(t, n)| (t.as_str(), n.as_str())),
+        )
+        .await?;
+    let more = page.len() > TIMELINE_PAGE;
+    page.truncate(TIMELINE_PAGE);
+    let timeline: Vec<Freight> = page.iter().filter_map(|f| f.to_typed().ok()).collect();
+    let older = more
+        .then(|| timeline.last().and_then(|f| f.metadata.name.clone()))
+        .flatten();
+    let mut freight: HashMap<String, Freight> = timeline
+        .iter()
+        .filter_map(|f| Some((f.metadata.name.clone()?, f.clone())))
+        .collect();
+    let mut wanted: Vec<String> = stages
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.current_freight.as_ref())
+        .map(|c| c.name.clone())
+        .chain(query.freight.clone())
+        .filter(|n| !freight.contains_key(n))
+        .collect();
+    wanted.sort();
+    wanted.dedup();
+    if !wanted.is_empty() {
+        for stored in store.get_many(Kind::Freight, project, &wanted).await? {
+            if let Ok(f) = stored.to_typed::<Freight>() {
+                freight.insert(stored.key.name.clone(), f);
+            }
+        }
+    }
+    let mut running_names: Vec<String> = stages
+        .iter()
+        .filter_map(|s| s.status.as_ref()?.current_promotion.clone())
+        .collect();
+    running_names.sort();
+    running_names.dedup();
+    let mut running = HashMap::new();
+    if !running_names.is_empty() {
+        for stored in store
+            .get_many(Kind::Promotion, project, &running_names)
+            .await?
+        {
+            if let Ok(p) = stored.to_typed::<Promotion>() {
+                running.insert(stored.key.name.clone(), p);
+            }
+        }
+    }
+    let selected = query
+        .freight
+        .clone()
+        .filter(|n| freight.contains_key(n))
+        .or_else(|| timeline.first().and_then(|f| f.metadata.name.clone()));
+    let windows = board::project_windows(store, project).await?;
+    let asked: Vec<&Freight> = selected.iter().filter_map(|id| freight.get(id)).collect();
+    let boards = board::board(&stages, &asked, &windows, jiff::Timestamp::now())
+        .into_iter()
+        .map(|b| (b.stage.clone(), b))
+        .collect();
+    let layout = graph::layout(
+        &warehouses
+            .iter()
+            .filter_map(|w| w.metadata.name.clone())
+            .collect::<Vec<_>>(),
+        &stages
+            .iter()
+            .map(|s| (s.metadata.name.clone().unwrap_or_default(), upstreams(s)))
+            .collect::<Vec<_>>(),
+    );
+    let place: HashMap<&str, (usize, usize)> = layout
+        .nodes
+        .iter()
+        .filter_map(|n| match &n.node {
+            NodeRef::Stage(name) => Some((name.as_str(), (n.layer, n.row))),
+            NodeRef::Warehouse(_) => None,
+        })
+        .collect();
+    stages.sort_by_cached_key(|s| {
+        place
+            .get(s.metadata.name.as_deref().unwrap_or_default())
+            .copied()
+            .unwrap_or_default()
+    });
+    let mut data = ProjectData {
+        running,
+        layout,
+        project: project.to_owned(),
+        warehouses,
+        stages,
+        timeline,
+        older,
+        freight,
+        selected,
+        boards,
+        permissions,
+        before: query.before.clone(),
+    };
+    let heights = node_heights(&data);
+    data.layout.size(&heights);
+    Ok(data)
+}

@@ -1,0 +1,145 @@
+//! `/` (the projects) and `/projects/{p}` (one project at a glance): the pipeline as a
+//! graph with each Stage's Freight, health, verification, promotion, hold, window and
+//! actions; the Freight timeline, newest first, 50 at a time; and, for the selected
+//! Freight, each Stage's `available` or the reasons it is not.
+//!
+//! Each Stage node shows its health (`status.health`, Argo CD's message when Unhealthy),
+//! its verification (waiting for health, measuring with counts, or how it ended) and a
+//! promotion that is written to git and waiting for Argo CD to sync, apart from failures.
+//!
+//! Reads are bounded whatever the project's size: one list of Stages, one of Warehouses,
+//! the newest page of Freight (an index read), one batched read of the Freight Stages
+//! hold, one batched read of the Promotions running in them, one ProjectConfig and one
+//! RoleBinding list (the caller's permissions). Nothing is read per Stage.
+//! `/projects/{p}/live` answers the part the script swaps in when the change feed moves.
+//!
+//! The parts, one job each:
+//! - `data`: reading what the page shows ([`ProjectData`]), the board of each Stage
+//!   included (`crate::pipeline::board`: gates and windows are decided there);
+//! - `pipeline`: the graph section, Warehouses and the edges;
+//! - `stage_node`: one Stage's node (Freight, health, verification, badges, buttons);
+//! - `heights`: each node's height, estimated for the first layout;
+//! - `timeline`: the Freight timeline;
+//! - `availability`: where the selected Freight may go, and why not.
+
+mod availability;
+mod data;
+mod heights;
+mod pipeline;
+mod stage_node;
+mod timeline;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use crate::api::{Kind, Verb};
+use crate::server::AppState;
+
+use super::{UiError, Viewer, layout};
+
+pub(crate) use data::ProjectData;
+use data::load;
+
+/// How many Freight the timeline shows per page.
+pub(crate) const TIMELINE_PAGE: usize = 50;
+
+/// The query of the project page.
+#[derive(Deserialize, Debug, Default)]
+pub(crate) struct ProjectQuery {
+    /// The selected Freight (id).
+    #[serde(default)]
+    pub(crate) freight: Option<String>,
+    /// Show Freight older than this one (id).
+    #[serde(default)]
+    pub(crate) before: Option<String>,
+}
+
+/// `GET /`: the projects the caller may see (straight to the only one).
+pub(crate) async fn index(
+    State(state): State<AppState>,
+    viewer: Viewer,
+) -> Result<Response, UiError> {
+    let store = state.store.as_ref();
+    let mut visible = Vec::new();
+    for stored in store.list(Kind::Project, None).await? {
+        let name = stored.key.name.clone();
+        if viewer
+            .caller
+            .may(store, Verb::Get, "projects", None, Some(&name))
+            .await?
+        {
+            visible.push(name);
+        }
+    }
+    if let [only] = visible.as_slice() {
+        return Ok(Redirect::to(&format!("/projects/{only}")).into_response());
+    }
+    Ok(layout::page(
+        "Projects",
+        Some(&viewer),
+        None,
+        html! {
+            h1 { "Projects" }
+            @if visible.is_empty() {
+                p.empty { "No project you may see. Apply one with " code { "dray apply -f" } ", or ask an admin for a RoleBinding." }
+            }
+            ul.projects {
+                @for name in &visible {
+                    li data-project=(name) { a href={ "/projects/" (name) } { (name) } }
+                }
+            }
+        },
+    )
+    .into_response())
+}
+
+/// `GET /projects/{project}`.
+pub(crate) async fn page(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(project): Path<String>,
+    Query(query): Query<ProjectQuery>,
+) -> Result<Markup, UiError> {
+    let data = load(&state, &viewer, &project, &query).await?;
+    Ok(layout::page(
+        &project,
+        Some(&viewer),
+        Some(&project),
+        html! {
+            div #live data-selected=[data.selected.as_deref()] { (live_body(&data)) }
+            div #promotion-slot {}
+            dialog #confirm {
+                div.confirm-body {}
+                div #confirm-error role="alert" {}
+                menu {
+                    button #confirm-go type="button" disabled { "Confirm" }
+                    button #confirm-cancel type="button" { "Cancel" }
+                }
+            }
+        },
+    ))
+}
+
+/// `GET /projects/{project}/live`: the part of the page that follows the change feed.
+pub(crate) async fn live(
+    State(state): State<AppState>,
+    viewer: Viewer,
+    Path(project): Path<String>,
+    Query(query): Query<ProjectQuery>,
+) -> Result<Markup, UiError> {
+    let data = load(&state, &viewer, &project, &query).await?;
+    Ok(live_body(&data))
+}
+
+fn live_body(data: &ProjectData) -> Markup {
+    html! {
+        h1 { "Project " (data.project) }
+        (pipeline::pipeline(data))
+        div.columns {
+            (timeline::timeline(data))
+            (availability::availability_panel(data))
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The pipeline section of the project page: the graph (`super::super::graph` places the
+//! nodes), its edges, the Warehouse nodes, and each Stage's node (`super::stage_node`).
+
+use std::collections::HashMap;
+
+use maud::{Markup, html};
+
+use crate::api::{FreightOriginKind, Stage, Warehouse};
+
+use super::super::graph::{self, NodeRef, Upstream};
+use super::super::view;
+use super::ProjectData;
+use super::stage_node::{Place, stage_node};
+
+/// What feeds the Stage in the graph: Warehouses it takes Freight from directly, and its
+/// upstream Stages.
+pub(super) fn upstreams(stage: &Stage) -> Vec<Upstream> {
+    let mut ups = Vec::new();
+    for request in &stage.spec.requested_freight {
+        if request.sources.direct && request.origin.kind == FreightOriginKind::Warehouse {
+            ups.push(Upstream::Warehouse(request.origin.name.clone()));
+        }
+        ups.extend(request.sources.stages.iter().cloned().map(Upstream::Stage));
+    }
+    ups
+}
+
+pub(super) fn pipeline(data: &ProjectData) -> Markup {
+    let by_name: HashMap<&str, &Stage> = data
+        .stages
+        .iter()
+        .filter_map(|s| Some((s.metadata.name.as_deref()?, s)))
+        .collect();
+    let layout = &data.layout;
+    let warehouses: HashMap<&str, &Warehouse> = data
+        .warehouses
+        .iter()
+        .filter_map(|w| Some((w.metadata.name.as_deref()?, w)))
+        .collect();
+    html! {
+        section #pipeline {
+            h2 { "Pipeline" }
+            @if layout.nodes.is_empty() {
+                p.empty { "No Warehouses or Stages yet." }
+            }
+            // `data-*` let the script re-stack the columns with the heights it measures.
+            div.graph style={ "width:" (layout.width()) "px;height:" (layout.height()) "px" }
+                data-margin=(graph::MARGIN) data-gap=(graph::GAP_Y) {
+                svg.edges width=(layout.width()) height=(layout.height()) aria-hidden="true" {
+                    @for &(from, to) in &layout.edges {
+                        path d=(layout.edge_path(from, to)) data-from=(from) data-to=(to) {}
+                    }
+                }
+                @for (index, placed) in layout.nodes.iter().enumerate() {
+                    @let style = format!("left:{}px;top:{}px", placed.x(), placed.y());
+                    @let place = Place { index, layer: placed.layer, row: placed.row, style };
+                    @match &placed.node {
+                        NodeRef::Warehouse(name) => {
+                            div.node.warehouse data-warehouse=(name) data-node=(place.index)
+                                data-layer=(place.layer) data-row=(place.row) style=(place.style) {
+                                div.kind { "Warehouse" }
+                                div.name { (name) }
+                                @if let Some(w) = warehouses.get(name.as_str()) {
+                                    div.artifacts {
+                                        @for sub in &w.spec.subscriptions {
+                                            @if let Some(image) = &sub.image { span.image title=(image.repo_url) { (view::repo_name(&image.repo_url)) } }
+                                            @if let Some(git) = &sub.git { span.commit title=(git.repo_url) { (view::repo_name(&git.repo_url)) } }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        NodeRef::Stage(name) => {
+                            @if let Some(stage) = by_name.get(name.as_str()) {
+                                (stage_node(data, stage, &place))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

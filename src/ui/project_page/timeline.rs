@@ -1,0 +1,49 @@
+//! The Freight timeline of the project page: newest first, a page at a time, each with its
+//! artifacts, origin, age and the Stages it is in; the selected one marked.
+
+use maud::{Markup, html};
+
+use super::super::view::{self, artifacts, freight_label};
+use super::ProjectData;
+
+pub(super) fn timeline(data: &ProjectData) -> Markup {
+    html! {
+        section #timeline {
+            h2 { "Freight" }
+            @if data.timeline.is_empty() {
+                p.empty { "No Freight yet. A Warehouse mints it when it finds new artifacts." }
+            }
+            ol.freight-list {
+                @for f in &data.timeline {
+                    @let id = f.metadata.name.clone().unwrap_or_default();
+                    @let here: Vec<&String> = f.status.as_ref().map(|s| s.currently_in.keys().collect()).unwrap_or_default();
+                    li data-freight=(id) class=[(data.selected.as_deref() == Some(id.as_str())).then_some("selected")] {
+                        a href={ "?freight=" (id) @if let Some(b) = &data.before { "&before=" (b) } } {
+                            span.alias { (freight_label(f)) }
+                        }
+                        " " (artifacts(f))
+                        span.meta {
+                            "from " (f.spec.origin.name) ", " (view::time(f.metadata.creation_timestamp.as_ref()))
+                            @if !here.is_empty() {
+                                " · in "
+                                @for (i, s) in here.iter().enumerate() {
+                                    @if i > 0 { ", " }
+                                    (s)
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            nav.pages {
+                @if data.before.is_some() {
+                    a.newest href="?" { "← newest" }
+                }
+                @if let Some(older) = &data.older {
+                    " "
+                    a.older href={ "?before=" (older) } { "older →" }
+                }
+            }
+        }
+    }
+}
