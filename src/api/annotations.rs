@@ -16,6 +16,8 @@ pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
 pub const WAKE: &str = "dray.dev/wake";
 /// Asks a Warehouse to look again; any new value.
 pub const REFRESH: &str = "dray.dev/refresh";
+/// On Freight assembled by hand (the hotfix path) rather than discovered: `"true"`.
+pub const ASSEMBLED: &str = "dray.dev/assembled";
 
 /// Label: the Stage a Promotion is for.
 pub const STAGE_LABEL: &str = "dray.dev/stage";
