@@ -96,3 +96,53 @@ impl CredentialProvider for ProjectCredentials {
             .clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::discovery::credentials;
+    use crate::discovery::git;
+    use crate::store::SqliteStore;
+
+    #[tokio::test]
+    async fn discovery_and_the_steps_find_the_same_credential_however_the_url_is_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let key = SecretKey::load(dir.path()).unwrap();
+        let mut object = json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "Credential",
+            "metadata": {"name": "config", "namespace": "demo"},
+            "spec": {"type": "git", "repoURL": "https://h/team/config.git", "username": "bot", "password": "pw"},
+        });
+        secrets::seal_credential(&key, &mut object, None).unwrap();
+        store.create(object).await.unwrap();
+        let steps = ProjectCredentials::load(&store, &key, "demo")
+            .await
+            .unwrap();
+        for url in [
+            "https://h/team/config",
+            "https://h/team/config.git/",
+            "https://H/team/config",
+            "git@h:team/config.git",
+        ] {
+            let discovery = credentials::for_git(&store, &key, "demo", url)
+                .await
+                .unwrap();
+            assert_eq!(
+                discovery,
+                Some(git::GitCredentials::new("bot", "pw")),
+                "{url}"
+            );
+            let step = steps.git(url).map(|c| (c.username, c.password));
+            assert_eq!(step, Some(("bot".to_owned(), "pw".to_owned())), "{url}");
+        }
+        let other = "https://h/team/other";
+        assert!(steps.git(other).is_none());
+        let discovery = credentials::for_git(&store, &key, "demo", other)
+            .await
+            .unwrap();
+        assert!(discovery.is_none());
+    }
+}
