@@ -23,8 +23,10 @@ mod project;
 mod project_config;
 mod promotion;
 mod promotion_task;
+mod repo_url;
 mod role;
 mod stage;
+pub mod verification_run;
 mod warehouse;
 
 pub use actor::*;
@@ -39,6 +41,7 @@ pub use project::*;
 pub use project_config::*;
 pub use promotion::*;
 pub use promotion_task::*;
+pub use repo_url::RepoUrl;
 pub use role::*;
 pub use stage::*;
 pub use warehouse::*;

@@ -980,3 +980,85 @@ fn a_signing_credential_needs_an_openssh_key_and_never_shows_it() {
         "{found:?}"
     );
 }
+
+/// Promotion windows are checked by the rules `pipeline::windows` owns.
+#[test]
+fn config_loader_reports_each_bad_window_at_its_field() {
+    use crate::api::WindowKind;
+    use crate::pipeline::windows::evaluate;
+    let ts = |text: &str| -> jiff::Timestamp { text.parse().unwrap() };
+    let no_labels = BTreeMap::<String, String>::new;
+    let yaml = "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {name: demo}
+spec: {}
+---
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  promotionWindows:
+  - name: weekend-freeze
+    kind: Deny
+    schedule: 0 22 * * 5
+    duration: 60h
+    timeZone: Europe/Berlin
+    stageSelector: {name: glob:prod-*}
+    description: CHG-1234
+  - name: xmas
+    kind: Deny
+    rrule: |-
+      DTSTART:20261224T000000Z
+      RRULE:FREQ=YEARLY;COUNT=3
+    duration: 24h
+  - name: bad
+    kind: Allow
+    schedule: 0 22 * *
+    duration: 1h
+    timeZone: Mars/Olympus
+  - name: xmas
+    kind: Deny
+    schedule: 0 0 24 12 *
+";
+    let files = [SourceFile {
+        path: "c.yaml".into(),
+        content: yaml.into(),
+    }];
+    let errors = load(&files, None, &BTreeMap::new()).unwrap_err().0;
+    let found: Vec<_> = errors
+        .iter()
+        .map(|e| (e.field.clone().unwrap_or_default(), e.message.clone()))
+        .collect();
+    let fields: Vec<_> = found.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(
+        fields,
+        [
+            "spec.promotionWindows[2].schedule",
+            "spec.promotionWindows[2].timeZone",
+            "spec.promotionWindows[3].name",
+            "spec.promotionWindows[3].duration",
+        ],
+        "{found:#?}"
+    );
+    assert!(found[1].1.contains("`bad`"), "{found:#?}");
+    assert!(errors.iter().all(|e| e.hint.is_some()));
+    // Valid windows load, and read back as written.
+    let valid = yaml.split("  - name: bad").next().unwrap();
+    let files = [SourceFile {
+        path: "c.yaml".into(),
+        content: valid.into(),
+    }];
+    let manifests = load(&files, None, &BTreeMap::new()).unwrap();
+    let config: crate::api::ProjectConfig =
+        serde_json::from_value(manifests[1].object.clone()).unwrap();
+    let windows = &config.spec.promotion_windows;
+    assert_eq!(windows.len(), 2);
+    assert_eq!(windows[0].kind, WindowKind::Deny);
+    assert_eq!(windows[0].description.as_deref(), Some("CHG-1234"));
+    assert!(
+        !evaluate(windows, "prod-eu", &no_labels(), ts("2026-12-24T12:00:00Z"))
+            .unwrap()
+            .open
+    );
+}

@@ -19,7 +19,7 @@
 //! `Ready` condition, and mints nothing. Minting is idempotent (the id is the content
 //! hash), so a crash between discovery and the status write mints nothing twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -338,24 +338,32 @@ impl WarehouseController {
         }
         let existing = self.store.list(Kind::Freight, Some(project)).await?;
         let warnings = moved_tags(&existing, &key.name, &images);
-        let taken: BTreeSet<String> = existing
-            .iter()
-            .filter_map(|f| {
-                f.object
+        let request = mint::MintRequest {
+            project,
+            warehouse: &key.name,
+            images: &images,
+            commits: &commits,
+            origin: mint::MintOrigin::Discovered {
+                warnings: warnings.clone(),
+            },
+        };
+        match mint::mint(self.store.as_ref(), &request, &existing).await {
+            Ok(mint::Minted::Created(created)) => {
+                let alias = created
+                    .object
                     .get("alias")
                     .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .collect();
-        let alias = mint::alias_for(&id, &taken);
-        let object = mint::freight_object(project, &key.name, &alias, &images, &commits, &warnings);
-        match self.store.create(object).await {
-            Ok(_) => {
+                    .unwrap_or_default();
                 tracing::info!(warehouse = %key, freight = %id, %alias, "minted freight");
                 Ok(Some((id, warnings)))
             }
-            Err(StoreError::AlreadyExists(_)) => Ok(None),
-            Err(error) => Err(error),
+            Ok(mint::Minted::Existing(_)) => Ok(None),
+            // Discovered Freight takes a free alias; kept for the match to be complete.
+            Err(taken @ mint::MintError::AliasTaken { .. }) => {
+                Err(StoreError::Internal(taken.to_string()))
+            }
+            Err(mint::MintError::Store(StoreError::AlreadyExists(_))) => Ok(None),
+            Err(mint::MintError::Store(error)) => Err(error),
         }
     }
 }

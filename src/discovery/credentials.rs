@@ -1,9 +1,11 @@
-//! Finding the Credential for a repository: an exact `repoURL` match wins over a
-//! `repoURLPattern` match; the secrets are opened only for the one that is used.
+//! Finding the Credential for a repository: an exact `repoURL` match (the same
+//! [`RepoUrl`]) wins over a `repoURLPattern` match; the secrets are opened only for the
+//! one that is used. [`ProjectCredentials`](super::project_credentials::ProjectCredentials)
+//! is the same rule over every Credential of a project, opened at once.
 
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey};
+use crate::api::{Kind, ObjectKey, RepoUrl};
 use crate::discovery::git::GitCredentials;
 use crate::discovery::image::RegistryCredentials;
 use crate::secrets::{self, CredentialSecrets, SecretKey};
@@ -40,10 +42,6 @@ pub enum CredentialLookupError {
     Sealed(#[from] secrets::SecretError),
 }
 
-fn normalise(url: &str) -> &str {
-    url.trim().trim_end_matches('/')
-}
-
 fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object.pointer(pointer).and_then(Value::as_str)
 }
@@ -58,10 +56,9 @@ fn choose<'a>(
         .iter()
         .filter(|c| text(&c.object, "/spec/type") == Some(credential_type))
         .collect();
+    let wanted = RepoUrl::new(repo_url);
     for candidate in &of_type {
-        if text(&candidate.object, "/spec/repoURL")
-            .is_some_and(|u| normalise(u) == normalise(repo_url))
-        {
+        if text(&candidate.object, "/spec/repoURL").is_some_and(|u| RepoUrl::new(u) == wanted) {
             return Some(candidate);
         }
     }

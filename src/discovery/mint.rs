@@ -1,5 +1,9 @@
 //! Minting Freight: a stable, content-addressed id and a friendly alias for a set of
-//! exact artifacts, and the Freight object itself.
+//! exact artifacts, the Freight object itself, and [`mint`], the one path by which
+//! Freight comes into being: the Warehouse controller's discoveries
+//! ([`MintOrigin::Discovered`]) and the hotfix route's hand-assembled Freight
+//! ([`MintOrigin::Assembled`]) alike. What is checked before (that digests and commits
+//! exist, who may assemble) is the caller's.
 //!
 //! The id is the first 40 hex digits of the SHA-256 of the sorted, normalised artifacts
 //! (`image <repo>:<tag>@<digest>` and `commit <repo>@<id>` lines), so the same artifacts
@@ -11,7 +15,9 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::api::annotations::{ASSEMBLED, WAREHOUSE_LABEL};
 use crate::api::{API_VERSION, FreightCommit, FreightImage};
+use crate::store::{Store, StoreError, StoredObject};
 
 const ADJECTIVES: &[&str] = &[
     "amber", "brave", "bright", "calm", "clever", "cosmic", "crisp", "daring", "eager", "fancy",
@@ -94,7 +100,7 @@ pub fn freight_object(
         "metadata": {
             "name": id,
             "namespace": project,
-            "labels": {"dray.dev/warehouse": warehouse},
+            "labels": {WAREHOUSE_LABEL: warehouse},
         },
         "alias": alias,
         "origin": {"kind": "Warehouse", "name": warehouse},
@@ -105,6 +111,131 @@ pub fn freight_object(
         object["warnings"] = json!(warnings);
     }
     object
+}
+
+/// How the Freight to mint came to be.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MintOrigin {
+    /// Discovered by its Warehouse: a friendly alias, and the discovery's warnings
+    /// (`tagMoved: …`) recorded on the Freight.
+    Discovered {
+        /// Recorded as the Freight's `warnings`.
+        warnings: Vec<String>,
+    },
+    /// Assembled by hand (the hotfix path): the alias asked for (a friendly one when
+    /// `None`), and the [`ASSEMBLED`] annotation.
+    Assembled {
+        /// The alias asked for.
+        alias: Option<String>,
+    },
+}
+
+/// Freight to mint in `project`, recorded under `warehouse`.
+#[derive(Clone, Debug)]
+pub struct MintRequest<'a> {
+    /// The project (namespace).
+    pub project: &'a str,
+    /// The Warehouse it is recorded under.
+    pub warehouse: &'a str,
+    /// Images pinned by digest.
+    pub images: &'a [FreightImage],
+    /// Config commits by full id.
+    pub commits: &'a [FreightCommit],
+    /// Discovered or assembled.
+    pub origin: MintOrigin,
+}
+
+/// What [`mint`] did.
+#[derive(Clone, Debug)]
+pub enum Minted {
+    /// New Freight, as created.
+    Created(StoredObject),
+    /// Freight with these artifacts existed already (the id is their hash): nothing was
+    /// written.
+    Existing(StoredObject),
+}
+
+/// Why Freight was not minted.
+#[derive(Debug, thiserror::Error)]
+pub enum MintError {
+    /// The alias asked for names other Freight of the project.
+    #[error("alias `{alias}` is already used in project `{project}`")]
+    AliasTaken {
+        /// The project.
+        project: String,
+        /// The alias asked for.
+        alias: String,
+    },
+    /// Reading or writing the store failed (`AlreadyExists` when other Freight with the
+    /// same id was created meanwhile).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What minting would do, before anything is written.
+#[derive(Clone, Debug)]
+pub enum Planned<'e> {
+    /// Create this Freight object.
+    Create(Value),
+    /// Nothing: this Freight has the same artifacts.
+    Existing(&'e StoredObject),
+}
+
+/// What minting `request` does, given the project's `existing` Freight. Pure; [`mint`]
+/// writes it.
+pub fn plan<'e>(
+    request: &MintRequest<'_>,
+    existing: &'e [StoredObject],
+) -> Result<Planned<'e>, MintError> {
+    let id = freight_id(request.images, request.commits);
+    if let Some(same) = existing.iter().find(|f| f.key.name == id) {
+        return Ok(Planned::Existing(same));
+    }
+    let taken: BTreeSet<String> = existing
+        .iter()
+        .filter_map(|f| {
+            f.object
+                .get("alias")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    let (alias, warnings) = match &request.origin {
+        MintOrigin::Discovered { warnings } => (alias_for(&id, &taken), warnings.as_slice()),
+        MintOrigin::Assembled { alias: Some(alias) } if taken.contains(alias) => {
+            return Err(MintError::AliasTaken {
+                project: request.project.to_owned(),
+                alias: alias.clone(),
+            });
+        }
+        MintOrigin::Assembled { alias: Some(alias) } => (alias.clone(), &[][..]),
+        MintOrigin::Assembled { alias: None } => (alias_for(&id, &taken), &[][..]),
+    };
+    let mut object = freight_object(
+        request.project,
+        request.warehouse,
+        &alias,
+        request.images,
+        request.commits,
+        warnings,
+    );
+    if matches!(request.origin, MintOrigin::Assembled { .. }) {
+        object["metadata"]["annotations"] = json!({ASSEMBLED: "true"});
+    }
+    Ok(Planned::Create(object))
+}
+
+/// Mints the Freight `request` names, unless Freight with the same artifacts is among
+/// the project's `existing` Freight (read by the caller, from the store or a cache).
+pub async fn mint(
+    store: &dyn Store,
+    request: &MintRequest<'_>,
+    existing: &[StoredObject],
+) -> Result<Minted, MintError> {
+    match plan(request, existing)? {
+        Planned::Existing(same) => Ok(Minted::Existing(same.clone())),
+        Planned::Create(object) => Ok(Minted::Created(store.create(object).await?)),
+    }
 }
 
 #[cfg(test)]

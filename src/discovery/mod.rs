@@ -6,3 +6,5 @@ pub mod credentials;
 pub mod git;
 pub mod image;
 pub mod mint;
+pub mod project_credentials;
+pub mod webhook_match;

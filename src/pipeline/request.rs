@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
 use crate::api::{
-    API_VERSION, Freight, Kind, ObjectKey, PromotionPhase, PromotionTask, QueuePolicy, Stage, Verb,
+    API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionTask, QueuePolicy,
+    Stage, StepPhase, Verb,
 };
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify_status};
@@ -369,27 +370,28 @@ async fn in_stage(
         .collect())
 }
 
-/// Step kinds that change something outside Dray (git, a forge, Argo CD). A running
-/// promotion that has started one of them is not superseded: it finishes first.
-const WRITING_STEPS: &[&str] = &["git-push", "git-open-pr", "git-merge-pr", "argocd-update"];
-
-/// Whether a promotion has started (or finished) a step of [`WRITING_STEPS`].
+/// Whether a promotion has started (or finished) a step that changes something outside
+/// Dray (git, a forge, Argo CD: the step's `Step::writes`). Such a running promotion is not
+/// superseded: it finishes first.
 fn has_started_writing(promotion: &Value) -> bool {
-    let steps = promotion.pointer("/spec/steps").and_then(Value::as_array);
-    let metadata = promotion
-        .pointer("/status/stepExecutionMetadata")
-        .and_then(Value::as_array);
-    let (Some(steps), Some(metadata)) = (steps, metadata) else {
+    let Ok(promotion) = serde_json::from_value::<Promotion>(promotion.clone()) else {
         return false;
     };
-    steps.iter().zip(metadata).any(|(step, meta)| {
-        let uses = step.get("uses").and_then(Value::as_str).unwrap_or_default();
-        let status = meta
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or("Pending");
-        WRITING_STEPS.contains(&uses) && !matches!(status, "Pending" | "Skipped")
-    })
+    let Some(status) = promotion.status else {
+        return false;
+    };
+    let registry = dray_steps::builtin_steps();
+    promotion
+        .spec
+        .steps
+        .iter()
+        .zip(&status.step_execution_metadata)
+        .any(|(step, meta)| {
+            let writes = registry
+                .writes(step.uses.as_deref().unwrap_or_default())
+                .is_some_and(|w| w.anything());
+            writes && !matches!(meta.status, StepPhase::Pending | StepPhase::Skipped)
+        })
 }
 
 /// With `queuePolicy: Supersede`, a running promotion of the Stage that has not started

@@ -12,13 +12,13 @@ use dray_steps::Effect;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::api::verification_run as verification;
 use crate::api::{
     CurrentStage, Freight, FreightStatus, HealthState, Kind, ObjectKey, Promotion,
     RegisteredApplication, Stage, StageBranch, StageFreightRef, StageHealth, StageStatus, Time,
     VerificationPhase,
 };
 use crate::store::{Store, StoreError, modify_typed_status};
-use crate::verification::state as verification;
 
 fn now() -> Time {
     Time(jiff::Timestamp::now())

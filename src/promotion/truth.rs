@@ -109,8 +109,10 @@ impl StageTruth {
 
     /// Records the branch head `head` on the Stage.
     pub async fn record(&self, key: &ObjectKey, head: &LoggedCommit) -> Result<(), StoreError> {
-        let recorded =
-            crate::verification::state::modify_stage(self.store.as_ref(), key, |_, status| {
+        let recorded = crate::store::modify_typed_status(
+            self.store.as_ref(),
+            key,
+            |_: &Stage, status: &mut crate::api::StageStatus| {
                 let Some(branch) = status.branch.clone() else {
                     return Ok(None);
                 };
@@ -153,8 +155,9 @@ impl StageTruth {
                     });
                 }
                 Ok((*status != before).then(|| status.drift.clone()))
-            })
-            .await;
+            },
+        )
+        .await;
         match recorded {
             Ok(Some(Some(drift))) => {
                 tracing::warn!(stage = %key, commit = %drift.commit, "the stage branch moved outside Dray");

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::api::{
-    Kind, ObjectKey, RepoSubscription, ResourceBody as _, WarehouseSpec, WarehouseStatus,
-};
+use crate::api::{Kind, ObjectKey, ResourceBody as _, Warehouse, WarehouseStatus};
 use crate::discovery::controller::{REFRESH_ANNOTATION, new_refresh_token};
+use crate::discovery::webhook_match::{self, Announced};
 use crate::store::{Store, StoreError, StoredObject, modify_object};
 
 /// The longest a refresh request waits for discovery to finish.
@@ -73,81 +72,27 @@ pub async fn wait(
     }
 }
 
-/// Refreshes every Warehouse of `project` subscribed to one of `repo_urls` (all of them
-/// when `repo_urls` is empty). Returns the names refreshed.
+/// Refreshes the Warehouses of `project` that `announced` refreshes (the decision is
+/// discovery's: [`webhook_match`]). Returns the names refreshed.
 pub async fn refresh_subscribers(
     store: &dyn Store,
     project: &str,
-    repo_urls: &[String],
+    announced: &Announced,
 ) -> Result<Vec<String>, StoreError> {
-    let wanted: Vec<String> = repo_urls.iter().map(|u| normalise(u)).collect();
-    let mut refreshed = Vec::new();
-    for warehouse in store.list(Kind::Warehouse, Some(project)).await? {
-        let spec: Option<WarehouseSpec> = warehouse.object.spec();
-        let subscribed: Vec<String> = spec
-            .iter()
-            .flat_map(|spec| &spec.subscriptions)
-            .filter_map(RepoSubscription::repo_url)
-            .map(normalise)
-            .collect();
-        let matches = wanted.is_empty()
-            || subscribed
-                .iter()
-                .any(|s| wanted.iter().any(|w| same_repository(s, w)));
-        if matches {
-            refreshed.push(warehouse.key.name.clone());
-            request_on(store, warehouse).await?;
+    let mut warehouses = Vec::new();
+    for stored in store.list(Kind::Warehouse, Some(project)).await? {
+        match stored.to_typed::<Warehouse>() {
+            Ok(typed) => warehouses.push((stored, typed)),
+            Err(error) => {
+                tracing::warn!(warehouse = %stored.key, %error, "cannot read Warehouse; not refreshed")
+            }
         }
     }
-    Ok(refreshed)
-}
-
-/// A repository URL without scheme, credentials, `.git` suffix, trailing slash or case.
-pub fn normalise(url: &str) -> String {
-    let without_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let without_user = without_scheme
-        .split_once('@')
-        .map_or(without_scheme, |(_, rest)| rest);
-    let ssh_style = without_user.replacen(
-        ':',
-        "/",
-        usize::from(!url.contains("://") && url.contains('@')),
-    );
-    ssh_style
-        .trim_end_matches('/')
-        .trim_end_matches(".git")
-        .to_ascii_lowercase()
-}
-
-/// Whether two normalised URLs name the same repository; a name without a host
-/// (`team/app`, from a registry event) matches by path suffix.
-fn same_repository(subscribed: &str, named: &str) -> bool {
-    subscribed == named || subscribed.ends_with(&format!("/{named}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_normalise_across_schemes_and_suffixes() {
-        assert_eq!(
-            normalise("https://GitHub.com/acme/config.git"),
-            "github.com/acme/config"
-        );
-        assert_eq!(
-            normalise("git@github.com:acme/config.git"),
-            "github.com/acme/config"
-        );
-        assert_eq!(
-            normalise("http://user@127.0.0.1:8080/config.git/"),
-            "127.0.0.1:8080/config"
-        );
-        assert_eq!(
-            normalise("127.0.0.1:5000/demo/app"),
-            "127.0.0.1:5000/demo/app"
-        );
-        assert!(same_repository("ghcr.io/acme/app", "acme/app"));
-        assert!(!same_repository("ghcr.io/acme/app2", "acme/app"));
+    let chosen = webhook_match::to_refresh(warehouses.iter().map(|(s, w)| (s, w)), announced);
+    let mut refreshed = Vec::new();
+    for warehouse in chosen {
+        refreshed.push(warehouse.key.name.clone());
+        request_on(store, warehouse.clone()).await?;
     }
+    Ok(refreshed)
 }

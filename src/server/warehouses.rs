@@ -1,8 +1,8 @@
 //! Warehouse actions beyond CRUD: refresh now (optionally waiting for the result; needs
 //! `update` on the Warehouse), and the hotfix path — Freight assembled by hand from chosen,
-//! verified versions (needs `create` on freight).
+//! verified versions (needs `create` on freight). The route checks who asks and that each
+//! digest and commit exists; minting is discovery's one path (`discovery::mint::mint`).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use axum::Json;
@@ -11,11 +11,12 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::api::RepoUrl;
 use crate::api::{
     FreightCommit, FreightImage, ImageSubscription, Kind, ObjectKey, Verb, Warehouse,
 };
 use crate::discovery::credentials;
-use crate::discovery::mint;
+use crate::discovery::mint::{self, MintError, MintOrigin, MintRequest, Minted};
 
 use super::auth::Caller;
 use super::credentials::present;
@@ -100,7 +101,7 @@ fn image_subscription<'a>(
         .subscriptions
         .iter()
         .filter_map(|s| s.image.as_ref())
-        .find(|i| refresh::normalise(&i.repo_url) == refresh::normalise(repo_url))
+        .find(|i| RepoUrl::new(&i.repo_url) == RepoUrl::new(repo_url))
 }
 
 /// `POST /api/v1/projects/{project}/freight/assemble`: checks that every digest exists in
@@ -201,40 +202,30 @@ pub(crate) async fn assemble_freight(
         )
         .with_hint("check the digests with `skopeo inspect` and the commits with `git log`"));
     }
-    let id = mint::freight_id(&request.images, &request.commits);
     let existing = state.store.list(Kind::Freight, Some(&project)).await?;
-    if let Some(same) = existing.iter().find(|f| f.key.name == id) {
-        return Ok((StatusCode::OK, Json(present(same.object.clone()))));
-    }
-    let taken: BTreeSet<String> = existing
-        .iter()
-        .filter_map(|f| {
-            f.object
-                .get("alias")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .collect();
-    let alias = match request.alias {
-        Some(alias) if taken.contains(&alias) => {
-            return Err(ApiError::conflict(format!(
-                "alias `{alias}` is already used in project `{project}`"
-            ))
-            .with_hint("choose another --alias, or leave it out"));
-        }
-        Some(alias) => alias,
-        None => mint::alias_for(&id, &taken),
+    let minting = MintRequest {
+        project: &project,
+        warehouse: &request.warehouse,
+        images: &request.images,
+        commits: &request.commits,
+        origin: MintOrigin::Assembled {
+            alias: request.alias.clone(),
+        },
     };
-    let mut object = mint::freight_object(
-        &project,
-        &request.warehouse,
-        &alias,
-        &request.images,
-        &request.commits,
-        &[],
-    );
-    object["metadata"]["annotations"] = json!({"dray.dev/assembled": "true"});
-    let created = state.store.create(object).await?;
+    let created = match mint::mint(state.store.as_ref(), &minting, &existing).await {
+        Ok(Minted::Existing(same)) => return Ok((StatusCode::OK, Json(present(same.object)))),
+        Ok(Minted::Created(created)) => created,
+        Err(MintError::Store(error)) => return Err(error.into()),
+        Err(taken @ MintError::AliasTaken { .. }) => {
+            return Err(ApiError::conflict(taken.to_string())
+                .with_hint("choose another --alias, or leave it out"));
+        }
+    };
+    let alias = created
+        .object
+        .get("alias")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     tracing::info!(freight = %created.key, %alias, "assembled freight by hand");
     Ok((StatusCode::CREATED, Json(present(created.object))))
 }

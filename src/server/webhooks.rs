@@ -1,6 +1,10 @@
 //! Webhook receivers: CI systems, forges and registries tell Dray that something changed,
 //! and Dray refreshes only the Warehouses subscribed to the repositories named.
 //!
+//! This module authenticates a delivery and reads what it names; which Warehouses that
+//! refreshes is discovery's decision (`discovery::webhook_match`, comparing repositories
+//! as `api::RepoUrl`s).
+//!
 //! Receivers are configured in ProjectConfig `webhookReceivers[]`; each names a
 //! Credential of type `webhook` whose `token` is the shared secret:
 //!
@@ -44,6 +48,7 @@ use subtle::ConstantTimeEq;
 use crate::api::{Kind, ObjectKey, ProjectConfig, WebhookReceiverConfig};
 use crate::config::webhook_secret;
 use crate::discovery::credentials;
+use crate::discovery::webhook_match::Announced;
 
 use super::error::ApiError;
 use super::{AppState, refresh};
@@ -458,7 +463,8 @@ async fn handle(
             Json(json!({"refreshed": 0, "warehouses": [], "message": "event ignored"})),
         ));
     };
-    let refreshed = refresh::refresh_subscribers(state.store.as_ref(), project, &repos).await?;
+    let announced = Announced::from_urls(&repos);
+    let refreshed = refresh::refresh_subscribers(state.store.as_ref(), project, &announced).await?;
     tracing::info!(%project, receiver = %receiver_name, warehouses = ?refreshed, "webhook refreshed warehouses");
     Ok((
         StatusCode::OK,
@@ -775,6 +781,23 @@ spec:
                 "{answer}"
             );
             assert_ne!(refresh_token(&fresh).await, after_first);
+        }
+
+        #[tokio::test]
+        async fn a_delivery_naming_the_url_without_git_refreshes_the_subscriber() {
+            let fresh = server().await;
+            let before = refresh_token(&fresh).await;
+            // The Warehouse subscribes to `https://git.example.com/team/app.git`.
+            let body = json!({"repository": {"clone_url": "https://git.example.com/team/app"}})
+                .to_string()
+                .into_bytes();
+            let (status, answer) = github(&fresh, &body, &sign(SECRET, &body), Some("id-1")).await;
+            assert_eq!(
+                (status, &answer["warehouses"]),
+                (StatusCode::OK, &json!(["app"])),
+                "{answer}"
+            );
+            assert_ne!(refresh_token(&fresh).await, before);
         }
 
         #[tokio::test]

@@ -34,8 +34,8 @@ use crate::api::{
     AnalysisTemplate, Freight, HealthState, Kind, ObjectKey, Stage, StageHealth, Time,
     VerificationInfo, VerificationPhase, parse_duration,
 };
+use crate::discovery::project_credentials::ProjectCredentials;
 use crate::expr::{ExprCache, ExprContext, FreightView};
-use crate::promotion::ProjectCredentials;
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};

@@ -174,7 +174,10 @@ mod tests {
         let steps =
             json!([{"uses": "git-push", "as": "render::push"}, {"uses": "http", "as": "gate"}]);
         let mut run = Run::resume(&key, promotion(steps.clone()));
-        assert_eq!(run.status.step_execution_metadata[1].status, StepPhase::Pending);
+        assert_eq!(
+            run.status.step_execution_metadata[1].status,
+            StepPhase::Pending
+        );
         run.settle(0, "render::push", pushed("1a2b3c4d5e6f7a8b"));
         // Run again after a crash: the same effect is not kept twice.
         run.settle(0, "render::push", pushed("1a2b3c4d5e6f7a8b"));

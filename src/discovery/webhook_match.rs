@@ -1,0 +1,120 @@
+//! Which Warehouses a webhook delivery refreshes: those subscribed to a repository the
+//! delivery names, compared as [`RepoUrl`]s (so `https://h/x` refreshes a Warehouse
+//! subscribed to `https://h/x.git` or `git@h:x`), or every Warehouse of the project when
+//! the delivery names none.
+//!
+//! This is the decision only. Authenticating a delivery and reading what its payload
+//! names is the server's (`server::webhooks`); asking a Warehouse to look again is the
+//! refresh annotation the Warehouse controller answers.
+
+use crate::api::{RepoUrl, Warehouse};
+
+/// What a delivery says changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Announced {
+    /// Something, unnamed (a generic receiver called without `repoURL`): every
+    /// Warehouse of the project looks again.
+    Everything,
+    /// These repositories (git repositories, image repositories), as the payload names
+    /// them.
+    Repositories(Vec<RepoUrl>),
+}
+
+impl Announced {
+    /// What a payload naming `urls` announces: nothing named is [`Announced::Everything`].
+    pub fn from_urls<S: AsRef<str>>(urls: &[S]) -> Self {
+        if urls.is_empty() {
+            return Announced::Everything;
+        }
+        Announced::Repositories(urls.iter().map(|u| RepoUrl::new(u.as_ref())).collect())
+    }
+}
+
+/// The repositories a Warehouse subscribes to (images and git).
+pub fn subscribed(warehouse: &Warehouse) -> impl Iterator<Item = RepoUrl> + '_ {
+    warehouse.spec.subscriptions.iter().filter_map(|s| {
+        s.image
+            .as_ref()
+            .map(|i| &i.repo_url)
+            .or_else(|| s.git.as_ref().map(|g| &g.repo_url))
+            .map(RepoUrl::from)
+    })
+}
+
+/// Whether `announced` refreshes `warehouse`.
+pub fn refreshes(warehouse: &Warehouse, announced: &Announced) -> bool {
+    match announced {
+        Announced::Everything => true,
+        Announced::Repositories(named) => {
+            subscribed(warehouse).any(|s| named.iter().any(|n| s.is_named_by(n)))
+        }
+    }
+}
+
+/// The Warehouses among `warehouses` (with whatever handle the caller keeps for each:
+/// a key, a stored object) that `announced` refreshes, in order.
+pub fn to_refresh<'a, T>(
+    warehouses: impl IntoIterator<Item = (T, &'a Warehouse)>,
+    announced: &Announced,
+) -> Vec<T> {
+    warehouses
+        .into_iter()
+        .filter(|(_, warehouse)| refreshes(warehouse, announced))
+        .map(|(handle, _)| handle)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn warehouse(yaml: &str) -> Warehouse {
+        serde_yaml_ng::from_str(&format!(
+            "apiVersion: dray.dev/v1alpha1\nkind: Warehouse\nmetadata: {{name: w, namespace: demo}}\nspec:\n  subscriptions:\n{yaml}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_delivery_naming_a_url_refreshes_the_subscriber_however_it_spells_it() {
+        let git = warehouse("    - git: {repoURL: 'https://h/x.git'}\n");
+        for named in [
+            "https://h/x",
+            "https://H/x/",
+            "git@h:x.git",
+            "ssh://git@h/x",
+        ] {
+            assert!(
+                refreshes(&git, &Announced::from_urls(&[named])),
+                "`{named}` names `https://h/x.git`"
+            );
+        }
+        assert!(!refreshes(&git, &Announced::from_urls(&["https://h/y"])));
+    }
+
+    #[test]
+    fn images_match_by_repository_or_a_name_without_host() {
+        let image = warehouse("    - image: {repoURL: 'ghcr.io/acme/app'}\n");
+        assert!(refreshes(&image, &Announced::from_urls(&["acme/app"])));
+        assert!(refreshes(
+            &image,
+            &Announced::from_urls(&["ghcr.io/acme/app"])
+        ));
+        assert!(!refreshes(&image, &Announced::from_urls(&["acme/app2"])));
+    }
+
+    #[test]
+    fn naming_nothing_refreshes_everything_and_only_subscribers_are_picked() {
+        let git = warehouse("    - git: {repoURL: 'https://h/x.git'}\n");
+        let image = warehouse("    - image: {repoURL: 'ghcr.io/acme/app'}\n");
+        let none: [&str; 0] = [];
+        assert_eq!(Announced::from_urls(&none), Announced::Everything);
+        let all = [("git", &git), ("image", &image)];
+        assert_eq!(to_refresh(all, &Announced::Everything), ["git", "image"]);
+        assert_eq!(
+            to_refresh(all, &Announced::from_urls(&["https://h/x"])),
+            ["git"]
+        );
+        assert!(to_refresh(all, &Announced::from_urls(&["https://h/z"])).is_empty());
+    }
+}
