@@ -4,9 +4,10 @@
 //! the test in `layers.rs` fails when a module imports a layer above it):
 //!
 //! - [`api`]: the resource model, one kind per file (serde + schemars + kube's derive),
-//!   and [`api::RepoUrl`], the one repository-URL normaliser; [`secrets`] beside it;
-//! - [`expr`]: CEL inside `${{ }}`;
+//!   and [`api::RepoUrl`], the one repository-URL normaliser;
+//! - [`expr`]: CEL inside `${{ }}`; [`secrets`] beside it;
 //! - [`store`]: persistence behind the [`store::Store`] trait (embedded SQLite today);
+//! - [`runtime`]: the controller runtime (reflector, caches, `Controller::for_kind`);
 //! - [`discovery`]: registries, git mirrors, Credentials, minting Freight, webhook matching;
 //! - [`promotion`] and [`verification`]: running a promotion; verifying its outcome;
 //! - [`pipeline`]: what may run when;
@@ -14,6 +15,7 @@
 //! - [`server`]: the HTTP API of `dray serve` ([`server::router`] is the entry point;
 //!   [`server::auth`] authenticates every `/api/v1` request and authorizes it by RBAC);
 //! - [`ui`]: the web UI, on top of the server;
+//! - [`app`]: the composition root of `dray serve` (controllers, server, UI);
 //! - [`cli`]: the `dray` command line, which talks to the server.
 //!
 //! A newcomer should start with [`api`], then [`server::router`].

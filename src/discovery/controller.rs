@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{
     Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCommit, FreightCreationPolicy,
-    FreightImage, Kind, ObjectKey, RepoSubscription, SubscriptionKind, SubscriptionStatus, Time,
-    Warehouse, WarehouseStatus, parse_duration,
+    FreightImage, Kind, ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind,
+    SubscriptionStatus, Time, Warehouse, WarehouseStatus, parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
@@ -420,7 +420,7 @@ pub async fn reconcile(
     let Some(stored) = context.cache.get_stored(&warehouse.key_of()) else {
         return Ok(Action::await_change());
     };
-    match due(&stored) {
+    match due(&warehouse) {
         Due::At(when) => Ok(Action::requeue_at(when)),
         Due::Now => {
             context.controller.reconcile((*stored).clone()).await;
@@ -432,54 +432,38 @@ pub async fn reconcile(
 }
 
 fn refresh_token(object: &Value) -> Option<String> {
-    object
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(REFRESH_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    object.annotation(REFRESH_ANNOTATION).map(str::to_owned)
 }
 
-fn due(stored: &StoredObject) -> Due {
-    let object = &stored.object;
-    let status = object.get("status");
-    let generation = object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    let observed = status
-        .and_then(|s| s.get("observedGeneration"))
-        .and_then(Value::as_i64);
-    if generation != observed {
+/// Whether `warehouse` is due a discovery now, or when.
+fn due(warehouse: &Warehouse) -> Due {
+    let status = warehouse.status.clone().unwrap_or_default();
+    if warehouse.metadata.generation != status.observed_generation {
         return Due::Now;
     }
-    let handled = status
-        .and_then(|s| s.get("lastHandledRefresh"))
-        .and_then(Value::as_str);
-    if let Some(token) = refresh_token(object)
-        && Some(token.as_str()) != handled
-    {
+    let requested = warehouse
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REFRESH_ANNOTATION));
+    if requested.is_some() && requested != status.last_handled_refresh.as_ref() {
         return Due::Now;
     }
-    let interval = object
-        .pointer("/spec/interval")
-        .and_then(Value::as_str)
+    let interval = warehouse
+        .spec
+        .interval
+        .as_deref()
         .and_then(|text| parse_duration(text).ok())
         .unwrap_or(DEFAULT_INTERVAL);
-    let last = status
-        .and_then(|s| s.get("lastDiscoveredAt"))
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    match last {
-        None => Due::Now,
-        Some(last) => {
-            let next = last
-                + jiff::SignedDuration::try_from(interval)
-                    .unwrap_or(jiff::SignedDuration::from_secs(300));
-            if next <= jiff::Timestamp::now() {
-                Due::Now
-            } else {
-                Due::At(next)
-            }
-        }
+    let Some(Time(last)) = status.last_discovered_at else {
+        return Due::Now;
+    };
+    let next = last
+        + jiff::SignedDuration::try_from(interval).unwrap_or(jiff::SignedDuration::from_secs(300));
+    if next <= jiff::Timestamp::now() {
+        Due::Now
+    } else {
+        Due::At(next)
     }
 }
 

@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::{
-    Kind, ObjectKey, Promotion, PromotionPhase, Stage, VerificationPhase, annotations,
+    Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, ResourceBody as _, Stage,
+    VerificationPhase, annotations,
 };
 use crate::promotion::Engine;
 use crate::runtime::{Action, Cache, Changed, Controller, Resource, Trigger, trigger};
@@ -87,9 +88,9 @@ impl PromotionController {
 /// The Stage a changed Promotion belongs to.
 pub fn promotion_stage(changed: &Changed) -> Option<ObjectKey> {
     let stored = changed.latest()?;
-    let stage = stored.object.pointer("/spec/stage")?.as_str()?;
+    let spec: PromotionSpec = stored.object.spec()?;
     let project = changed.change.key.namespace.as_deref()?;
-    Some(ObjectKey::namespaced(Kind::Stage, project, stage))
+    Some(ObjectKey::namespaced(Kind::Stage, project, &spec.stage))
 }
 
 /// Starts, resumes or aborts the Stage's promotions; see the module doc.
