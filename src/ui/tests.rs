@@ -520,8 +520,10 @@ async fn the_selected_freight_shows_each_stage_available_or_why_not() {
     let ui = Ui::new(AuthMode::None).await;
     ui.add_freight("f1", "first", "1.0.0").await;
     ui.add_freight("f2", "second", "2.0.0").await;
-    // `second` is verified in dev and staging, and has been in staging for a minute.
-    let since = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60);
+    // `second` is verified in dev and staging, and has been in staging for half a minute:
+    // 59m30s of the hour's soak are left, so the page says `59m…` however long it takes
+    // to draw (up to half a minute), never `58m59s` as one a whole minute in could.
+    let since = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(30);
     let key = ObjectKey::namespaced(Kind::Freight, "demo", "f2");
     ui.store()
         .update_status(
