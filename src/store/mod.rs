@@ -21,6 +21,7 @@ mod modify;
 mod object;
 mod sessions;
 mod sqlite;
+pub mod stats;
 mod tokens;
 
 pub use deliveries::DeliveryLog;

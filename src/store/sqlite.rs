@@ -374,6 +374,7 @@ fn parse_op(text: &str) -> ChangeOp {
 #[async_trait]
 impl Store for SqliteStore {
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        super::stats::record_read(1);
         let key = key.clone();
         self.with_connection(move |c| {
             let tx = c.transaction()?;
@@ -412,6 +413,7 @@ impl Store for SqliteStore {
                 };
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -446,6 +448,7 @@ impl Store for SqliteStore {
                 let key = ObjectKey::namespaced(kind, &namespace, &name);
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -476,6 +479,7 @@ impl Store for SqliteStore {
                 let key = ObjectKey::namespaced(kind, &namespace, &name);
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -505,6 +509,7 @@ impl Store for SqliteStore {
             })
             .await?;
         inner.latest.send_replace(latest);
+        super::stats::record_writes(stored.len());
         Ok(stored)
     }
 
@@ -544,6 +549,7 @@ impl Store for SqliteStore {
                     op: parse_op(&op),
                 });
             }
+            super::stats::record_read(changes.len());
             Ok(changes)
         })
         .await
