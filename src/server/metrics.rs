@@ -84,7 +84,12 @@ pub fn counters() -> Vec<Counter> {
 pub fn render(counters: &[Counter]) -> String {
     let mut text = String::new();
     for counter in counters {
-        let _ = writeln!(text, "# HELP {} {}", counter.name, escape_help(counter.help));
+        let _ = writeln!(
+            text,
+            "# HELP {} {}",
+            counter.name,
+            escape_help(counter.help)
+        );
         let _ = writeln!(text, "# TYPE {} counter", counter.name);
         for sample in &counter.samples {
             text.push_str(counter.name);

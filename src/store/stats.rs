@@ -77,7 +77,10 @@ mod tests {
             .await
             .unwrap();
         let written = counts();
-        assert!(written.writes >= before.writes + 2, "{before:?} → {written:?}");
+        assert!(
+            written.writes >= before.writes + 2,
+            "{before:?} → {written:?}"
+        );
 
         let listed = store.list(Kind::Project, None).await.unwrap();
         assert_eq!(listed.len(), 2);

@@ -9,18 +9,18 @@ use anyhow::{Context, Result, bail};
 
 /// The store counters `GET /metrics` exports, at one moment.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// `dray_store_reads_total`: read calls.
-    pub reads: u64,
+    pub(crate) reads: u64,
     /// `dray_store_objects_read_total`: objects those calls returned.
-    pub objects_read: u64,
+    pub(crate) objects_read: u64,
     /// `dray_store_writes_total`: objects written.
-    pub writes: u64,
+    pub(crate) writes: u64,
 }
 
 impl Counts {
     /// What happened between `earlier` and `self`.
-    pub fn since(self, earlier: Counts) -> Counts {
+    pub(crate) fn since(self, earlier: Counts) -> Counts {
         Counts {
             reads: self.reads.saturating_sub(earlier.reads),
             objects_read: self.objects_read.saturating_sub(earlier.objects_read),
@@ -30,7 +30,7 @@ impl Counts {
 }
 
 /// `GET /metrics` of the server at `url`, parsed.
-pub async fn counts(http: &reqwest::Client, url: &str) -> Result<Counts> {
+pub(crate) async fn counts(http: &reqwest::Client, url: &str) -> Result<Counts> {
     let address = format!("{url}/metrics");
     let response = http
         .get(&address)
@@ -61,8 +61,9 @@ pub async fn counts(http: &reqwest::Client, url: &str) -> Result<Counts> {
 const QUIET_POLL: Duration = Duration::from_millis(100);
 
 /// Waits until the store has taken no write for `quiet` (at most `timeout`, then fails
-/// naming what it waited for). Returns how long it waited.
-pub async fn wait_quiet(
+/// naming what it waited for). Returns when the last write was seen (0 when there was none
+/// after the call), to within the 100 ms between reads of the counters.
+pub(crate) async fn wait_quiet(
     http: &reqwest::Client,
     url: &str,
     quiet: Duration,
@@ -79,7 +80,7 @@ pub async fn wait_quiet(
             last = writes;
             unchanged_since = Instant::now();
         } else if unchanged_since.elapsed() >= quiet {
-            return Ok(started.elapsed());
+            return Ok(unchanged_since.duration_since(started));
         }
         if started.elapsed() > timeout {
             bail!(
@@ -92,15 +93,15 @@ pub async fn wait_quiet(
 
 /// CPU time a process used, from `/proc/<pid>/stat`.
 #[derive(Clone, Copy, Debug)]
-pub struct CpuTime {
+pub(crate) struct CpuTime {
     /// `utime + stime`: the process's own threads.
-    pub own: Duration,
+    pub(crate) own: Duration,
     /// `cutime + cstime`: children it waited for (`git`, `kubectl`).
-    pub children: Duration,
+    pub(crate) children: Duration,
 }
 
 /// The CPU time of `pid` now.
-pub fn cpu_time(pid: u32) -> Result<CpuTime> {
+pub(crate) fn cpu_time(pid: u32) -> Result<CpuTime> {
     let path = PathBuf::from(format!("/proc/{pid}/stat"));
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("Failed to read `{}`", path.display()))?;
@@ -141,27 +142,27 @@ fn clock_tick() -> Result<f64> {
 
 /// What an idle window measured.
 #[derive(Clone, Copy, Debug)]
-pub struct Idle {
+pub(crate) struct Idle {
     /// Wall time of the window.
-    pub wall: Duration,
+    pub(crate) wall: Duration,
     /// CPU time of the server's own threads in it.
-    pub own: Duration,
+    pub(crate) own: Duration,
     /// CPU time of its children in it.
-    pub children: Duration,
+    pub(crate) children: Duration,
     /// The store's counters in it.
-    pub store: Counts,
+    pub(crate) store: Counts,
 }
 
 impl Idle {
     /// The server's own CPU as a percentage of one core.
-    pub fn percent(&self) -> f64 {
+    pub(crate) fn percent(&self) -> f64 {
         100.0 * self.own.as_secs_f64() / self.wall.as_secs_f64().max(f64::MIN_POSITIVE)
     }
 }
 
 /// Measures `pid` over `window` while nothing is asked of it: CPU time and store counters
 /// at both ends (the two scrapes of `/metrics` are the only requests).
-pub async fn idle(
+pub(crate) async fn idle(
     http: &reqwest::Client,
     url: &str,
     pid: u32,

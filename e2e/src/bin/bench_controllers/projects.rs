@@ -15,27 +15,27 @@ use anyhow::{Context, Result, bail};
 use dray_e2e::workspace_root;
 
 /// One project of the benchmark.
-pub struct ProjectSpec<'a> {
+pub(crate) struct ProjectSpec<'a> {
     /// The project (namespace) name.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// `host:port/<project>/app`: the image repository its Warehouse follows.
-    pub image: &'a str,
+    pub(crate) image: &'a str,
     /// Its config repository on the git server.
-    pub config_url: &'a str,
+    pub(crate) config_url: &'a str,
     /// How many Stages besides `dev` (all fed by `dev`).
-    pub fed_by_dev: usize,
+    pub(crate) fed_by_dev: usize,
 }
 
 /// The Warehouse every project has.
-pub const WAREHOUSE: &str = "app";
+pub(crate) const WAREHOUSE: &str = "app";
 
 /// The name of the `n`th (from 1) Stage fed by `dev`.
-pub fn fed_stage_name(n: usize) -> String {
+pub(crate) fn fed_stage_name(n: usize) -> String {
     format!("s{n:04}")
 }
 
 /// Writes the project's YAML to `path`.
-pub fn write(spec: &ProjectSpec<'_>, path: &Path) -> Result<()> {
+pub(crate) fn write(spec: &ProjectSpec<'_>, path: &Path) -> Result<()> {
     std::fs::write(path, yaml(spec)?)
         .with_context(|| format!("Failed to write `{}`", path.display()))
 }

@@ -23,44 +23,49 @@ const STAGE_BRANCH: &str = "stage/dev";
 const POLL: Duration = Duration::from_millis(10);
 
 /// How long the store must take no write before a sample counts as over.
-pub const QUIET: Duration = Duration::from_secs(2);
+pub(crate) const QUIET: Duration = Duration::from_secs(2);
 
 /// How long a sample's aftermath may take to go quiet.
 const QUIET_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// One project as the samples see it.
-pub struct Target {
+pub(crate) struct Target {
     /// The project name.
-    pub project: String,
+    pub(crate) project: String,
     /// `<project>/app` in the registry.
-    pub image_repo: String,
+    pub(crate) image_repo: String,
     /// Its config repository's bare directory on the git server (where `stage/dev` is read).
-    pub bare: PathBuf,
+    pub(crate) bare: PathBuf,
 }
 
 /// What a sample shares with the others.
-pub struct Env<'a> {
+pub(crate) struct Env<'a> {
     /// The test world (for `git`).
-    pub world: &'a TestWorld,
+    pub(crate) world: &'a TestWorld,
     /// The registry images are pushed to.
-    pub registry: &'a Registry,
+    pub(crate) registry: &'a Registry,
     /// The server under test.
-    pub dray: &'a Dray,
+    pub(crate) dray: &'a Dray,
     /// The benchmark's HTTP client.
-    pub http: &'a reqwest::Client,
+    pub(crate) http: &'a reqwest::Client,
 }
 
 /// What one sample measured.
 #[derive(Clone, Copy, Debug)]
-pub struct Sample {
+pub(crate) struct Sample {
     /// Refresh sent → `stage/dev` holds the tag's commit.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
     /// Store counters from the refresh until the store went quiet again.
-    pub store: Counts,
+    pub(crate) store: Counts,
 }
 
 /// Runs one sample of `target` with a new `tag`; the branch must move within `timeout`.
-pub async fn run(env: &Env<'_>, target: &Target, tag: &str, timeout: Duration) -> Result<Sample> {
+pub(crate) async fn run(
+    env: &Env<'_>,
+    target: &Target,
+    tag: &str,
+    timeout: Duration,
+) -> Result<Sample> {
     let digest = oci::push_image(env.registry, &target.image_repo, tag)
         .await
         .with_context(|| format!("Failed to push `{}:{tag}`", target.image_repo))?;
