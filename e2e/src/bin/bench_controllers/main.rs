@@ -153,7 +153,10 @@ async fn controllers(args: &Args) -> Result<Results> {
     )
     .await?;
     let cold_small = warm_up(&env, &small).await?;
-    let alone = samples(&env, &[&small], args.runs, "1.1").await?;
+    let alone = samples(&env, &[&small], args.runs, "1.1")
+        .await?
+        .pop()
+        .unwrap_or_default();
     // --- 2. idle, small alone ----------------------------------------------------------
     let idle_alone = probe::idle(&http, &url, pid, window).await?;
     eprintln!(
