@@ -117,6 +117,11 @@ impl Dray {
         self.port
     }
 
+    /// The server's process id while it runs (benchmarks read its CPU time in `/proc`).
+    pub fn pid(&self) -> Option<u32> {
+        self.service.as_ref().and_then(Service::pid)
+    }
+
     /// The `--data-dir`, kept across restarts.
     pub fn data_dir(&self) -> PathBuf {
         self.dir.join("data")

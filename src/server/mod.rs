@@ -15,6 +15,7 @@ mod credentials;
 mod door_tests;
 pub mod error;
 pub mod gates;
+pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
 mod rbac_matrix;
@@ -224,10 +225,12 @@ pub fn api_routes() -> Vec<Route> {
     ]
 }
 
-/// The routes outside `/api/v1`: health, and the webhook receivers (their own secrets).
+/// The routes outside `/api/v1`: health, metrics, and the webhook receivers (their own
+/// secrets).
 pub fn edge_routes() -> Vec<Route> {
     vec![
         Route::new(Method::GET, "/healthz", Door::Open, healthz),
+        Route::new(Method::GET, "/metrics", Door::Open, metrics::serve),
         Route::new(
             Method::POST,
             "/webhooks/{project}/{receiver}",

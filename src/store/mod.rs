@@ -24,6 +24,7 @@ mod object;
 mod pool;
 mod sessions;
 mod sqlite;
+pub mod stats;
 mod tokens;
 
 pub use deliveries::DeliveryLog;

@@ -406,6 +406,7 @@ fn parse_op(text: &str) -> ChangeOp {
 #[async_trait]
 impl Store for SqliteStore {
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        super::stats::record_read(1);
         let key = key.clone();
         self.with_reader(move |c| read_row(c, &key)).await
     }
@@ -440,6 +441,7 @@ impl Store for SqliteStore {
                 };
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -474,6 +476,7 @@ impl Store for SqliteStore {
                 let key = ObjectKey::namespaced(kind, &namespace, &name);
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -504,6 +507,7 @@ impl Store for SqliteStore {
                 let key = ObjectKey::namespaced(kind, &namespace, &name);
                 objects.push(parse_row(key, resource_version, &body)?);
             }
+            super::stats::record_read(objects.len());
             Ok(objects)
         })
         .await
@@ -533,6 +537,7 @@ impl Store for SqliteStore {
             })
             .await?;
         announce(&inner.latest, latest);
+        super::stats::record_writes(stored.len());
         Ok(stored)
     }
 
@@ -580,6 +585,7 @@ impl Store for SqliteStore {
                 };
                 changes.push((change, object));
             }
+            super::stats::record_read(changes.len());
             Ok(changes)
         })
         .await
@@ -612,6 +618,7 @@ impl Store for SqliteStore {
                     op: parse_op(&op),
                 });
             }
+            super::stats::record_read(changes.len());
             Ok(changes)
         })
         .await
