@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
 use crate::api::{
-    API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionTask, QueuePolicy,
-    Stage, StepPhase, Verb,
+    API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, PromotionTask,
+    QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
 };
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify_status};
@@ -289,11 +289,7 @@ async fn update_hold(
         .await?
         .into_iter()
         .filter_map(|f| {
-            let created = f
-                .object
-                .pointer("/metadata/creationTimestamp")?
-                .as_str()?
-                .to_owned();
+            let created = f.object.creation_timestamp()?.to_owned();
             Some((created, f.to_typed().ok()?))
         })
         .collect();
@@ -365,7 +361,11 @@ async fn in_stage(
         .list(Kind::Promotion, Some(project))
         .await?
         .into_iter()
-        .filter(|p| p.object.pointer("/spec/stage").and_then(Value::as_str) == Some(stage))
+        .filter(|p| {
+            p.object
+                .spec::<PromotionSpec>()
+                .is_some_and(|s| s.stage == stage)
+        })
         .filter(|p| super::promotion_phase(&p.object) == phase)
         .collect())
 }
@@ -409,11 +409,7 @@ async fn supersede_running(
         // Written against the version checked: one that moved on to a writing step in
         // between is read again and left alone.
         modify_object(store, running, |current, object| {
-            let already = current
-                .object
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(ABORT_ANNOTATION))
-                .is_some();
+            let already = current.object.annotation(ABORT_ANNOTATION).is_some();
             if already
                 || super::promotion_phase(&current.object) != PromotionPhase::Running
                 || has_started_writing(&current.object)

@@ -142,7 +142,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::server::{AppState, AuthMode, router};
+    use crate::server::{AppState, AuthMode};
     use crate::store::SqliteStore;
 
     #[test]
@@ -186,7 +186,7 @@ mod tests {
     }
 
     async fn scrape(state: &AppState) -> (StatusCode, Option<String>, String) {
-        let response = router(state.clone())
+        let response = crate::server::test_support::app(state)
             .oneshot(Request::get("/metrics").body(Body::empty()).unwrap())
             .await
             .unwrap();

@@ -550,7 +550,7 @@ impl Store for SqliteStore {
         revision: u64,
         limit: usize,
     ) -> Result<Vec<(Change, Option<StoredObject>)>, StoreError> {
-        self.with_connection(move |c| {
+        self.with_reader(move |c| {
             let mut statement = c.prepare_cached(
                 "SELECT c.revision, c.kind, c.namespace, c.name, c.op, o.resource_version, o.body
                  FROM changes c LEFT JOIN objects o

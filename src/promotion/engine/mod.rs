@@ -25,10 +25,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dray_steps::{StepRegistry, ToolPaths};
-use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ObjectKey, PromotionPhase};
+use crate::api::{ObjectKey, PromotionPhase, PromotionSpec, ResourceBody as _};
 use crate::expr::ExprCache;
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError};
@@ -133,10 +132,9 @@ impl Engine {
         let stage = match self.store.get(key).await? {
             Some(stored) => stored
                 .object
-                .pointer("/spec/stage")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+                .spec::<PromotionSpec>()
+                .map(|spec| spec.stage)
+                .unwrap_or_default(),
             None => return Err(StoreError::NotFound(key.clone()).into()),
         };
         let project = key.namespace.clone().unwrap_or_default();

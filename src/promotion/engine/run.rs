@@ -11,7 +11,9 @@ use super::barrier::{BarrierPoint, step_barrier};
 use super::context::{freight_view, recorded_actor};
 use super::state::{Run, now};
 use super::{Engine, EngineError};
-use crate::api::{Freight, Kind, ObjectKey, Promotion, PromotionPhase, StepPhase, annotations};
+use crate::api::{
+    Freight, Kind, ObjectKey, Promotion, PromotionPhase, ResourceBody as _, StepPhase, annotations,
+};
 use crate::expr::DEFAULT_CONDITION;
 use crate::promotion::{StepExprs, record};
 use crate::store::StoreError;
@@ -167,9 +169,7 @@ impl Engine {
         let asked = match self.store.get(&run.key).await {
             Ok(Some(current)) => current
                 .object
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(annotations::ABORT))
-                .and_then(serde_json::Value::as_str)
+                .annotation(annotations::ABORT)
                 .map(str::to_owned),
             _ => None,
         };

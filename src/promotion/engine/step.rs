@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::state::{Run, now};
 use super::{DEFAULT_ERROR_THRESHOLD, Engine, EngineError};
-use crate::api::{ObjectKey, PromotionStep, StepPhase, annotations, parse_duration};
+use crate::api::{
+    ObjectKey, PromotionStep, ResourceBody as _, StepPhase, annotations, parse_duration,
+};
 use crate::expr::ExprContext;
 use crate::promotion::record;
 
@@ -128,12 +130,7 @@ impl Engine {
     /// webhook sets the `dray.dev/wake` annotation), so a waiting step does not sit out its
     /// poll interval. Never returns within `at_most` otherwise.
     async fn woken(&self, key: &ObjectKey, at_most: Duration) {
-        let wake_of = |object: &Value| {
-            object
-                .pointer("/metadata/annotations")
-                .and_then(|a| a.get(annotations::WAKE))
-                .cloned()
-        };
+        let wake_of = |object: &Value| object.annotation(annotations::WAKE).map(str::to_owned);
         let mut feed = self.store.changes();
         let Ok(Some(start)) = self.store.get(key).await else {
             return std::future::pending().await;
