@@ -28,7 +28,7 @@ const PERIOD: Duration = Duration::from_secs(60);
 
 /// Compares the Stage's branch head with what Dray wrote; see the module doc.
 pub async fn reconcile(stage: Arc<Stage>, truth: Arc<StageTruth>) -> Result<Action, String> {
-    truth.check(&stage.key_of()).await?;
+    truth.check_stage(&stage.key_of(), &stage).await?;
     Ok(Action::requeue(PERIOD))
 }
 
@@ -81,6 +81,11 @@ impl StageTruth {
             return Ok(());
         };
         let stage: Stage = stored.to_typed().map_err(|e| e.to_string())?;
+        self.check_stage(key, &stage).await
+    }
+
+    /// [`StageTruth::check`] of a Stage already read (from the caches, by [`reconcile`]).
+    async fn check_stage(&self, key: &ObjectKey, stage: &Stage) -> Result<(), String> {
         let Some(branch) = stage.status.as_ref().and_then(|s| s.branch.clone()) else {
             return Ok(());
         };
