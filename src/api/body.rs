@@ -35,7 +35,15 @@ pub trait ResourceBody {
         self.metadata()?.get("labels")?.get(key)?.as_str()
     }
 
-    /// The annotation `key` (see [`super::annotations`] for Dray's own keys).
+    /// Every label (empty when none).
+    fn labels(&self) -> std::collections::BTreeMap<String, String> {
+        self.metadata()
+            .and_then(|m| m.get("labels"))
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// `metadata.annotations[key]`, when it is a string.
     fn annotation(&self, key: &str) -> Option<&str> {
         self.metadata()?.get("annotations")?.get(key)?.as_str()
     }

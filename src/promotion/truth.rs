@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ObjectKey, Stage, StageDrift, StageFreightRef, Time};
+use crate::api::{
+    ObjectKey, ResourceBody as _, Stage, StageDrift, StageFreightRef, StageStatus, Time,
+};
 use crate::discovery::credentials;
 use crate::discovery::git::{LoggedCommit, MirrorCache, is_dray_commit};
 use crate::runtime::{Action, Cache, Controller, Resource};
@@ -59,7 +61,11 @@ impl StageTruth {
     pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
         Controller::<Stage>::for_kind("stage-truth", &cache)
             .only_when(|before, after| {
-                let branch = |o: &StoredObject| o.object.pointer("/status/branch").cloned();
+                let branch = |o: &StoredObject| {
+                    o.object
+                        .status::<StageStatus>()
+                        .and_then(|status| status.branch)
+                };
                 before.map(branch) != Some(branch(after))
             })
             .concurrency(4)

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::api::{Freight, Kind, ObjectKey, Stage, Verb};
+use crate::api::{Freight, Kind, ObjectKey, ResourceBody as _, Stage, Verb};
 use crate::pipeline::board::{self, StageWindow};
 use crate::pipeline::request::{self, PromoteRequest};
 
@@ -96,14 +96,8 @@ pub(crate) async fn stage_freight(
         });
         listed.push(object);
     }
-    listed.sort_by_key(|f| {
-        std::cmp::Reverse(
-            f.pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        )
-    });
+    listed
+        .sort_by_key(|f| std::cmp::Reverse(f.creation_timestamp().unwrap_or_default().to_owned()));
     Ok(Json(listed))
 }
 
@@ -186,16 +180,8 @@ pub(crate) async fn add_window_state(
     }
     let now = jiff::Timestamp::now();
     for stage in stages.iter_mut() {
-        let name = stage
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let labels: std::collections::BTreeMap<String, String> = stage
-            .pointer("/metadata/labels")
-            .cloned()
-            .and_then(|l| serde_json::from_value(l).ok())
-            .unwrap_or_default();
+        let name = stage.name().unwrap_or_default().to_owned();
+        let labels = stage.labels();
         let window = match StageWindow::of(&windows, &name, &labels, now).0 {
             Ok(window) => json!(window),
             Err(error) => json!({"open": false, "error": error.to_string()}),

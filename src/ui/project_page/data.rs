@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::api::{Freight, Kind, ObjectKey, Project, Promotion, Stage, Verb, Warehouse};
+use crate::api::{
+    Freight, Kind, ObjectKey, Project, Promotion, ResourceBody as _, Stage, Verb, Warehouse,
+};
 use crate::pipeline::board::{self, StageBoard};
 use crate::server::ApiError;
 use crate::server::AppState;
@@ -84,12 +86,7 @@ pub(crate) async fn load(
             .get(&ObjectKey::namespaced(Kind::Freight, project, name))
             .await?
             .map(|f| {
-                let created = f
-                    .object
-                    .pointer("/metadata/creationTimestamp")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
+                let created = f.object.creation_timestamp().unwrap_or_default().to_owned();
                 (created, name.clone())
             }),
         None => None,
