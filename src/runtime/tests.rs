@@ -221,10 +221,14 @@ async fn changed_objects_come_with_the_feed_in_one_read() {
         batch.iter().all(|(_, object)| object.is_none()),
         "a deleted object comes back as gone, whichever write named it"
     );
+    assert!(fixture.cache.catch_up(WAIT).await, "the cache catches up");
     let typed: Option<Freight> = fixture
         .cache
         .get::<Freight>("small", "f1")
         .map(|f| (*f).clone());
-    assert!(typed.is_none());
+    assert!(
+        typed.is_none(),
+        "the cache applied the delete after the create"
+    );
     fixture.shutdown.cancel();
 }
