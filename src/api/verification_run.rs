@@ -5,7 +5,6 @@
 //! which therefore need not import each other; the writes these lead to are theirs.
 
 use jiff::Timestamp;
-use serde_json::Value;
 
 use super::{
     RegisteredApplication, Stage, StageStatus, Time, VERIFICATION_HISTORY_LIMIT, VerificationInfo,
@@ -24,20 +23,6 @@ pub fn verifies(stage: &Stage, applications: &[RegisteredApplication]) -> bool {
             .verification
             .as_ref()
             .is_some_and(|v| !v.analysis_templates.is_empty())
-}
-
-/// The Applications a promotion registered, from its steps' outputs (`argocd-update`
-/// answers `apps: [{name, desiredRevisions, …}]`).
-pub fn registered_applications(
-    outputs: &serde_json::Map<String, Value>,
-) -> Vec<RegisteredApplication> {
-    outputs
-        .values()
-        .filter_map(|o| o.get("apps").and_then(Value::as_array))
-        .flatten()
-        .filter(|app| app.get("desiredRevisions").is_some())
-        .filter_map(|app| serde_json::from_value(app.clone()).ok())
-        .collect()
 }
 
 /// Ends the running verification (if any) with `phase` and `message`, and files it in the
@@ -145,16 +130,11 @@ mod tests {
     }
 
     #[test]
-    fn applications_are_read_from_argocd_update_outputs_only() {
-        let outputs = json!({
-            "push": {"commit": "abc", "branch": "stage/dev"},
-            "sync": {"apps": [{"name": "shop", "apiServer": "http://a", "desiredRevisions": ["abc1234"]}]},
-            "other": {"apps": [{"name": "not-registered"}]}
-        });
-        let apps = registered_applications(outputs.as_object().unwrap());
-        assert_eq!(apps.len(), 1);
-        assert_eq!(apps[0].name, "shop");
-        assert_eq!(apps[0].desired_revisions, vec!["abc1234".to_owned()]);
+    fn a_stage_with_registered_applications_is_verified() {
+        let apps: Vec<RegisteredApplication> = serde_json::from_value(json!([
+            {"name": "shop", "apiServer": "http://a", "desiredRevisions": ["abc1234"], "url": ""}
+        ]))
+        .unwrap();
         let stage = Stage::new("dev", Default::default());
         assert!(verifies(&stage, &apps));
         assert!(!verifies(&stage, &[]));

@@ -374,7 +374,7 @@ async fn in_stage(
 /// Dray (git, a forge, Argo CD: the step's `Step::writes`). Such a running promotion is not
 /// superseded: it finishes first.
 fn has_started_writing(promotion: &Value) -> bool {
-    let Ok(promotion) = serde_json::from_value::<Promotion>(promotion.clone()) else {
+    let Ok(promotion) = <Promotion as serde::Deserialize>::deserialize(promotion) else {
         return false;
     };
     let Some(status) = promotion.status else {

@@ -102,7 +102,7 @@ struct Look {
 }
 
 /// The project's credentials for one look, loaded once, when the look first needs them.
-type CredentialCache = Arc<Mutex<BTreeMap<String, Arc<OnceCell<Arc<ProjectCredentials>>>>>>;
+type CredentialCache = OnceCell<Arc<ProjectCredentials>>;
 
 fn after(now: Timestamp, duration: Duration) -> Timestamp {
     now.saturating_add(SignedDuration::try_from(duration).unwrap_or(SignedDuration::MAX))
@@ -175,20 +175,13 @@ impl VerificationController {
             .copied()
     }
 
-    /// `project`'s credentials, loaded at most once per turn of the loop.
+    /// `project`'s credentials, loaded at most once per look.
     async fn credentials(
         &self,
         project: &str,
         cache: &CredentialCache,
     ) -> Result<Arc<ProjectCredentials>, StoreError> {
-        let cell = Arc::clone(
-            cache
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .entry(project.to_owned())
-                .or_default(),
-        );
-        let loaded = cell
+        let loaded = cache
             .get_or_try_init(|| async {
                 ProjectCredentials::load(self.store.as_ref(), &self.secret_key, project)
                     .await

@@ -11,9 +11,7 @@ use crate::api::{
 };
 use crate::store::{Store, StoreError};
 
-pub use crate::api::verification_run::{
-    DRAY_ACTOR, begin, end, file, registered_applications, verifies,
-};
+pub use crate::api::verification_run::{DRAY_ACTOR, begin, end, file, verifies};
 
 /// Reads a Stage's status, lets `change` edit it, and writes it back, retrying on
 /// conflicts. `change` returns `Ok(None)` when there is nothing to write.
