@@ -16,7 +16,7 @@ use crate::discovery::image::ImageDiscoverer;
 use crate::pipeline::auto::AutoPromoter;
 use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors, StageTruth};
-use crate::runtime::{Kinds, reflector};
+use crate::runtime::{Cache, Kinds, reflector};
 use crate::secrets::SecretKey;
 use crate::store::Store;
 use crate::verification::VerificationController;
@@ -33,11 +33,12 @@ pub(super) struct Parts {
 }
 
 /// Lists the caches and starts every controller; the handle ends once all stopped after
-/// `shutdown` (running promotions cancelled, to resume on the next start).
+/// `shutdown` (running promotions cancelled, to resume on the next start). The caches are
+/// returned for controllers only one deployment runs (Kubernetes' project namespaces).
 pub(super) async fn start(
     parts: Parts,
     shutdown: CancellationToken,
-) -> anyhow::Result<JoinHandle<()>> {
+) -> anyhow::Result<(JoinHandle<()>, Cache)> {
     let Parts {
         store,
         secret_key,
@@ -67,7 +68,8 @@ pub(super) async fn start(
     let verification = VerificationController::new(store, secret_key)
         .context("cannot set up the HTTP client verification uses")?;
     let auto = AutoPromoter::new(cache.clone());
-    Ok(tokio::spawn(async move {
+    let caches = cache.clone();
+    let handle = tokio::spawn(async move {
         tokio::join!(
             warehouses.run(cache.clone(), shutdown.clone()),
             auto.run(shutdown.clone()),
@@ -75,5 +77,6 @@ pub(super) async fn start(
             verification.run(cache.clone(), shutdown.clone()),
             PromotionController::new(engine).run(cache, shutdown)
         );
-    }))
+    });
+    Ok((handle, caches))
 }

@@ -16,6 +16,7 @@ use crate::secrets::SecretKey;
 use crate::server::apply::{ApplyFile, ApplyRequest, apply};
 use crate::server::auth::{Auth, AuthMode};
 use crate::server::{AppState, DiscoveryServices, router, tokens};
+use crate::store::kubernetes::{KubeStore, KubeStoreOptions};
 use crate::store::{SqliteStore, Store, TokenStore};
 
 /// How long requests in flight may take to finish once the server is asked to stop.
@@ -36,15 +37,30 @@ pub struct ServeOptions {
     pub auth: AuthMode,
     /// OIDC login for the web UI, when configured.
     pub oidc: Option<crate::server::auth::oidc::OidcOptions>,
+    /// Serve a cluster's resources instead of the embedded store's (`--kubernetes`).
+    pub kubernetes: Option<KubernetesServe>,
 }
+
+/// `dray serve --kubernetes`: the API, UI and webhook receivers on the cluster's
+/// resources; the controllers run in `dray controller`. API tokens, sessions and webhook
+/// deliveries stay in the data directory's SQLite.
+#[derive(Debug, Clone)]
+pub struct KubernetesServe {
+    /// The kubeconfig; the environment's (in-cluster first) when `None`.
+    pub kubeconfig: Option<PathBuf>,
+    /// Which namespaces are read.
+    pub namespaces: crate::store::kubernetes::NamespaceSelection,
+}
+
+/// How long `dray serve --kubernetes` waits for the first listing of the cluster.
+const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
-    let store = Arc::new(SqliteStore::open(&options.data_dir)?);
-    tracing::info!(path = %store.path().display(), "store opened");
-    let token_store: Arc<dyn TokenStore> = store.clone();
-    let session_store: Arc<dyn crate::store::SessionStore> = store.clone();
-    let store: Arc<dyn Store> = store;
+    let local = Arc::new(SqliteStore::open(&options.data_dir)?);
+    tracing::info!(path = %local.path().display(), "store opened");
+    let token_store: Arc<dyn TokenStore> = local.clone();
+    let session_store: Arc<dyn crate::store::SessionStore> = local.clone();
     match options.auth {
         AuthMode::Token => {
             if let Some((token, path)) =
@@ -60,6 +76,27 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         None => None,
     };
     let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
+    let store: Arc<dyn Store> = match &options.kubernetes {
+        None => local,
+        Some(kubernetes) => {
+            let client = super::kubernetes::kube_client(kubernetes.kubeconfig.as_deref()).await?;
+            let store = KubeStore::connect(
+                client,
+                KubeStoreOptions {
+                    namespaces: kubernetes.namespaces.clone(),
+                    secret_key: secret_key.clone(),
+                    local,
+                    sync_timeout: SYNC_TIMEOUT,
+                },
+            )
+            .await
+            .context("cannot read Dray's resources from the cluster")?;
+            tracing::info!(
+                "serving the cluster's resources; the controllers run in `dray controller`"
+            );
+            Arc::new(store)
+        }
+    };
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
     let mirrors = Arc::new(MirrorCache::new(&options.data_dir));
@@ -80,18 +117,24 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         oidc,
         shutdown: shutdown.clone(),
     };
-    let controllers = super::controllers::start(
-        super::controllers::Parts {
-            store: store.clone(),
-            secret_key: secret_key.clone(),
-            images,
-            mirrors,
-            tools: options.tools.clone(),
-            work_root: options.data_dir.join("work"),
-        },
-        shutdown.clone(),
-    )
-    .await?;
+    let controllers = match options.kubernetes {
+        None => Some(
+            super::controllers::start(
+                super::controllers::Parts {
+                    store: store.clone(),
+                    secret_key: secret_key.clone(),
+                    images,
+                    mirrors,
+                    tools: options.tools.clone(),
+                    work_root: options.data_dir.join("work"),
+                },
+                shutdown.clone(),
+            )
+            .await?
+            .0,
+        ),
+        Some(_) => None,
+    };
 
     if !options.config.is_empty() {
         let files = config::read_paths(&options.config).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -134,9 +177,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
     };
     shutdown.cancel();
-    if tokio::time::timeout(std::time::Duration::from_secs(10), controllers)
-        .await
-        .is_err()
+    if let Some(controllers) = controllers
+        && tokio::time::timeout(std::time::Duration::from_secs(10), controllers)
+            .await
+            .is_err()
     {
         tracing::warn!("the controllers did not stop within 10s");
     }
@@ -193,7 +237,7 @@ fn warn_no_auth() {
     tracing::warn!("authentication is off (--auth none): every request has admin rights");
 }
 
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     let mut terminate =
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

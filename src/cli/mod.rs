@@ -1,6 +1,6 @@
 //! The `dray` command line: clap definitions (doc comments are the help text), the
 //! resolved context every command gets, and one function per subcommand under
-//! `commands/`. Every command but `serve` and `crds` talks to the server's API.
+//! `commands/`. Every command but `serve`, `controller` and `crds` talks to the server's API.
 
 pub mod client;
 pub mod commands;
@@ -50,6 +50,8 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Run the server: controllers, HTTP API and webhook receivers, state in SQLite.
     Serve(Box<commands::serve::ServeArgs>),
+    /// Run the controllers in a Kubernetes cluster, against the CRDs (one active replica).
+    Controller(Box<commands::controller::ControllerArgs>),
     /// Create or update resources from YAML files or directories.
     Apply(commands::apply::ApplyArgs),
     /// List resources, or show one.
@@ -83,6 +85,7 @@ pub enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    crate::app::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -117,6 +120,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
     let ctx = || Context::new(&cli.global);
     match cli.command {
         Command::Serve(args) => commands::serve::run(*args).await,
+        Command::Controller(args) => commands::controller::run(*args).await,
         Command::Apply(args) => commands::apply::run(&ctx()?, args).await,
         Command::Get(args) => commands::get::run(&ctx()?, args).await,
         Command::Delete(args) => commands::delete::run(&ctx()?, args).await,

@@ -139,6 +139,9 @@ impl From<StoreError> for ApiError {
                 "invalid",
                 error.to_string(),
             ),
+            StoreError::Kubernetes { .. } => {
+                ApiError::new(StatusCode::BAD_GATEWAY, "kubernetes", error.to_string())
+            }
             StoreError::Open { .. } | StoreError::Database(_) | StoreError::Internal(_) => {
                 ApiError::internal(error)
             }

@@ -37,7 +37,31 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error: {0}")]
     Database(#[from] rusqlite::Error),
+    /// The Kubernetes API (the Kubernetes store's backend) refused or failed a request.
+    #[error("the Kubernetes API answered {code} to {what}: {message}{}", hint_for(*code))]
+    Kubernetes {
+        /// What was asked, e.g. `create Stage demo/dev`.
+        what: String,
+        /// The HTTP status (0 when no answer came).
+        code: u16,
+        /// The API's message.
+        message: String,
+    },
     /// Anything else that should not happen.
     #[error("internal store error: {0}")]
     Internal(String),
+}
+
+/// What to do about a Kubernetes refusal.
+fn hint_for(code: u16) -> &'static str {
+    match code {
+        401 => {
+            "; Dray's credentials for the cluster are not accepted: check its ServiceAccount token or --kubeconfig"
+        }
+        403 => {
+            "; grant Dray's ServiceAccount the rights in deploy/helm/dray (its ClusterRole `dray`)"
+        }
+        0 => "; the API server could not be reached: check --kubeconfig or the in-cluster address",
+        _ => "",
+    }
 }

@@ -1,5 +1,5 @@
-//! Persistence behind one trait, [`Store`]: the embedded SQLite store today
-//! ([`SqliteStore`]), a Kubernetes-backed store later. API tokens and cluster-wide role
+//! Persistence behind one trait, [`Store`]: the embedded SQLite store ([`SqliteStore`])
+//! and the Kubernetes store ([`kubernetes::KubeStore`], custom resources in a cluster). API tokens and cluster-wide role
 //! bindings, which are not resources, sit behind a second, small trait, [`TokenStore`];
 //! the webhook deliveries receivers have taken behind [`DeliveryLog`], which every
 //! [`Store`] also is. The store remembers; it does not
@@ -19,6 +19,7 @@
 mod deliveries;
 mod error;
 mod feed;
+pub mod kubernetes;
 mod modify;
 mod object;
 mod pool;

@@ -4,6 +4,7 @@ pub mod abort;
 pub mod apply;
 pub mod approve;
 pub mod audit;
+pub mod controller;
 pub mod crds;
 pub mod delete;
 pub mod freight;

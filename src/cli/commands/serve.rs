@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::app::{ServeOptions, serve};
+use crate::app::{KubernetesServe, ServeOptions, serve};
 use crate::cli::{CliError, env};
 use crate::server::AuthMode;
 use crate::server::auth::oidc::OidcOptions;
+use crate::store::kubernetes::NamespaceSelection;
 
 /// Arguments of `dray serve`.
 #[derive(clap::Args, Debug)]
@@ -24,18 +25,24 @@ pub struct ServeArgs {
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
-    /// The `helm` binary used by `helm-template` steps.
-    #[arg(long, env = "DRAY_HELM", default_value = "helm")]
-    pub helm: std::path::PathBuf,
-    /// The `kubectl` binary used by `kustomize-build` steps (`kubectl kustomize`).
-    #[arg(long, env = "DRAY_KUBECTL", default_value = "kubectl")]
-    pub kubectl: std::path::PathBuf,
-    /// A standalone `kustomize` binary to use instead of `kubectl kustomize`.
-    #[arg(long, env = "DRAY_KUSTOMIZE")]
-    pub kustomize: Option<std::path::PathBuf>,
+    /// The tools promotion steps run.
+    #[command(flatten)]
+    pub tools: ToolArgs,
     /// The log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Serve a Kubernetes cluster's Dray resources (the CRDs) instead of the embedded
+    /// store's; the controllers run in `dray controller`.
+    #[arg(long)]
+    pub kubernetes: bool,
+    /// With --kubernetes: the kubeconfig; without it, the pod's ServiceAccount, then
+    /// `$KUBECONFIG` or `~/.kube/config`.
+    #[arg(long, value_name = "FILE", requires = "kubernetes")]
+    pub kubeconfig: Option<PathBuf>,
+    /// With --kubernetes: read only namespaces matching this label selector (default:
+    /// the Project namespaces, labelled `dray.dev/project`).
+    #[arg(long, value_name = "SELECTOR", requires = "kubernetes")]
+    pub namespace_selector: Option<String>,
     /// How API requests are authenticated: `token` (bearer API tokens; a new data
     /// directory gets a bootstrap admin token in `<data-dir>/bootstrap-token`) or `none`
     /// (everyone is `anonymous` with admin rights: local experiments only).
@@ -77,6 +84,32 @@ pub struct ServeArgs {
     pub oidc_scopes: String,
 }
 
+/// Where the tools promotion steps run are (`dray serve` and `dray controller`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ToolArgs {
+    /// The `helm` binary used by `helm-template` steps.
+    #[arg(long, env = "DRAY_HELM", default_value = "helm")]
+    pub helm: std::path::PathBuf,
+    /// The `kubectl` binary used by `kustomize-build` steps (`kubectl kustomize`).
+    #[arg(long, env = "DRAY_KUBECTL", default_value = "kubectl")]
+    pub kubectl: std::path::PathBuf,
+    /// A standalone `kustomize` binary to use instead of `kubectl kustomize`.
+    #[arg(long, env = "DRAY_KUSTOMIZE")]
+    pub kustomize: Option<std::path::PathBuf>,
+}
+
+impl ToolArgs {
+    /// The steps' tool paths.
+    pub fn paths(self) -> dray_steps::ToolPaths {
+        dray_steps::ToolPaths {
+            helm: self.helm,
+            kubectl: self.kubectl,
+            kustomize: self.kustomize,
+            ..Default::default()
+        }
+    }
+}
+
 /// How `dray serve` authenticates API requests (OIDC, for the web UI, comes on top of
 /// `token` with the `--oidc-*` flags).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,26 +131,9 @@ pub enum LogFormat {
 
 /// Runs `dray serve`.
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
-    let filter = EnvFilter::try_from_env(env::DRAY_LOG)
-        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    let installed = match args.log_format {
-        LogFormat::Text => subscriber.try_init(),
-        LogFormat::Json => subscriber.json().try_init(),
-    };
-    if let Err(error) = installed {
-        return Err(CliError::Local(format!("cannot set up logging: {error}")));
-    }
+    init_logging(args.log_format)?;
     let oidc = oidc_options(&args)?;
-    let tools = dray_steps::ToolPaths {
-        helm: args.helm,
-        kubectl: args.kubectl,
-        kustomize: args.kustomize,
-        ..Default::default()
-    };
+    let tools = args.tools.clone().paths();
     let options = ServeOptions {
         data_dir: args.data_dir,
         listen: args.listen,
@@ -128,10 +144,32 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
             Auth::None => AuthMode::None,
         },
         oidc,
+        kubernetes: args.kubernetes.then(|| KubernetesServe {
+            kubeconfig: args.kubeconfig.clone(),
+            namespaces: match &args.namespace_selector {
+                Some(selector) => NamespaceSelection::Labelled(selector.clone()),
+                None => NamespaceSelection::default(),
+            },
+        }),
     };
     serve(options)
         .await
         .map_err(|e| CliError::Local(format!("{e:#}")))
+}
+
+/// Logs to stderr in `format`, filtered by `DRAY_LOG`.
+pub fn init_logging(format: LogFormat) -> Result<(), CliError> {
+    let filter = EnvFilter::try_from_env(env::DRAY_LOG)
+        .unwrap_or_else(|_| EnvFilter::new("info,tower_http=warn"));
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let installed = match format {
+        LogFormat::Text => subscriber.try_init(),
+        LogFormat::Json => subscriber.json().try_init(),
+    };
+    installed.map_err(|error| CliError::Local(format!("cannot set up logging: {error}")))
 }
 
 fn usage(message: impl Into<String>, hint: &str) -> CliError {
