@@ -37,6 +37,7 @@ pub mod argocd;
 pub mod bench_baseline;
 pub mod bench_numbers;
 pub mod browser;
+pub mod controller;
 mod credentials;
 pub mod deploy;
 mod double_server;
