@@ -116,3 +116,149 @@ async fn kubectl_applies_crds_and_the_quickstart_project() -> Result<()> {
     let _ = &f.dir;
     Ok(())
 }
+
+/// A fixture with the CRDs applied and namespace `demo` created.
+async fn with_crds() -> Result<Fixture> {
+    let f = fixture().await?;
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &crds_dir()])?;
+    create_namespace(&f, "demo")?;
+    Ok(f)
+}
+
+fn write(f: &Fixture, name: &str, body: &str) -> Result<String> {
+    let path = f.dir.path().join(name);
+    std::fs::write(&path, body)?;
+    Ok(path.display().to_string())
+}
+
+const WAREHOUSE: &str = "apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata:
+  name: app
+  namespace: demo
+spec:
+  subscriptions:
+    - image:
+        repoURL: 127.0.0.1:5000/demo/app
+";
+
+#[tokio::test]
+async fn kubectl_server_side_apply_patch_and_delete() -> Result<()> {
+    let f = with_crds().await?;
+    let file = write(&f, "warehouse.yaml", WAREHOUSE)?;
+    let out = kubectl_ok(&f.api, &f.admin, &["apply", "--server-side", "-f", &file])?;
+    assert!(
+        out.contains("warehouse.dray.dev/app serverside-applied"),
+        "{out}"
+    );
+    let again = kubectl_ok(&f.api, &f.admin, &["apply", "--server-side", "-f", &file])?;
+    assert!(again.contains("serverside-applied"), "{again}");
+    let path = "/apis/dray.dev/v1alpha1/namespaces/demo/warehouses/app";
+    let stored = f.api.get(path).context("the warehouse is stored")?;
+    assert_eq!(stored["metadata"]["managedFields"][0]["manager"], "kubectl");
+    assert_eq!(stored["metadata"]["generation"], 1);
+
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "patch",
+            "warehouse",
+            "app",
+            "-n",
+            "demo",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"spec":{"interval":"10m"}}"#,
+        ],
+    )?;
+    let stored = f.api.get(path).context("the warehouse is stored")?;
+    assert_eq!(stored["spec"]["interval"], "10m");
+    assert_eq!(stored["metadata"]["generation"], 2);
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "patch",
+            "warehouse",
+            "app",
+            "-n",
+            "demo",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/interval","value":"1m"}]"#,
+        ],
+    )?;
+    assert_eq!(f.api.get(path).context("stored")?["spec"]["interval"], "1m");
+    let out = kubectl_fails(
+        &f.api,
+        &f.admin,
+        &[
+            "patch",
+            "warehouse",
+            "app",
+            "-n",
+            "demo",
+            "--type",
+            "strategic",
+            "-p",
+            r#"{"spec":{"interval":"2m"}}"#,
+        ],
+    )?;
+    assert!(
+        out.contains("UnsupportedMediaType") || out.contains("unknown format"),
+        "{out}"
+    );
+
+    let out = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &["delete", "warehouse", "app", "-n", "demo"],
+    )?;
+    assert!(out.contains("warehouse.dray.dev \"app\" deleted"), "{out}");
+    assert!(f.api.get(path).is_none());
+    let out = kubectl_fails(&f.api, &f.admin, &["get", "warehouse", "app", "-n", "demo"])?;
+    assert!(
+        out.contains("Error from server (NotFound): warehouses.dray.dev \"app\" not found"),
+        "{out}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn kubectl_shows_invalid_objects_and_prunes_unknown_fields() -> Result<()> {
+    let f = with_crds().await?;
+    let invalid = write(
+        &f,
+        "invalid.yaml",
+        "apiVersion: dray.dev/v1alpha1\nkind: Warehouse\nmetadata:\n  name: bad\n  namespace: demo\nspec:\n  interval: 5\n",
+    )?;
+    let out = kubectl_fails(&f.api, &f.admin, &["apply", "-f", &invalid])?;
+    assert!(out.contains("is invalid"), "{out}");
+    assert!(out.contains("spec.interval"), "{out}");
+
+    let unknown = write(&f, "unknown.yaml", &format!("{WAREHOUSE}  foo: bar\n"))?;
+    let out = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &["apply", "--validate=warn", "-f", &unknown],
+    )?;
+    assert!(
+        out.contains(r#"Warning: unknown field "spec.foo""#),
+        "{out}"
+    );
+    let stored = f
+        .api
+        .get("/apis/dray.dev/v1alpha1/namespaces/demo/warehouses/app")
+        .context("stored")?;
+    assert!(stored["spec"].get("foo").is_none(), "pruned: {stored}");
+    let out = kubectl_fails(
+        &f.api,
+        &f.admin,
+        &["create", "--validate=strict", "-f", &unknown],
+    )?;
+    assert!(out.contains(r#"unknown field "spec.foo""#), "{out}");
+    Ok(())
+}

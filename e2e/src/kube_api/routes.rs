@@ -116,7 +116,8 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
         Err(err) => {
-            return ApiError::bad_request(format!("failed to read the body: {err}")).into_response();
+            return ApiError::bad_request(format!("failed to read the body: {err}"))
+                .into_response();
         }
     };
     let accept = parts

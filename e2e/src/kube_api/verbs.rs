@@ -192,18 +192,18 @@ async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outco
     let warnings = {
         let inner = shared.lock();
         check_namespace(&inner, call)?;
-        if inner.store.get(&key(call, &name)).is_some() {
-            return Err(ApiError::already_exists(&ty.group, &ty.plural, &name));
-        }
         objects::prepare_create(ty, &mut object);
         validate(call, &mut object)?
     };
     let mut warnings = warnings;
     warnings.extend(admission::review(shared, call, Operation::Create, Some(&object), None).await?);
+    let mut inner = shared.lock();
     if call.dry_run() {
+        if inner.store.get(&key(call, &name)).is_some() {
+            return Err(ApiError::already_exists(&ty.group, &ty.plural, &name));
+        }
         return Ok((201, objects::typed(ty, object), warnings));
     }
-    let mut inner = shared.lock();
     check_namespace(&inner, call)?;
     let object_key = key(call, &name);
     if inner.store.get(&object_key).is_some() {
