@@ -46,6 +46,7 @@ mod git_repo;
 mod git_server;
 pub mod github;
 pub mod gitlab;
+pub mod kube_api;
 pub mod oci;
 pub mod oidc_provider;
 pub mod pipeline;

@@ -1,0 +1,300 @@
+//! A faithful in-memory Kubernetes API server for the e2e suite (no real kube-apiserver
+//! can run here), proved against the real `kubectl` 1.32 and the `kube` crate's Client,
+//! runtime watcher and kube-lease-manager (`e2e/tests/kube_api.rs`).
+//!
+//! HTTPS on 127.0.0.1 with a CA made at start; bearer tokens; discovery (aggregated v2 and
+//! plain); OpenAPI v3; built-in kinds stored generically and CRDs (structural schema
+//! validation and pruning, status subresource, printer columns as Tables); get, list,
+//! create, update, patch (merge, JSON, strategic, server-side apply), delete with
+//! finalizers, dryRun; watches with bookmarks, compaction (410) and broken streams; the
+//! RBAC authorizer, TokenReview, SubjectAccessReview; validating admission webhooks.
+//!
+//! Start one with [`KubeApi::start`]; modules, one job each: [`store`] (objects, revisions,
+//! fan-out), [`resources`] (served kinds), [`routes`] (auth, paths, RBAC), [`verbs`],
+//! [`objects`] (metadata rules), [`watch`], [`schema`], [`patch`], [`selector`],
+//! [`discovery`], [`openapi`], [`table`], [`rbac`], [`reviews`], [`admission`], [`tls`],
+//! [`status`] (error shapes). Test tooling only, never shipped.
+//!
+//! ```no_run
+//! # async fn example() -> anyhow::Result<()> {
+//! use dray_e2e::kube_api::KubeApi;
+//! let api = KubeApi::start().await?;
+//! let dir = tempfile::tempdir()?;
+//! let kubeconfig = dir.path().join("kubeconfig");
+//! api.write_kubeconfig(&kubeconfig, &api.admin_token())?;
+//! let status = api.kubectl(&kubeconfig).args(["get", "namespaces"]).status()?;
+//! assert!(status.success());
+//! let client = api.client(&api.admin_token()).await?;
+//! # let _ = client; Ok(()) }
+//! ```
+
+mod admission;
+mod discovery;
+mod objects;
+mod openapi;
+mod patch;
+mod rbac;
+mod resources;
+mod reviews;
+mod routes;
+mod schema;
+mod selector;
+mod state;
+mod status;
+mod store;
+mod table;
+pub mod tls;
+mod verbs;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use base64::Engine;
+use serde_json::{Value, json};
+
+pub use rbac::UserInfo;
+pub use state::RequestRecord;
+
+use state::Shared;
+use store::ObjKey;
+
+/// The real kubectl on the machine image.
+pub const KUBECTL: &str = "kubectl";
+
+/// How the double is started.
+#[derive(Debug, Clone)]
+pub struct KubeApiOptions {
+    /// How often open watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+impl Default for KubeApiOptions {
+    fn default() -> Self {
+        Self {
+            bookmark_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A running API-server double; stopped on drop.
+#[derive(Debug)]
+pub struct KubeApi {
+    shared: Arc<Shared>,
+    server: tls::TlsServer,
+    ca_pem: String,
+    admin_token: String,
+    dir: tempfile::TempDir,
+}
+
+impl KubeApi {
+    /// Starts on `https://127.0.0.1:<free port>` with default options.
+    pub async fn start() -> Result<KubeApi> {
+        Self::start_with(KubeApiOptions::default()).await
+    }
+
+    /// Starts with `options`.
+    pub async fn start_with(options: KubeApiOptions) -> Result<KubeApi> {
+        tls::install_crypto_provider();
+        let ca = tls::CertAuthority::new("dray-kube-api-double-ca")?;
+        let cert = ca.issue(&["kubernetes", "kubernetes.default", "kubernetes.default.svc"])?;
+        let shared = Arc::new(Shared::new());
+        let admin_token = format!("admin-{}", uuid::Uuid::new_v4().simple());
+        {
+            let mut inner = shared.lock();
+            inner.tokens.insert(
+                admin_token.clone(),
+                UserInfo {
+                    username: "kubernetes-admin".into(),
+                    uid: uuid::Uuid::new_v4().to_string(),
+                    groups: vec!["system:masters".into(), "system:authenticated".into()],
+                },
+            );
+            for name in ["default", "kube-system", "kube-public"] {
+                let key = ObjKey {
+                    group: String::new(),
+                    plural: "namespaces".into(),
+                    namespace: String::new(),
+                    name: name.into(),
+                };
+                let mut namespace =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+                let ty = inner
+                    .find_type("", "v1", "namespaces")
+                    .context("namespaces are a built-in")?;
+                objects::prepare_create(&ty, &mut namespace);
+                inner.store.put(key, namespace);
+            }
+        }
+        let ticker = watch::bookmark_ticker(shared.clone(), options.bookmark_interval);
+        let server = tls::TlsServer::spawn(
+            "kube-api-double",
+            routes::router(shared.clone()),
+            cert,
+            Some(Box::pin(ticker)),
+        )?;
+        if let Ok(mut address) = shared.server_address.lock() {
+            *address = server.addr().to_string();
+        }
+        Ok(KubeApi {
+            shared,
+            server,
+            ca_pem: ca.ca_pem().to_owned(),
+            admin_token,
+            dir: tempfile::tempdir().context("Failed to make the kube API double's directory")?,
+        })
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.server.addr()
+    }
+
+    /// The CA that signed the serving certificate, PEM.
+    pub fn ca_pem(&self) -> String {
+        self.ca_pem.clone()
+    }
+
+    /// Registers a bearer token for `user` in `groups` (plus `system:authenticated`).
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let mut groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        if !groups.iter().any(|g| g == "system:authenticated") {
+            groups.push("system:authenticated".into());
+        }
+        self.shared.lock().tokens.insert(
+            token.to_owned(),
+            UserInfo {
+                username: user.to_owned(),
+                uid: uuid::Uuid::new_v4().to_string(),
+                groups,
+            },
+        );
+    }
+
+    /// Registers a ServiceAccount token: `system:serviceaccount:NS:NAME` in
+    /// `system:serviceaccounts`, `system:serviceaccounts:NS`, `system:authenticated`.
+    pub fn add_service_account_token(&self, token: &str, namespace: &str, name: &str) {
+        let groups = vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_owned(),
+        ];
+        self.shared.lock().tokens.insert(
+            token.to_owned(),
+            UserInfo {
+                username: format!("system:serviceaccount:{namespace}:{name}"),
+                uid: uuid::Uuid::new_v4().to_string(),
+                groups,
+            },
+        );
+    }
+
+    /// A token in `system:masters` (allowed everything).
+    pub fn admin_token(&self) -> String {
+        self.admin_token.clone()
+    }
+
+    /// The kubeconfig YAML for `token` (CA data inline, context namespace `default`).
+    pub fn kubeconfig(&self, token: &str) -> String {
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: dray-double\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: dray-user\n  user:\n    token: {token}\ncontexts:\n- name: dray-double\n  context:\n    cluster: dray-double\n    user: dray-user\n    namespace: default\ncurrent-context: dray-double\n",
+            self.url()
+        )
+    }
+
+    /// Writes [`KubeApi::kubeconfig`] to `path`.
+    pub fn write_kubeconfig(&self, path: &Path, token: &str) -> Result<()> {
+        std::fs::write(path, self.kubeconfig(token))
+            .with_context(|| format!("Failed to write the kubeconfig `{}`", path.display()))
+    }
+
+    /// `kubectl --kubeconfig PATH` with a discovery cache of this double's own.
+    pub fn kubectl(&self, kubeconfig: &Path) -> std::process::Command {
+        let mut command = std::process::Command::new(KUBECTL);
+        command
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache_dir())
+            .env_remove("KUBECONFIG");
+        command
+    }
+
+    fn cache_dir(&self) -> PathBuf {
+        self.dir.path().join("kube-cache")
+    }
+
+    /// A `kube::Client` for `token`, built the way `kube` reads a kubeconfig (CA verified).
+    pub async fn client(&self, token: &str) -> Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(token))
+            .context("Failed to read the double's kubeconfig")?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .context("Failed to build a kube Config from the double's kubeconfig")?;
+        kube::Client::try_from(config).context("Failed to build a kube Client")
+    }
+
+    /// Forgets the history up to now: watches and exact lists from older revisions get 410.
+    pub fn compact(&self) {
+        self.shared.lock().store.compact();
+    }
+
+    /// Closes every open watch stream (clients must resume from their last revision).
+    pub fn break_watches(&self) {
+        self.shared.lock().store.break_watches();
+    }
+
+    /// Where `clientConfig.service` `namespace/name` of a webhook is served.
+    pub fn set_service_endpoint(&self, namespace: &str, name: &str, addr: SocketAddr) {
+        self.shared
+            .lock()
+            .services
+            .insert((namespace.to_owned(), name.to_owned()), addr);
+    }
+
+    /// Every admission call made: `{"webhook": NAME, "review": AdmissionReview request}`.
+    pub fn admission_calls(&self) -> Vec<Value> {
+        self.shared.lock().admission_calls.clone()
+    }
+
+    /// Every request served: (verb, path, user).
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// The stored object at an API path (e.g. `/apis/dray.dev/v1alpha1/namespaces/demo/stages/dev`).
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let (group, rest) = match segments.as_slice() {
+            ["api", _, rest @ ..] => ("", rest),
+            ["apis", group, _, rest @ ..] => (*group, rest),
+            _ => return None,
+        };
+        let (namespace, plural, name) = match rest {
+            ["namespaces", namespace, plural, name] => (*namespace, *plural, *name),
+            [plural, name] => ("", *plural, *name),
+            _ => return None,
+        };
+        let key = ObjKey {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        self.shared.lock().store.get(&key).cloned()
+    }
+
+    /// The current revision (the newest `resourceVersion`).
+    pub fn revision(&self) -> u64 {
+        self.shared.lock().store.revision()
+    }
+}
