@@ -23,6 +23,8 @@ pub struct ControllerOptions {
     pub lease_duration: u64,
     /// Extra arguments.
     pub args: Vec<String>,
+    /// Extra environment variables (test hooks).
+    pub env: Vec<(String, String)>,
 }
 
 /// A `dray controller` process; killed on drop.
@@ -74,7 +76,8 @@ impl DrayController {
             .env("HOME", self.world.home())
             .env("GIT_TERMINAL_PROMPT", "0")
             .env_remove("POD_NAME")
-            .env_remove("POD_NAMESPACE");
+            .env_remove("POD_NAMESPACE")
+            .envs(self.options.env.iter().map(|(k, v)| (k, v)));
         let mut service = Service::spawn(
             &format!("{} controller", bin.display()),
             &mut cmd,

@@ -49,6 +49,7 @@ pub mod gitlab;
 pub mod kube_api;
 pub mod oci;
 pub mod oidc_provider;
+pub mod kube_pipeline;
 pub mod pipeline;
 mod process;
 pub mod prometheus;

@@ -66,14 +66,26 @@ impl Pipeline {
             &workspace_root().join("examples/quickstart/config-repo"),
         )?;
         let dray = Dray::start(&world, options)?;
-        Ok(Pipeline {
+        Ok(Self::from_parts(world, registry, git, config, config_url, dray))
+    }
+
+    /// A pipeline of services started elsewhere (the Kubernetes mode's fixture).
+    pub fn from_parts(
+        world: TestWorld,
+        registry: Registry,
+        git: GitServer,
+        config: GitRepo,
+        config_url: String,
+        dray: Dray,
+    ) -> Self {
+        Pipeline {
             world,
             registry,
             git,
             config,
             config_url,
             dray,
-        })
+        }
     }
 
     /// The quickstart's YAML pointed at this world: its registry, its config repository,

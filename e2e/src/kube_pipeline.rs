@@ -1,0 +1,240 @@
+//! The quickstart pipeline in Kubernetes mode: the Kubernetes API double
+//! ([`crate::kube_api`]) with the CRDs applied by the real `kubectl`, `dray controller`
+//! replicas competing for the Lease, and `dray serve --kubernetes` for the API and CLI —
+//! all on the same registry and config repository as [`Pipeline`]. Users' writes go
+//! through `kubectl` ([`KubePipeline::kubectl_apply`]); promotions through the `dray`
+//! CLI, as in embedded mode.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::controller::{ControllerOptions, DrayController};
+use crate::kube_api::KubeApi;
+use crate::pipeline::{Pipeline, text};
+use crate::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, workspace_root};
+
+/// Dray's ServiceAccount, as the chart names it.
+pub const DRAY_SERVICE_ACCOUNT: (&str, &str) = ("dray", "dray");
+
+/// How the Kubernetes-mode pipeline starts.
+#[derive(Clone, Debug, Default)]
+pub struct KubeOptions {
+    /// How many `dray controller` replicas.
+    pub controllers: usize,
+    /// The Lease duration (seconds; default 15).
+    pub lease_duration: Option<u64>,
+    /// Extra environment for the controllers (test hooks).
+    pub controller_env: Vec<(String, String)>,
+    /// Extra options of `dray serve --kubernetes`.
+    pub serve: DrayOptions,
+}
+
+/// The quickstart's services, the API double, the controllers and the server.
+pub struct KubePipeline {
+    /// The embedded-mode fixture's parts: world, registry, git and `dray serve
+    /// --kubernetes` as `q.dray` (so its CLI helpers work unchanged).
+    pub q: Pipeline,
+    /// The Kubernetes API double.
+    pub api: KubeApi,
+    /// A kubeconfig for a cluster admin (what a platform engineer's `kubectl` uses).
+    pub admin: PathBuf,
+    /// Dray's kubeconfig (its ServiceAccount's token).
+    pub dray_kubeconfig: PathBuf,
+    /// The controller replicas, in start order.
+    pub controllers: Vec<DrayController>,
+}
+
+impl KubePipeline {
+    /// Starts everything; the CRDs are applied, nothing else.
+    pub async fn start(options: KubeOptions) -> Result<Self> {
+        crate::kube_api::tls::install_crypto_provider();
+        let api = KubeApi::start().await?;
+        tokio::task::block_in_place(|| Self::start_on(api, options))
+    }
+
+    fn start_on(api: KubeApi, options: KubeOptions) -> Result<Self> {
+        let world = TestWorld::new()?;
+        let dir = world.unique_dir("kube")?;
+        std::fs::create_dir_all(&dir)?;
+        let admin = dir.join("admin.kubeconfig");
+        api.write_kubeconfig(&admin, &api.admin_token())?;
+        let dray_token = format!("dray-sa-{}", uuid_like());
+        api.add_service_account_token(&dray_token, DRAY_SERVICE_ACCOUNT.0, DRAY_SERVICE_ACCOUNT.1);
+        let dray_kubeconfig = dir.join("dray.kubeconfig");
+        api.write_kubeconfig(&dray_kubeconfig, &dray_token)?;
+        let pipeline = KubeParts { api, admin, dray_kubeconfig };
+        pipeline.apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: dray}\n")?;
+        pipeline.kubectl_ok(&["apply", "-f", &workspace_root().join("crds").display().to_string()])?;
+        pipeline.grant_dray_cluster_admin()?;
+
+        let registry = Registry::start(&world, Default::default())?;
+        let git = GitServer::start(&world, Default::default())?;
+        let config_url = git.create_repo("config")?;
+        let (config, _) = GitRepo::seed(
+            &world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )?;
+        let mut controllers = Vec::new();
+        for i in 0..options.controllers.max(1) {
+            let mut controller_options = ControllerOptions {
+                kubeconfig: pipeline.dray_kubeconfig.clone(),
+                identity: format!("replica-{i}"),
+                lease_duration: options.lease_duration.unwrap_or(15),
+                args: Vec::new(),
+                env: options.controller_env.clone(),
+            };
+            controller_options.args.push("--log-format".into());
+            controller_options.args.push("text".into());
+            controllers.push(DrayController::start(&world, controller_options)?);
+        }
+        let mut serve = options.serve.clone();
+        serve.args.extend([
+            "--kubernetes".to_owned(),
+            "--kubeconfig".to_owned(),
+            pipeline.dray_kubeconfig.display().to_string(),
+        ]);
+        let dray = Dray::start(&world, serve)?;
+        let KubeParts { api, admin, dray_kubeconfig } = pipeline;
+        Ok(KubePipeline {
+            q: Pipeline::from_parts(world, registry, git, config, config_url, dray),
+            api,
+            admin,
+            dray_kubeconfig,
+            controllers,
+        })
+    }
+
+    /// `kubectl --kubeconfig <admin> ARGS`.
+    pub fn kubectl(&self, args: &[&str]) -> Result<Output> {
+        run_kubectl(&self.api, &self.admin, args)
+    }
+
+    /// [`KubePipeline::kubectl`] that must succeed; its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
+        kubectl_ok(&self.api, &self.admin, args)
+    }
+
+    /// `kubectl apply -f` of `yaml`, localised to this world (as [`Pipeline::localise`]).
+    pub fn kubectl_apply(&self, yaml: &str) -> Result<String> {
+        let file = self.q.world.unique_dir("kubectl-apply")?.with_extension("yaml");
+        std::fs::write(&file, self.q.localise(yaml))?;
+        self.kubectl_ok(&["apply", "-f", &file.display().to_string()])
+    }
+
+    /// Applies the quickstart's Project, waits for the controller to make its namespace,
+    /// then applies every other file of `examples/quickstart/project` (each through
+    /// `edit`), as a user would with `kubectl apply -f examples/quickstart/project/`.
+    pub fn apply_quickstart(&self, edit: impl Fn(&str) -> String) -> Result<()> {
+        self.kubectl_apply(&Pipeline::quickstart_file("project.yaml")?)?;
+        self.q.wait_until("the controller to make namespace `demo`", || {
+            let output = self.kubectl(&["get", "namespace", "demo", "-o", "json"])?;
+            Ok(output.status.success().then_some(()))
+        })?;
+        let dir = workspace_root().join("examples/quickstart/project");
+        let mut names: Vec<_> = std::fs::read_dir(&dir)?
+            .map(|entry| entry.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()?;
+        names.sort();
+        let mut yaml = Vec::new();
+        for path in names {
+            if path.file_name().is_some_and(|n| n == "project.yaml") {
+                continue;
+            }
+            yaml.push(edit(&std::fs::read_to_string(&path)?));
+        }
+        self.kubectl_apply(&yaml.join("\n---\n"))?;
+        Ok(())
+    }
+
+    /// The replica that leads now, if one says so.
+    pub fn leader(&self) -> Option<usize> {
+        self.controllers
+            .iter()
+            .position(|c| c.phase().is_ok_and(|p| p == "leading"))
+    }
+
+    /// Waits (at most `timeout`) until some replica leads; its index.
+    pub fn wait_for_leader(&self, timeout: Duration) -> Result<usize> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(leader) = self.leader() {
+                return Ok(leader);
+            }
+            if std::time::Instant::now() >= deadline {
+                let logs: Vec<String> = self.controllers.iter().map(DrayController::log).collect();
+                bail!("no controller replica led within {}s:\n{}", timeout.as_secs(), logs.join("\n----\n"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The double and kubeconfigs, before the services start.
+struct KubeParts {
+    api: KubeApi,
+    admin: PathBuf,
+    dray_kubeconfig: PathBuf,
+}
+
+impl KubeParts {
+    fn kubectl_ok(&self, args: &[&str]) -> Result<String> {
+        kubectl_ok(&self.api, &self.admin, args)
+    }
+
+    /// Binds Dray's ServiceAccount to a ClusterRole allowing everything (the chart's
+    /// narrower role is checked by the deploy tests).
+    fn grant_dray_cluster_admin(&self) -> Result<()> {
+        let (namespace, name) = DRAY_SERVICE_ACCOUNT;
+        let yaml = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: dray-everything}}
+rules:
+  - {{apiGroups: ['*'], resources: ['*'], verbs: ['*']}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: dray-everything}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: dray-everything}}
+subjects:
+  - {{kind: ServiceAccount, name: {name}, namespace: {namespace}}}
+"
+        );
+        self.apply_yaml(&yaml)
+    }
+
+    fn apply_yaml(&self, yaml: &str) -> Result<()> {
+        let file = tempfile::Builder::new().suffix(".yaml").tempfile()?;
+        std::fs::write(file.path(), yaml)?;
+        self.kubectl_ok(&["apply", "-f", &file.path().display().to_string()])?;
+        Ok(())
+    }
+}
+
+fn run_kubectl(api: &KubeApi, kubeconfig: &std::path::Path, args: &[&str]) -> Result<Output> {
+    api.kubectl(kubeconfig)
+        .args(args)
+        .output()
+        .with_context(|| format!("cannot run kubectl {args:?}"))
+}
+
+fn kubectl_ok(api: &KubeApi, kubeconfig: &std::path::Path, args: &[&str]) -> Result<String> {
+    let output = run_kubectl(api, kubeconfig, args)?;
+    if !output.status.success() {
+        bail!("kubectl {args:?} failed: {}", text(&output));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{nanos:x}{:x}", std::process::id())
+}
