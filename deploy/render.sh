@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Render the Helm chart (deploy/helm/dray) with the values in deploy/plain-values.yaml into
-# plain manifests for `kubectl apply -f deploy/kubernetes/`: release `dray` in namespace
-# `dray`. Run it after changing the chart or crds/; a test (e2e/tests/deploy.rs) fails
-# when deploy/kubernetes/ is stale.
+# Copy crds/ into the Helm chart (deploy/helm/dray/crds/), and render the chart with the
+# values in deploy/plain-values.yaml into plain manifests for
+# `kubectl apply -f deploy/kubernetes/` (release `dray`, namespace `dray`). Run it after
+# changing the chart or crds/; tests in e2e/tests/deploy.rs fail when either is stale.
 #
 #   deploy/render.sh [OUT_DIR]     (default: deploy/kubernetes)
 #
@@ -12,6 +12,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${1:-$ROOT/deploy/kubernetes}"
+CRDS="$ROOT/crds"
 HELM="${HELM:-$ROOT/e2e/helm-shim/helm}"
 CHART="$ROOT/deploy/helm/dray"
 NAMESPACE=dray
@@ -22,6 +23,13 @@ if [ "$HELM" = "$ROOT/e2e/helm-shim/helm" ] && ! python3 -c 'import helm_python'
   echo "render.sh: the helm shim needs the Python package helm-python-sdk;" \
     "install it with \`python3 -m pip install helm-python-sdk\` (or run e2e/test.sh)" >&2
   exit 1
+fi
+
+# The chart carries a copy of crds/ (Helm installs a chart's crds/ folder). Refreshed on a
+# plain run; a render into another directory (the staleness test) changes nothing else.
+if [ $# -eq 0 ]; then
+  rm -f "$CHART"/crds/*.yaml
+  cp "$CRDS"/*.yaml "$CHART/crds/"
 fi
 
 mkdir -p "$OUT"
@@ -43,7 +51,7 @@ YAML
 
 {
   echo "$HEADER"
-  for crd in "$CHART"/crds/*.yaml; do
+  for crd in "$CRDS"/*.yaml; do
     echo "---"
     echo "# Source: dray/crds/$(basename "$crd")"
     cat "$crd"
