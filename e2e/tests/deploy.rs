@@ -735,14 +735,18 @@ fn rbac_grants_dray_and_its_users_the_verbs_they_need() -> Result<()> {
         "stages",
         &["get", "list", "watch", "promote", "abort"],
     );
-    assert_grants(promoter, "dray.dev", "promotions", &["create", "abort"]);
-    assert_grants(promoter, "dray.dev", "stages", &["verify"]);
-    assert_denies(promoter, "dray.dev", "promotions", &["update", "delete"]);
+    assert_grants(promoter, "dray.dev", "promotions", &["abort"]);
+    assert_denies(
+        promoter,
+        "dray.dev",
+        "promotions",
+        &["create", "update", "delete"],
+    );
     assert_denies(
         promoter,
         "dray.dev",
         "stages",
-        &["approve", "override", "update"],
+        &["approve", "override", "verify", "update"],
     );
     let approver = object(&docs, "ClusterRole", "dray-approver")?;
     assert_grants(approver, "dray.dev", "stages", &["approve", "override"]);
@@ -760,7 +764,7 @@ fn rbac_grants_dray_and_its_users_the_verbs_they_need() -> Result<()> {
         admin,
         "dray.dev",
         "stages",
-        &["promote", "approve", "override", "abort"],
+        &["promote", "approve", "override", "abort", "verify"],
     );
     assert_eq!(
         admin["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"],
