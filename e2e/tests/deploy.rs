@@ -921,3 +921,71 @@ fn plain_manifests_parse_and_hold_no_key() -> Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn provided_certificate_is_trusted_as_given() -> Result<()> {
+    let ca = BASE64.encode("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+    let ca_set = format!("webhook.tls.caBundle={ca}");
+    let docs = render(&[
+        "webhook.tls.source=provided",
+        "webhook.tls.secretName=my-webhook-tls",
+        &ca_set,
+        "secretKey.existingSecret=my-key",
+    ])?;
+    assert!(
+        docs.iter().all(|d| kind(d) != "Secret"),
+        "with a provided certificate and key Secret the chart makes no Secret"
+    );
+    let webhook = object(&docs, "ValidatingWebhookConfiguration", "dray")?;
+    assert_eq!(
+        webhook["webhooks"][0]["clientConfig"]["caBundle"],
+        ca.as_str()
+    );
+    let deployment = object(&docs, "Deployment", "dray")?;
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v["secret"]["secretName"] == "my-webhook-tls"),
+        "the server does not mount the provided Secret"
+    );
+    let server = container(deployment, "server")?;
+    let key = server["env"]
+        .as_array()
+        .and_then(|es| es.iter().find(|e| e["name"] == "DRAY_SECRET_KEY"))
+        .context("no DRAY_SECRET_KEY")?;
+    assert_eq!(key["valueFrom"]["secretKeyRef"]["name"], "my-key");
+    Ok(())
+}
+
+/// `helm lint --strict`, through the same Helm SDK: no warning and no error.
+#[test]
+fn chart_passes_helm_lint_strict() -> Result<()> {
+    helm();
+    let script = "import json, sys, helm_python\n\
+                  print(json.dumps(helm_python.lint(sys.argv[1], {}, strict=True, namespace='dray')))";
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(chart())
+        .output()
+        .context("cannot run python3")?;
+    ensure!(
+        out.status.success(),
+        "helm lint failed to run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout)?;
+    assert_eq!(report["errors"], Value::Array(vec![]), "{report}");
+    // Severity 2 is a warning, 3 an error; 1 (info, e.g. "icon is recommended") is fine.
+    let findings: Vec<&Value> = report["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["severity"].as_u64().unwrap_or(3) >= 2)
+        .collect();
+    assert!(findings.is_empty(), "helm lint --strict: {findings:?}");
+    assert_eq!(report["total_charts_linted"], 1);
+    Ok(())
+}
