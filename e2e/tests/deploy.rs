@@ -316,7 +316,7 @@ fn default_values_render_every_object_and_generate_the_webhook_certificate() -> 
         ])
         .current_dir(dir.path())
         .output()
-        .context("cannot run openssl")?;
+        .context("cannot run openssl; install it (Debian: `apt-get install openssl`)")?;
     assert!(
         verify.status.success(),
         "the serving certificate is not signed by the caBundle: {}",
@@ -326,7 +326,7 @@ fn default_values_render_every_object_and_generate_the_webhook_certificate() -> 
         .args(["x509", "-noout", "-ext", "subjectAltName", "-in", "tls.crt"])
         .current_dir(dir.path())
         .output()
-        .context("cannot run openssl")?;
+        .context("cannot run openssl; install it (Debian: `apt-get install openssl`)")?;
     let sans = String::from_utf8(sans.stdout)?;
     for dns in [
         "dray-webhook.dray.svc",
