@@ -989,3 +989,52 @@ fn chart_passes_helm_lint_strict() -> Result<()> {
     assert_eq!(report["total_charts_linted"], 1);
     Ok(())
 }
+
+/// The plain manifests as the resources of a kustomization, built by the real
+/// `kubectl kustomize`: every object is read, and the image can be pinned.
+#[test]
+fn plain_manifests_build_with_kubectl_kustomize() -> Result<()> {
+    let overlay = tempfile::tempdir()?;
+    let files = yaml_files(&workspace_root().join("deploy/kubernetes"))?;
+    // kustomize reads resources only from below the kustomization (no symlinks out).
+    for (path, text) in &files {
+        let name = path.file_name().context("a file without a name")?;
+        std::fs::write(overlay.path().join(name), text)?;
+    }
+    let names = file_names(&files);
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n{}\
+             images:\n  - name: ghcr.io/dray-dev/dray\n    newTag: 9.9.9\n",
+            names
+                .iter()
+                .map(|n| format!("  - {n}\n"))
+                .collect::<String>()
+        ),
+    )?;
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(overlay.path())
+        .output()
+        .context("cannot run kubectl; install it (Debian: `apt-get install kubernetes-client`)")?;
+    ensure!(
+        out.status.success(),
+        "kubectl kustomize refused deploy/kubernetes/: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let built = documents(&String::from_utf8(out.stdout)?, "the kustomize build")?;
+    let mut committed = Vec::new();
+    for (path, text) in &files {
+        committed.extend(documents(text, &path.display().to_string())?);
+    }
+    assert_eq!(kinds(&built), kinds(&committed));
+    let deployment = object(&built, "Deployment", "dray")?;
+    for named in ["controller", "server"] {
+        assert_eq!(
+            container(deployment, named)?["image"],
+            "ghcr.io/dray-dev/dray:9.9.9"
+        );
+    }
+    Ok(())
+}
