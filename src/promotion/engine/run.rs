@@ -52,6 +52,7 @@ impl Engine {
         };
         let freight: Freight = freight.to_typed()?;
         let work_dir = self.work_root.join(&project).join(&key.name);
+        let workspace_kept = tokio::fs::try_exists(&work_dir).await.unwrap_or(false);
         if let Err(error) = blocking_fs(work_dir.clone(), |dir| std::fs::create_dir_all(dir)).await
         {
             let message = format!("cannot create the work directory: {error}");
@@ -75,7 +76,16 @@ impl Engine {
             .base_context(&run, &freight, &actor, work_dir.clone(), cancel.clone())
             .await?;
         let view = freight_view(&freight);
-        let start = run.status.current_step.unwrap_or(0) as usize;
+        let mut start = run.status.current_step.unwrap_or(0) as usize;
+        if start > 0 && !workspace_kept {
+            // Resumed where its work directory is not: on another replica after a
+            // failover, or after its volume was lost. What the earlier steps left on disk
+            // (checkouts, renders) is gone, so they run again; steps are idempotent (a
+            // commit already pushed is found, not made twice) and keep their saved state.
+            tracing::info!(promotion = %key, from_step = start,
+                "resuming without the promotion's work directory: its steps run again from the first");
+            start = 0;
+        }
         for index in start..run.promotion.spec.steps.len() {
             if cancel.is_cancelled() {
                 return self.abort(&mut run).await;
