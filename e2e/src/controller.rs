@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
+use crate::Dray;
 use crate::process::{READY_TIMEOUT, Service, http_get};
 use crate::world::{TestWorld, free_port, loopback};
-use crate::Dray;
 
 /// How `dray controller` is started.
 #[derive(Clone, Debug)]

@@ -65,9 +65,17 @@ impl KubePipeline {
         api.add_service_account_token(&dray_token, DRAY_SERVICE_ACCOUNT.0, DRAY_SERVICE_ACCOUNT.1);
         let dray_kubeconfig = dir.join("dray.kubeconfig");
         api.write_kubeconfig(&dray_kubeconfig, &dray_token)?;
-        let pipeline = KubeParts { api, admin, dray_kubeconfig };
+        let pipeline = KubeParts {
+            api,
+            admin,
+            dray_kubeconfig,
+        };
         pipeline.apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: dray}\n")?;
-        pipeline.kubectl_ok(&["apply", "-f", &workspace_root().join("crds").display().to_string()])?;
+        pipeline.kubectl_ok(&[
+            "apply",
+            "-f",
+            &workspace_root().join("crds").display().to_string(),
+        ])?;
         pipeline.grant_dray_cluster_admin()?;
 
         let registry = Registry::start(&world, Default::default())?;
@@ -98,7 +106,11 @@ impl KubePipeline {
             pipeline.dray_kubeconfig.display().to_string(),
         ]);
         let dray = Dray::start(&world, serve)?;
-        let KubeParts { api, admin, dray_kubeconfig } = pipeline;
+        let KubeParts {
+            api,
+            admin,
+            dray_kubeconfig,
+        } = pipeline;
         Ok(KubePipeline {
             q: Pipeline::from_parts(world, registry, git, config, config_url, dray),
             api,
@@ -120,7 +132,11 @@ impl KubePipeline {
 
     /// `kubectl apply -f` of `yaml`, localised to this world (as [`Pipeline::localise`]).
     pub fn kubectl_apply(&self, yaml: &str) -> Result<String> {
-        let file = self.q.world.unique_dir("kubectl-apply")?.with_extension("yaml");
+        let file = self
+            .q
+            .world
+            .unique_dir("kubectl-apply")?
+            .with_extension("yaml");
         std::fs::write(&file, self.q.localise(yaml))?;
         self.kubectl_ok(&["apply", "-f", &file.display().to_string()])
     }
@@ -130,10 +146,11 @@ impl KubePipeline {
     /// `edit`), as a user would with `kubectl apply -f examples/quickstart/project/`.
     pub fn apply_quickstart(&self, edit: impl Fn(&str) -> String) -> Result<()> {
         self.kubectl_apply(&Pipeline::quickstart_file("project.yaml")?)?;
-        self.q.wait_until("the controller to make namespace `demo`", || {
-            let output = self.kubectl(&["get", "namespace", "demo", "-o", "json"])?;
-            Ok(output.status.success().then_some(()))
-        })?;
+        self.q
+            .wait_until("the controller to make namespace `demo`", || {
+                let output = self.kubectl(&["get", "namespace", "demo", "-o", "json"])?;
+                Ok(output.status.success().then_some(()))
+            })?;
         let dir = workspace_root().join("examples/quickstart/project");
         let mut names: Vec<_> = std::fs::read_dir(&dir)?
             .map(|entry| entry.map(|e| e.path()))
@@ -166,7 +183,11 @@ impl KubePipeline {
             }
             if std::time::Instant::now() >= deadline {
                 let logs: Vec<String> = self.controllers.iter().map(DrayController::log).collect();
-                bail!("no controller replica led within {}s:\n{}", timeout.as_secs(), logs.join("\n----\n"));
+                bail!(
+                    "no controller replica led within {}s:\n{}",
+                    timeout.as_secs(),
+                    logs.join("\n----\n")
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }

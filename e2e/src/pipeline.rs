@@ -66,7 +66,9 @@ impl Pipeline {
             &workspace_root().join("examples/quickstart/config-repo"),
         )?;
         let dray = Dray::start(&world, options)?;
-        Ok(Self::from_parts(world, registry, git, config, config_url, dray))
+        Ok(Self::from_parts(
+            world, registry, git, config, config_url, dray,
+        ))
     }
 
     /// A pipeline of services started elsewhere (the Kubernetes mode's fixture).

@@ -24,7 +24,8 @@ async fn the_quickstart_runs_through_dray_controller_from_the_same_yaml() -> Res
     tokio::task::block_in_place(|| -> Result<()> {
         k.q.wait_for_stage("dev", &alias)?;
         k.q.promote_ok("staging", &alias)?;
-        let approved = k.q.cli(&["approve", "--stage", "prod", "--alias", &alias])?;
+        let approved =
+            k.q.cli(&["approve", "--stage", "prod", "--alias", &alias])?;
         ensure!(approved.status.success(), "{}", text(&approved));
         k.q.promote_ok("prod", &alias)?;
         k.q.wait_for_stage("prod", &alias)?;
@@ -35,7 +36,11 @@ async fn the_quickstart_runs_through_dray_controller_from_the_same_yaml() -> Res
         k.kubectl_ok(&["get", "stage", "prod", "-n", "demo", "-o", "json"])
     })?;
     let prod: serde_json::Value = serde_json::from_str(&prod)?;
-    assert_eq!(prod["status"]["currentFreight"]["alias"], alias.as_str(), "{prod:#}");
+    assert_eq!(
+        prod["status"]["currentFreight"]["alias"],
+        alias.as_str(),
+        "{prod:#}"
+    );
     let status_writes = k
         .api
         .requests()
@@ -69,7 +74,10 @@ async fn a_failover_in_the_middle_of_a_promotion_neither_repeats_nor_loses_it() 
     let mut k = KubePipeline::start(KubeOptions {
         controllers: 2,
         lease_duration: Some(4),
-        controller_env: vec![(STEP_BARRIER_ENV.into(), barriers.path().display().to_string())],
+        controller_env: vec![(
+            STEP_BARRIER_ENV.into(),
+            barriers.path().display().to_string(),
+        )],
         ..Default::default()
     })
     .await?;
@@ -95,26 +103,209 @@ async fn a_failover_in_the_middle_of_a_promotion_neither_repeats_nor_loses_it() 
             .filter(|c| c.trailer("Dray-Promotion") == Some(promotion.as_str()))
             .count()
     };
-    assert_eq!(ours(&pushed), 1, "the held promotion's push landed: {pushed:#?}");
+    assert_eq!(
+        ours(&pushed),
+        1,
+        "the held promotion's push landed: {pushed:#?}"
+    );
 
     k.controllers[first].kill9()?;
     std::fs::remove_file(&arm)?;
     let second = tokio::task::block_in_place(|| k.wait_for_leader(Duration::from_secs(60)))?;
     assert_ne!(first, second, "the standby took over");
     let holder = tokio::task::block_in_place(|| {
-        k.kubectl_ok(&["get", "lease", "dray-controller", "-n", "dray", "-o", "jsonpath={.spec.holderIdentity}"])
+        k.kubectl_ok(&[
+            "get",
+            "lease",
+            "dray-controller",
+            "-n",
+            "dray",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
     })?;
     assert_eq!(holder, format!("replica-{second}"));
     tokio::task::block_in_place(|| -> Result<()> {
-        let phase = k.q.wait_until(&format!("{promotion} to end on the new leader"), || {
-            let p = k.q.promotion(&promotion)?;
-            let phase = p["status"]["phase"].as_str().unwrap_or_default().to_owned();
-            Ok((!matches!(phase.as_str(), "" | "Pending" | "Running")).then_some(phase))
-        })?;
+        let phase =
+            k.q.wait_until(&format!("{promotion} to end on the new leader"), || {
+                let p = k.q.promotion(&promotion)?;
+                let phase = p["status"]["phase"].as_str().unwrap_or_default().to_owned();
+                Ok((!matches!(phase.as_str(), "" | "Pending" | "Running")).then_some(phase))
+            })?;
         assert_eq!(phase, "Succeeded", "{:#}", k.q.promotion(&promotion)?);
         k.q.wait_for_stage("dev", &alias)
     })?;
     let log = k.q.config.log("stage/dev")?;
-    assert_eq!(ours(&log), 1, "exactly one commit for {promotion}: {log:#?}");
+    assert_eq!(
+        ours(&log),
+        1,
+        "exactly one commit for {promotion}: {log:#?}"
+    );
     Ok(())
+}
+
+/// The Kubernetes store behind `dray controller`, against the double: a write naming a
+/// stale `resourceVersion` is a conflict and leaves the newer object alone (never a blind
+/// overwrite), a status write without one retries on the newest, and labelled Secrets are
+/// read as sealed Credentials with nothing in plain text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubernetes_store_refuses_stale_writes_and_reads_secrets_as_sealed_credentials()
+-> Result<()> {
+    use dray::api::{Kind, ObjectKey};
+    use dray::store::kubernetes::{KubeStore, KubeStoreOptions, NamespaceSelection};
+    use dray::store::{SqliteStore, Store, StoreError};
+
+    let k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let dir = tempfile::tempdir()?;
+    let secret_key = std::sync::Arc::new(dray::secrets::SecretKey::load(dir.path())?);
+    let store = KubeStore::connect(
+        k.api.client(&k.api.admin_token()).await?,
+        KubeStoreOptions {
+            namespaces: NamespaceSelection::default(),
+            secret_key: secret_key.clone(),
+            local: std::sync::Arc::new(SqliteStore::open(dir.path())?),
+            sync_timeout: Duration::from_secs(30),
+        },
+    )
+    .await?;
+    let key = ObjectKey::namespaced(Kind::Stage, "demo", "staging");
+    let stale = store.get(&key).await?.context("staging is listed")?;
+    tokio::task::block_in_place(|| {
+        k.kubectl_ok(&[
+            "annotate",
+            "stage",
+            "staging",
+            "-n",
+            "demo",
+            "owner=platform-team",
+        ])
+    })?;
+    let mut edited = stale.object.clone();
+    edited["metadata"]["annotations"]["owner"] = "someone-else".into();
+    match store.update(edited).await {
+        Err(StoreError::Conflict {
+            expected, actual, ..
+        }) => {
+            assert_eq!(expected, stale.resource_version);
+            assert!(actual > expected, "{actual} > {expected}");
+        }
+        other => anyhow::bail!("a stale update must conflict, got {other:?}"),
+    }
+    let now = tokio::task::block_in_place(|| {
+        k.kubectl_ok(&[
+            "get",
+            "stage",
+            "staging",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.annotations.owner}",
+        ])
+    })?;
+    assert_eq!(now, "platform-team", "kubectl's edit was not overwritten");
+    let stale_status = store
+        .update_status(
+            &key,
+            serde_json::json!({"lastPromotion": "stale"}),
+            Some(stale.resource_version),
+        )
+        .await;
+    assert!(
+        matches!(stale_status, Err(StoreError::Conflict { .. })),
+        "{stale_status:?}"
+    );
+    let written = store
+        .update_status(&key, serde_json::json!({"lastPromotion": "fresh"}), None)
+        .await?;
+    assert_eq!(written.object["status"]["lastPromotion"], "fresh");
+    assert_eq!(
+        written.object["metadata"]["annotations"]["owner"],
+        "platform-team"
+    );
+
+    // A Kargo-style credential Secret, applied with kubectl, is a sealed Credential.
+    let password = "kube-secret-password-8c1f";
+    dray_e2e::secrets::remember("the test's git password", password);
+    tokio::task::block_in_place(|| {
+        k.kubectl_apply(&format!(
+            "apiVersion: v1
+kind: Secret
+metadata:
+  name: config-repo
+  namespace: demo
+  labels: {{kargo.akuity.io/cred-type: git}}
+stringData:
+  repoURL: http://127.0.0.1:8080/config.git
+  username: ci
+  password: {password}
+"
+        ))
+    })?;
+    let credential = ObjectKey::namespaced(Kind::Credential, "demo", "config-repo");
+    let found = wait_for(&store, &credential).await?;
+    assert_eq!(found.object["spec"]["type"], "git");
+    assert!(
+        !found.object.to_string().contains(password),
+        "{:#}",
+        found.object
+    );
+    let opened = dray::secrets::open_credential(&secret_key, &found.object)?;
+    assert_eq!(opened.password.as_deref(), Some(password));
+    Ok(())
+}
+
+async fn wait_for(
+    store: &dray::store::kubernetes::KubeStore,
+    key: &dray::api::ObjectKey,
+) -> Result<dray::store::StoredObject> {
+    use dray::store::Store;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut feed = store.changes();
+    loop {
+        if let Some(found) = store.get(key).await? {
+            return Ok(found);
+        }
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "{key} did not appear within 30s"
+        );
+        let latest = feed.latest();
+        feed.wait_past(latest, Duration::from_secs(1)).await;
+    }
+}
+
+/// Watches that break and whose resourceVersion was compacted away (410 Gone) are
+/// resumed by listing again: a release made after the break still reaches dev by
+/// auto-promotion, and the controller listed Warehouses again to see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_broken_after_compaction_relist_and_nothing_is_missed() -> Result<()> {
+    let k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let (_, first) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &first))?;
+    let lists_before = relists(&k);
+    k.api.compact();
+    k.api.break_watches();
+    let (_, second) = k.q.release("1.1.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &second))?;
+    let lists_after = relists(&k);
+    ensure!(
+        lists_after > lists_before,
+        "the controller listed Warehouses again after the 410 ({lists_before} → {lists_after})"
+    );
+    Ok(())
+}
+
+/// How many times Dray's ServiceAccount listed Warehouses.
+fn relists(k: &KubePipeline) -> usize {
+    k.api
+        .requests()
+        .iter()
+        .filter(|(verb, path, user)| {
+            verb == "list"
+                && path.ends_with("/warehouses")
+                && user.as_deref() == Some("system:serviceaccount:dray:dray")
+        })
+        .count()
 }
