@@ -70,6 +70,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             }
         }
         AuthMode::None => warn_no_auth(),
+        // Kubernetes mode authenticates by TokenReview: no bootstrap token.
+        AuthMode::Kubernetes(_) => {}
     }
     let oidc = match options.oidc.clone() {
         Some(oidc_options) => Some(Arc::new(start_oidc(oidc_options).await?)),

@@ -8,6 +8,7 @@
 //! route sits behind [`auth`]'s middleware, and each handler asks
 //! [`auth::Caller::authorize`] before it acts.
 
+pub mod admission;
 pub mod apply;
 pub mod auth;
 mod credentials;
@@ -41,6 +42,7 @@ use serde_json::{Value, json};
 use crate::secrets::SecretKey;
 use crate::store::Store;
 
+pub use admission::admission_router;
 pub use auth::{Auth, AuthMode, Caller};
 pub use error::{ApiError, ErrorBody};
 pub use routes::{Door, Route};

@@ -2,6 +2,11 @@
 //! answers RBAC questions from the project's RoleBindings; [`Permissions`] is one read of
 //! them for pages that ask about many resources. Authenticating (who the caller is) is the
 //! middleware's job, not this module's.
+//!
+//! Who answers is the caller's [`Authority`]: Dray's own RBAC (the embedded server), or in
+//! Kubernetes mode Kubernetes RBAC through SubjectAccessReviews ([`super::kubernetes`]).
+
+use std::sync::Arc;
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -11,7 +16,53 @@ use crate::pipeline::door::{AuthorizeError, Authorizer};
 use crate::store::{Store, StoreError};
 
 use super::super::error::ApiError;
+use super::kubernetes::{AccessQuestion, KubeAuth, rolebinding_hint};
 use super::{ANONYMOUS, TOKEN_HINT};
+
+/// Who answers a [`Caller`]'s RBAC questions.
+#[derive(Clone, Debug, Default)]
+pub enum Authority {
+    /// Dray's own Roles, RoleBindings and cluster-wide bindings (the embedded server).
+    #[default]
+    Dray,
+    /// Kubernetes RBAC, by SubjectAccessReview (`dray serve --kubernetes`).
+    Kubernetes(Arc<KubeAuth>),
+}
+
+impl PartialEq for Authority {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Authority::Dray, Authority::Dray) => true,
+            (Authority::Kubernetes(a), Authority::Kubernetes(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Authority {}
+
+/// What the [`Authority`] said.
+enum Verdict {
+    Allowed,
+    /// Not allowed; Kubernetes' reason when it gave one.
+    Denied(Option<String>),
+}
+
+/// What a Kubernetes-mode [`Permissions`] snapshot asks, once per project: every
+/// `(verb, resource)` the web UI's pages check, for any name (see [`Permissions::allows`]).
+const SNAPSHOT_QUESTIONS: [(Verb, &str); 11] = [
+    (Verb::Get, "stages"),
+    (Verb::List, "stages"),
+    (Verb::Promote, "stages"),
+    (Verb::Approve, "stages"),
+    (Verb::Override, "stages"),
+    (Verb::Verify, "stages"),
+    (Verb::Get, "promotions"),
+    (Verb::List, "promotions"),
+    (Verb::Abort, "promotions"),
+    (Verb::Get, "freight"),
+    (Verb::List, "freight"),
+];
 
 /// The authenticated user of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +75,8 @@ pub struct Caller {
     pub(super) cluster_roles: Vec<String>,
     /// Set under `--auth none`: everything is allowed.
     pub(super) unrestricted: bool,
+    /// Who answers RBAC questions.
+    pub(super) authority: Authority,
 }
 
 impl Caller {
@@ -34,6 +87,19 @@ impl Caller {
             groups: Vec::new(),
             cluster_roles: Vec::new(),
             unrestricted: true,
+            authority: Authority::Dray,
+        }
+    }
+
+    /// A user Kubernetes vouched for (a TokenReview, or an OIDC session in Kubernetes
+    /// mode), whose every RBAC question goes to Kubernetes.
+    pub fn kubernetes(user: String, groups: Vec<String>, kube: Arc<KubeAuth>) -> Self {
+        Caller {
+            user,
+            groups,
+            cluster_roles: Vec::new(),
+            unrestricted: false,
+            authority: Authority::Kubernetes(kube),
         }
     }
 
@@ -47,10 +113,13 @@ impl Caller {
         project: Option<&str>,
         name: Option<&str>,
     ) -> Result<(), ApiError> {
-        if self.may(store, verb, resource, project, name).await? {
-            return Ok(());
+        match self.verdict(store, verb, resource, project, name).await? {
+            Verdict::Allowed => Ok(()),
+            Verdict::Denied(why) => {
+                let (message, hint) = self.denial(verb, resource, project, name, why.as_deref());
+                Err(ApiError::forbidden(message).with_hint(hint))
+            }
         }
-        Err(self.forbidden(verb, resource, project, name))
     }
 
     /// Whether the caller may `verb` the `resource` named `name` in `project`. A Project
@@ -63,7 +132,72 @@ impl Caller {
         project: Option<&str>,
         name: Option<&str>,
     ) -> Result<bool, StoreError> {
-        if self.unrestricted || self.cluster_allows(verb, resource, name) {
+        let verdict = self.verdict(store, verb, resource, project, name).await?;
+        Ok(matches!(verdict, Verdict::Allowed))
+    }
+
+    async fn verdict(
+        &self,
+        store: &dyn Store,
+        verb: Verb,
+        resource: &str,
+        project: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Verdict, StoreError> {
+        if self.unrestricted {
+            return Ok(Verdict::Allowed);
+        }
+        if let Authority::Kubernetes(kube) = &self.authority {
+            return self
+                .ask_kubernetes(kube, verb, resource, project, name)
+                .await;
+        }
+        if self
+            .may_by_dray_rbac(store, verb, resource, project, name)
+            .await?
+        {
+            Ok(Verdict::Allowed)
+        } else {
+            Ok(Verdict::Denied(None))
+        }
+    }
+
+    /// One SubjectAccessReview (or a recent answer). A Project's own name is its namespace:
+    /// RoleBindings in a project's namespace govern the Project, as Dray's do.
+    async fn ask_kubernetes(
+        &self,
+        kube: &KubeAuth,
+        verb: Verb,
+        resource: &str,
+        project: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<Verdict, StoreError> {
+        let namespace = match (project, resource) {
+            (Some(project), _) => Some(project),
+            (None, "projects") => name,
+            (None, _) => None,
+        };
+        let question =
+            AccessQuestion::new(&self.user, &self.groups, namespace, verb, resource, name);
+        match kube.review_access(&question).await {
+            Ok(answer) if answer.allowed => Ok(Verdict::Allowed),
+            Ok(answer) => Ok(Verdict::Denied(Some(answer.reason))),
+            Err(error) => {
+                tracing::warn!(%error, "cannot authorize with Kubernetes");
+                Err(StoreError::Internal(error.to_string()))
+            }
+        }
+    }
+
+    async fn may_by_dray_rbac(
+        &self,
+        store: &dyn Store,
+        verb: Verb,
+        resource: &str,
+        project: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        if self.cluster_allows(verb, resource, name) {
             return Ok(true);
         }
         let scope = match (project, resource) {
@@ -88,15 +222,28 @@ impl Caller {
         store: &dyn Store,
         project: &str,
     ) -> Result<Permissions, ApiError> {
-        let roles = if self.unrestricted {
-            Vec::new()
-        } else {
-            self.bound_roles(store, project).await?
+        let mut answers = Vec::new();
+        let roles = match &self.authority {
+            _ if self.unrestricted => Vec::new(),
+            Authority::Dray => self.bound_roles(store, project).await?,
+            Authority::Kubernetes(kube) => {
+                let asked = SNAPSHOT_QUESTIONS
+                    .iter()
+                    .map(|&(verb, resource)| async move {
+                        let verdict = self
+                            .ask_kubernetes(kube, verb, resource, Some(project), None)
+                            .await?;
+                        Ok::<_, StoreError>((verb, resource, matches!(verdict, Verdict::Allowed)))
+                    });
+                answers = futures::future::try_join_all(asked).await?;
+                Vec::new()
+            }
         };
         Ok(Permissions {
             caller: self.clone(),
             project: project.to_owned(),
             roles,
+            answers,
         })
     }
 
@@ -154,29 +301,37 @@ impl Caller {
         }
     }
 
-    fn forbidden(
-        &self,
-        verb: Verb,
-        resource: &str,
-        project: Option<&str>,
-        name: Option<&str>,
-    ) -> ApiError {
-        let (message, hint) = self.denial(verb, resource, project, name);
-        ApiError::forbidden(message).with_hint(hint)
-    }
-
-    /// What a refusal says, and what to do about it; logged.
+    /// What a refusal says, and what to do about it; logged. `why` is Kubernetes' reason
+    /// (Kubernetes mode only).
     fn denial(
         &self,
         verb: Verb,
         resource: &str,
         project: Option<&str>,
         name: Option<&str>,
+        why: Option<&str>,
     ) -> (String, String) {
         let what = match name {
             Some(name) => format!("{resource}/{name}"),
             None => resource.to_owned(),
         };
+        if let Authority::Kubernetes(_) = self.authority {
+            let place = project
+                .map(|p| format!(" in project `{p}`"))
+                .unwrap_or_default();
+            let why = why
+                .filter(|w| !w.is_empty())
+                .unwrap_or("no RoleBinding or ClusterRoleBinding allows it");
+            tracing::info!(user = %self.user, %verb, resource = %what, project = project.unwrap_or(""), reason = %why, "forbidden by Kubernetes RBAC");
+            let namespace = project.or(if resource == "projects" { name } else { None });
+            return (
+                format!(
+                    "{}{place} (Kubernetes RBAC: {why})",
+                    self.refusal(verb, resource, name)
+                ),
+                rolebinding_hint(&self.user, verb, namespace),
+            );
+        }
         let (place, hint) = match project {
             Some(project) => (
                 format!(" in project `{project}`"),
@@ -212,13 +367,14 @@ impl Authorizer for Caller {
         project: &str,
         name: &str,
     ) -> Result<(), AuthorizeError> {
-        if self
-            .may(store, verb, resource, Some(project), Some(name))
-            .await?
-        {
+        let verdict = self
+            .verdict(store, verb, resource, Some(project), Some(name))
+            .await?;
+        let Verdict::Denied(why) = verdict else {
             return Ok(());
-        }
-        let (message, hint) = self.denial(verb, resource, Some(project), Some(name));
+        };
+        let (message, hint) =
+            self.denial(verb, resource, Some(project), Some(name), why.as_deref());
         Err(AuthorizeError::Denied { message, hint })
     }
 }
@@ -231,17 +387,29 @@ fn role_allows(role: &Role, verb: Verb, resource: &str, name: Option<&str>) -> b
 }
 
 /// What a [`Caller`] may do in one project, from [`Caller::permissions`]; answers without
-/// touching the store.
+/// touching the store (or, in Kubernetes mode, the API server).
 #[derive(Clone, Debug)]
 pub struct Permissions {
     caller: Caller,
     project: String,
     roles: Vec<Role>,
+    /// Kubernetes mode: the answers to [`SNAPSHOT_QUESTIONS`], for any name.
+    answers: Vec<(Verb, &'static str, bool)>,
 }
 
 impl Permissions {
-    /// Whether the caller may `verb` the `resource` named `name` in this project.
+    /// Whether the caller may `verb` the `resource` named `name` in this project. In
+    /// Kubernetes mode the snapshot asked for any name: a Role limited by `resourceNames`
+    /// shows as not allowed here (the route itself asks about the name and lets them in),
+    /// and a `(verb, resource)` not in the snapshot is not allowed.
     pub fn allows(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
+        if let Authority::Kubernetes(_) = self.caller.authority {
+            return self.caller.unrestricted
+                || self
+                    .answers
+                    .iter()
+                    .any(|&(v, r, allowed)| allowed && v == verb && r == resource);
+        }
         self.caller.unrestricted
             || self.caller.cluster_allows(verb, resource, name)
             || self

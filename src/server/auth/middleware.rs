@@ -12,6 +12,7 @@ use super::super::AppState;
 use super::super::error::ApiError;
 use super::super::tokens;
 use super::api_tokens::{TokenRefusal, check_token, last_use_is_stale};
+use super::kubernetes::{KubeAuth, KubeAuthError};
 use super::sessions::{self, Identity, Session};
 use super::{Auth, AuthMode, Caller, TOKEN_HINT};
 
@@ -28,6 +29,16 @@ pub async fn authenticate(
             (None, Some(id)) => from_session(&state, &id, request.method(), headers).await,
             (bearer, _) => resolve(&state.auth, bearer).await,
         },
+        // Kubernetes mode (see `super::kubernetes`): the bearer token goes to a TokenReview;
+        // a UI session's caller is asked about by SubjectAccessReview.
+        AuthMode::Kubernetes(ref kube) => {
+            match (headers.get(AUTHORIZATION), sessions::cookie_id(headers)) {
+                (None, Some(id)) => from_session(&state, &id, request.method(), headers)
+                    .await
+                    .map(|c| Caller::kubernetes(c.user, c.groups, kube.clone())),
+                (bearer, _) => kubernetes_caller(kube, bearer).await,
+            }
+        }
     };
     match caller {
         Ok(caller) => {
@@ -97,6 +108,7 @@ pub async fn caller_for_session(
                 groups: groups.clone(),
                 cluster_roles,
                 unrestricted: false,
+                authority: Default::default(),
             }))
         }
     }
@@ -119,6 +131,7 @@ async fn token_caller(auth: &Auth, hash: &str) -> Result<Result<Caller, TokenRef
         groups: info.groups,
         cluster_roles,
         unrestricted: false,
+        authority: Default::default(),
     }))
 }
 
@@ -132,14 +145,58 @@ async fn caller_for_token_hash(auth: &Auth, hash: &str) -> Result<Option<Caller>
     }
 }
 
+/// The caller a Kubernetes bearer token stands for, by TokenReview.
+async fn kubernetes_caller(
+    kube: &std::sync::Arc<KubeAuth>,
+    header: Option<&HeaderValue>,
+) -> Result<Caller, ApiError> {
+    let token = bearer_token(
+        header,
+        "this request needs a Kubernetes bearer token",
+        KUBE_TOKEN_HINT,
+    )?;
+    match kube.review_token(token).await {
+        Ok(reviewed) => Ok(Caller::kubernetes(
+            reviewed.user,
+            reviewed.groups,
+            kube.clone(),
+        )),
+        Err(error @ KubeAuthError::Unauthenticated { .. }) => {
+            Err(ApiError::unauthenticated(error.to_string()).with_hint(KUBE_TOKEN_HINT))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot authenticate a request");
+            Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "cannot check the bearer token: the Kubernetes API did not answer the TokenReview",
+            )
+            .with_hint("try again shortly; if it persists, check Dray's logs and that its ServiceAccount may create tokenreviews"))
+        }
+    }
+}
+
+/// What a 401 in Kubernetes mode tells the user to do.
+const KUBE_TOKEN_HINT: &str = "pass a Kubernetes bearer token (e.g. `kubectl create token SERVICEACCOUNT -n NAMESPACE`, or your kubeconfig's), or log in to the web UI";
+
 /// The caller a bearer token stands for.
 async fn resolve(auth: &Auth, header: Option<&HeaderValue>) -> Result<Caller, ApiError> {
+    let token = bearer_token(header, "this request needs an API token", TOKEN_HINT)?;
+    token_caller(auth, &tokens::hash(token))
+        .await?
+        .map_err(|refusal| refusal.api_error())
+}
+
+/// The token of an `Authorization: Bearer <token>` header, or a 401 saying what is wrong.
+fn bearer_token<'h>(
+    header: Option<&'h HeaderValue>,
+    missing: &str,
+    hint: &str,
+) -> Result<&'h str, ApiError> {
     let Some(header) = header else {
-        return Err(
-            ApiError::unauthenticated("this request needs an API token").with_hint(TOKEN_HINT)
-        );
+        return Err(ApiError::unauthenticated(missing).with_hint(hint));
     };
-    let token = header
+    header
         .to_str()
         .ok()
         .and_then(|h| h.split_once(' '))
@@ -148,9 +205,6 @@ async fn resolve(auth: &Auth, header: Option<&HeaderValue>) -> Result<Caller, Ap
         .filter(|token| !token.is_empty())
         .ok_or_else(|| {
             ApiError::unauthenticated("the Authorization header must be `Bearer <token>`")
-                .with_hint(TOKEN_HINT)
-        })?;
-    token_caller(auth, &tokens::hash(token))
-        .await?
-        .map_err(|refusal| refusal.api_error())
+                .with_hint(hint)
+        })
 }

@@ -44,13 +44,17 @@
 //! - [`sessions`]: the web UI's login sessions, their cookie and CSRF token;
 //! - [`login`]: logging in with an API token (a session for a valid token);
 //! - [`oidc`]: logging in through an OpenID provider (discovery, the code flow, ID-token
-//!   checks, the user and groups from the claims).
+//!   checks, the user and groups from the claims);
+//! - [`kubernetes`]: Kubernetes mode ([`AuthMode::Kubernetes`]): a bearer token is a
+//!   Kubernetes token, checked with a TokenReview, and every caller's RBAC questions
+//!   (OIDC sessions' too) are SubjectAccessReviews ([`Authority::Kubernetes`]).
 //!
 //! The web UI (`src/ui`) draws the login pages on top of this; nothing here renders
 //! a page or knows the UI.
 
 mod api_tokens;
 mod caller;
+pub mod kubernetes;
 pub mod login;
 mod middleware;
 pub mod oidc;
@@ -61,7 +65,7 @@ use std::sync::Arc;
 use crate::store::TokenStore;
 
 pub use api_tokens::{TokenRefusal, check_token};
-pub use caller::{Caller, Permissions};
+pub use caller::{Authority, Caller, Permissions};
 pub use middleware::{authenticate, caller_for_session};
 
 /// The user every request acts as under `--auth none`.
@@ -71,14 +75,26 @@ pub const ANONYMOUS: &str = "anonymous";
 const TOKEN_HINT: &str = "pass --token or set DRAY_TOKEN (create one with `dray token create`)";
 
 /// How `dray serve` authenticates API requests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum AuthMode {
     /// Bearer API tokens (the default).
     #[default]
     Token,
     /// None: every request is `anonymous` with admin rights. Only when asked for.
     None,
+    /// Kubernetes mode: bearer tokens are Kubernetes tokens (TokenReview), and RBAC is
+    /// Kubernetes RBAC (SubjectAccessReview), for bearer tokens and UI sessions alike.
+    Kubernetes(Arc<kubernetes::KubeAuth>),
 }
+
+impl PartialEq for kubernetes::KubeAuth {
+    /// The same authority: the same value.
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for kubernetes::KubeAuth {}
 
 /// How requests are authenticated, and where tokens live.
 pub struct Auth {

@@ -1,0 +1,250 @@
+//! Kubernetes mode through the whole router, against the TokenReview/SubjectAccessReview
+//! double (`stub`): who a token is, what Kubernetes RBAC lets them do, what a refusal says,
+//! and that answers are kept rather than asked again.
+
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::api::Kind;
+use crate::server::apply::{ApplyFile, ApplyRequest, apply};
+use crate::server::auth::AuthMode;
+use crate::server::test_support::{self, Fresh};
+use crate::store::Store;
+
+use super::{KubeAuth, stub};
+
+/// A server in Kubernetes mode over `three_stages_dev_promotable` and Freight `f1`, and the
+/// double it asks; `ann-token` is user `ann` in group `dev-team`.
+async fn world() -> (Fresh, Arc<stub::Cluster>) {
+    let (cluster, client) = stub::start().await;
+    let kube = Arc::new(KubeAuth::new(client));
+    let fresh = test_support::fresh(AuthMode::Kubernetes(kube)).await;
+    let request = ApplyRequest {
+        files: vec![ApplyFile {
+            path: "stages.yaml".into(),
+            content: test_support::three_stages_dev_promotable(),
+        }],
+        default_project: None,
+    };
+    apply(
+        fresh.state.store.as_ref(),
+        &fresh.state.secret_key,
+        request,
+        None,
+    )
+    .await
+    .unwrap();
+    test_support::store_first_freight(&fresh.store).await;
+    cluster.token("ann-token", "ann", &["dev-team"]);
+    (fresh, cluster)
+}
+
+async fn call(
+    fresh: &Fresh,
+    token: Option<&str>,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    test_support::call(&fresh.state, token, method, uri, body).await
+}
+
+#[tokio::test]
+async fn an_unknown_token_is_a_401_saying_why_without_the_token() {
+    let (fresh, cluster) = world().await;
+    let (status, body) = call(
+        &fresh,
+        Some("not-a-real-token-4711"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("invalid bearer token"), "{message}");
+    assert!(
+        !body.to_string().contains("not-a-real-token-4711"),
+        "{body}"
+    );
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("kubectl create token")
+    );
+    let (status, _) = call(
+        &fresh,
+        Some("not-a-real-token-4711"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(cluster.token_reviews(), 2, "a refusal is not kept");
+    let (status, body) = call(
+        &fresh,
+        None,
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    assert_eq!(cluster.access_reviews(), 0, "no one was authorized");
+}
+
+#[tokio::test]
+async fn a_user_kubernetes_allows_lists_stages_and_the_answers_are_kept() {
+    let (fresh, cluster) = world().await;
+    cluster.allow("ann", "demo", "list", "stages");
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body.as_array().map(Vec::len), Some(3), "{body}");
+    assert_eq!(
+        *cluster.last_access.lock().unwrap(),
+        json!({"user": "ann", "groups": ["dev-team"],
+               "resourceAttributes": {"group": "dray.dev", "namespace": "demo", "resource": "stages", "verb": "list"}})
+    );
+    let (status, _) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cluster.token_reviews(), 1, "the accepted review was kept");
+    assert_eq!(cluster.access_reviews(), 1, "the answer was kept");
+}
+
+#[tokio::test]
+async fn a_promote_kubernetes_denies_is_a_403_naming_user_verb_stage_and_the_binding_to_make() {
+    let (fresh, cluster) = world().await;
+    let promote = json!({"freight": "f1"});
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::POST,
+        "/api/v1/projects/demo/stages/dev/promote",
+        Some(promote.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "user `ann` may not promote stages/dev in project `demo` (Kubernetes RBAC: no RoleBinding or ClusterRoleBinding allows it)"
+    );
+    let hint = body["error"]["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("kubectl create rolebinding ann-dray-promoter --clusterrole=dray-promoter --user=ann -n demo"),
+        "{hint}"
+    );
+    assert_eq!(
+        cluster.last_access.lock().unwrap()["resourceAttributes"]["name"],
+        "dev"
+    );
+    *cluster.deny_reason.lock().unwrap() = Some("denied by policy `freeze`".into());
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::POST,
+        "/api/v1/projects/demo/stages/prod/approve",
+        Some(json!({"freight": "f1"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "user `ann` may not approve stages/prod in project `demo` (Kubernetes RBAC: denied by policy `freeze`)"
+    );
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--clusterrole=dray-approver")
+    );
+    assert!(
+        fresh
+            .store
+            .list(Kind::Promotion, Some("demo"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_promote_kubernetes_allows_goes_through_the_door_with_the_reviewed_user_as_actor() {
+    let (fresh, cluster) = world().await;
+    cluster.allow("ann", "demo", "promote", "stages");
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::POST,
+        "/api/v1/projects/demo/stages/dev/promote",
+        Some(json!({"freight": "f1"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let promotions = fresh
+        .store
+        .list(Kind::Promotion, Some("demo"))
+        .await
+        .unwrap();
+    assert_eq!(promotions.len(), 1);
+    assert_eq!(
+        promotions[0].object["metadata"]["annotations"]["dray.dev/actor"],
+        "ann"
+    );
+}
+
+#[tokio::test]
+async fn a_permission_snapshot_asks_a_fixed_set_once_and_then_answers_from_memory() {
+    let (fresh, cluster) = world().await;
+    cluster.allow("ann", "demo", "promote", "stages");
+    let reviewed = fresh_caller(&fresh, "ann-token").await;
+    let perms = reviewed
+        .permissions(fresh.state.store.as_ref(), "demo")
+        .await
+        .unwrap();
+    let asked = cluster.access_reviews();
+    assert!(perms.allows(crate::api::Verb::Promote, "stages", Some("prod")));
+    assert!(!perms.allows(crate::api::Verb::Approve, "stages", Some("prod")));
+    assert!(
+        perms
+            .refusal(crate::api::Verb::Abort, "promotions", Some("p1"))
+            .is_some()
+    );
+    let again = reviewed
+        .permissions(fresh.state.store.as_ref(), "demo")
+        .await
+        .unwrap();
+    assert!(again.allows(crate::api::Verb::Promote, "stages", None));
+    assert_eq!(
+        cluster.access_reviews(),
+        asked,
+        "the second snapshot asked nothing"
+    );
+    assert!(asked <= 11, "a bounded number of reviews: {asked}");
+}
+
+/// The caller the middleware makes of `token`.
+async fn fresh_caller(fresh: &Fresh, token: &str) -> crate::server::Caller {
+    let AuthMode::Kubernetes(kube) = &fresh.state.auth.mode else {
+        unreachable!("world() is in Kubernetes mode");
+    };
+    let reviewed = kube.review_token(token).await.unwrap();
+    crate::server::Caller::kubernetes(reviewed.user, reviewed.groups, kube.clone())
+}
