@@ -5,6 +5,7 @@
 mod controllers;
 pub mod kubernetes;
 mod serve;
+pub mod tls;
 
 pub use serve::{KubernetesServe, ServeOptions, serve};
 
