@@ -7,6 +7,10 @@
 //! `serve` serves it and tests call it with `tower::ServiceExt::oneshot`. Every `/api/v1`
 //! route sits behind [`auth`]'s middleware, and each handler asks
 //! [`auth::Caller::authorize`] before it acts.
+//!
+//! In Kubernetes mode ([`AuthMode::Kubernetes`]) tokens and RBAC are the cluster's
+//! (`auth::kubernetes`), and [`admission_router`] is the validating admission webhook,
+//! served on its own HTTPS listener.
 
 pub mod admission;
 pub mod apply;
