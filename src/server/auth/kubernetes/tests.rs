@@ -248,3 +248,143 @@ async fn fresh_caller(fresh: &Fresh, token: &str) -> crate::server::Caller {
     let reviewed = kube.review_token(token).await.unwrap();
     crate::server::Caller::kubernetes(reviewed.user, reviewed.groups, kube.clone())
 }
+
+#[tokio::test]
+async fn an_oidc_session_is_authorized_by_kubernetes_rbac_as_its_user_and_groups() {
+    use crate::server::auth::sessions::{COOKIE_NAME, Identity, SESSION_TTL};
+    let (fresh, cluster) = world().await;
+    let identity = Identity::Oidc {
+        user: "bob@example.com".into(),
+        groups: vec!["release-managers".into()],
+    };
+    let (id, _) = fresh
+        .state
+        .sessions
+        .create(identity, "bob@example.com", SESSION_TTL)
+        .await
+        .unwrap();
+    let request = axum::http::Request::get("/api/v1/projects/demo/stages")
+        .header("cookie", format!("{COOKIE_NAME}={id}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = test_support::send(&fresh.state, request).await;
+    assert_eq!(reply.status, StatusCode::FORBIDDEN, "{:?}", reply.json());
+    assert_eq!(
+        reply.json()["error"]["message"],
+        "user `bob@example.com` may not list stages in project `demo` (Kubernetes RBAC: no RoleBinding or ClusterRoleBinding allows it)"
+    );
+    let asked = cluster.last_access.lock().unwrap().clone();
+    assert_eq!(asked["user"], "bob@example.com");
+    assert_eq!(asked["groups"], json!(["release-managers"]));
+    assert_eq!(
+        cluster.token_reviews(),
+        0,
+        "a session is not a bearer token"
+    );
+
+    cluster.allow("bob@example.com", "demo", "list", "stages");
+    let request = axum::http::Request::get("/api/v1/projects/demo/stages")
+        .header("cookie", format!("{COOKIE_NAME}={id}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    // A denial is kept for ACCESS_TTL too: the new binding counts from the next question.
+    let reply = test_support::send(&fresh.state, request).await;
+    assert_eq!(
+        reply.status,
+        StatusCode::FORBIDDEN,
+        "a kept answer, not asked again"
+    );
+    assert_eq!(cluster.access_reviews(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_kubernetes_api_is_a_503_for_tokens_without_the_token() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let mut config = kube::Config::new(url.parse().unwrap());
+    config.connect_timeout = Some(std::time::Duration::from_secs(5));
+    let kube = Arc::new(KubeAuth::new(kube::Client::try_from(config).unwrap()));
+    let fresh = test_support::fresh(AuthMode::Kubernetes(kube)).await;
+    let (status, body) = call(
+        &fresh,
+        Some("secret-token-0815"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("did not answer the TokenReview"),
+        "{body}"
+    );
+    assert!(!body.to_string().contains("secret-token-0815"), "{body}");
+}
+
+#[test]
+fn a_service_account_is_bound_as_one_and_cluster_questions_by_a_clusterrolebinding() {
+    use super::{cluster_role_for, rolebinding_hint};
+    use crate::api::Verb;
+    let hint = rolebinding_hint(
+        "system:serviceaccount:ci:deployer",
+        Verb::Abort,
+        Some("demo"),
+    );
+    assert!(
+        hint.ends_with("`kubectl create rolebinding deployer-dray-promoter --clusterrole=dray-promoter --serviceaccount=ci:deployer -n demo`"),
+        "{hint}"
+    );
+    let hint = rolebinding_hint("Ann.Lee@example.com", Verb::Create, None);
+    assert!(
+        hint.ends_with("`kubectl create clusterrolebinding ann-lee-example-com-dray-project-admin --clusterrole=dray-project-admin --user=Ann.Lee@example.com`"),
+        "{hint}"
+    );
+    assert_eq!(cluster_role_for(Verb::Override), "dray-approver");
+    assert_eq!(cluster_role_for(Verb::List), "dray-viewer");
+}
+
+#[test]
+fn every_verb_the_api_checks_is_the_kubernetes_verb_of_the_same_name() {
+    use crate::api::Verb;
+    let asked: Vec<&str> = Verb::ALL
+        .iter()
+        .map(|&v| super::kubernetes_verb(v))
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            "get", "list", "create", "update", "delete", "promote", "approve", "abort", "override",
+            "verify"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn abort_is_asked_as_abort_on_promotions() {
+    let (fresh, cluster) = world().await;
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::POST,
+        "/api/v1/projects/demo/promotions/p1/abort",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        cluster.last_access.lock().unwrap()["resourceAttributes"],
+        json!({"group": "dray.dev", "namespace": "demo", "resource": "promotions", "verb": "abort", "name": "p1"})
+    );
+    assert!(
+        body["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("--clusterrole=dray-promoter"),
+        "{body}"
+    );
+}
