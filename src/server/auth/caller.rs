@@ -64,6 +64,10 @@ const SNAPSHOT_QUESTIONS: [(Verb, &str); 11] = [
     (Verb::List, "freight"),
 ];
 
+/// At most this many more questions a snapshot asks: per Stage of the project, for each
+/// verb on `stages` not allowed for every Stage (a Role limited by `resourceNames`).
+const SNAPSHOT_NAMED_LIMIT: usize = 48;
+
 /// The authenticated user of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
@@ -223,6 +227,7 @@ impl Caller {
         project: &str,
     ) -> Result<Permissions, ApiError> {
         let mut answers = Vec::new();
+        let mut named = Vec::new();
         let roles = match &self.authority {
             _ if self.unrestricted => Vec::new(),
             Authority::Dray => self.bound_roles(store, project).await?,
@@ -236,6 +241,7 @@ impl Caller {
                         Ok::<_, StoreError>((verb, resource, matches!(verdict, Verdict::Allowed)))
                     });
                 answers = futures::future::try_join_all(asked).await?;
+                named = self.ask_per_stage(kube, store, project, &answers).await?;
                 Vec::new()
             }
         };
@@ -244,7 +250,42 @@ impl Caller {
             project: project.to_owned(),
             roles,
             answers,
+            named,
         })
+    }
+
+    /// For each verb on `stages` that `answers` does not allow for every Stage: whether it
+    /// is allowed for each Stage of `project` (at most [`SNAPSHOT_NAMED_LIMIT`] questions).
+    async fn ask_per_stage(
+        &self,
+        kube: &KubeAuth,
+        store: &dyn Store,
+        project: &str,
+        answers: &[(Verb, &'static str, bool)],
+    ) -> Result<Vec<(Verb, &'static str, String, bool)>, StoreError> {
+        let denied: Vec<Verb> = answers
+            .iter()
+            .filter(|&&(verb, resource, allowed)| {
+                resource == "stages" && !allowed && verb != Verb::List
+            })
+            .map(|&(verb, _, _)| verb)
+            .collect();
+        if denied.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stages = store.list(Kind::Stage, Some(project)).await?;
+        let questions: Vec<(Verb, String)> = stages
+            .iter()
+            .flat_map(|stage| denied.iter().map(|&verb| (verb, stage.key.name.clone())))
+            .take(SNAPSHOT_NAMED_LIMIT)
+            .collect();
+        let asked = questions.into_iter().map(|(verb, name)| async move {
+            let verdict = self
+                .ask_kubernetes(kube, verb, "stages", Some(project), Some(&name))
+                .await?;
+            Ok::<_, StoreError>((verb, "stages", name, matches!(verdict, Verdict::Allowed)))
+        });
+        futures::future::try_join_all(asked).await
     }
 
     fn cluster_allows(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
@@ -395,20 +436,28 @@ pub struct Permissions {
     roles: Vec<Role>,
     /// Kubernetes mode: the answers to [`SNAPSHOT_QUESTIONS`], for any name.
     answers: Vec<(Verb, &'static str, bool)>,
+    /// Kubernetes mode: answers for one Stage each, where `answers` said no.
+    named: Vec<(Verb, &'static str, String, bool)>,
 }
 
 impl Permissions {
     /// Whether the caller may `verb` the `resource` named `name` in this project. In
-    /// Kubernetes mode the snapshot asked for any name: a Role limited by `resourceNames`
-    /// shows as not allowed here (the route itself asks about the name and lets them in),
-    /// and a `(verb, resource)` not in the snapshot is not allowed.
+    /// Kubernetes mode the snapshot asked for any name, then per Stage where that was no
+    /// (up to a limit): a Stage past the limit, or another kind's Role limited by
+    /// `resourceNames`, shows as not allowed here (the route itself asks about the name and
+    /// lets them in), and a `(verb, resource)` not in the snapshot is not allowed.
     pub fn allows(&self, verb: Verb, resource: &str, name: Option<&str>) -> bool {
         if let Authority::Kubernetes(_) = self.caller.authority {
-            return self.caller.unrestricted
-                || self
-                    .answers
+            let for_any = self
+                .answers
+                .iter()
+                .any(|&(v, r, allowed)| allowed && v == verb && r == resource);
+            let for_this = name.is_some_and(|name| {
+                self.named
                     .iter()
-                    .any(|&(v, r, allowed)| allowed && v == verb && r == resource);
+                    .any(|(v, r, n, allowed)| *allowed && *v == verb && *r == resource && n == name)
+            });
+            return self.caller.unrestricted || for_any || for_this;
         }
         self.caller.unrestricted
             || self.caller.cluster_allows(verb, resource, name)

@@ -22,6 +22,8 @@ pub(crate) struct Cluster {
     /// Allowed `(user, namespace, verb, resource)`, for any name (as a RoleBinding of a
     /// ClusterRole without `resourceNames`).
     pub(crate) allowed: Mutex<Vec<(String, String, String, String)>>,
+    /// Allowed `(user, namespace, verb, resource, name)` (a Role with `resourceNames`).
+    pub(crate) allowed_names: Mutex<Vec<(String, String, String, String, String)>>,
     pub(crate) token_reviews: AtomicUsize,
     pub(crate) access_reviews: AtomicUsize,
     /// The `status.reason` of a denial; none (as Kubernetes' RBAC authorizer answers when no
@@ -46,6 +48,23 @@ impl Cluster {
             namespace.to_owned(),
             verb.to_owned(),
             resource.to_owned(),
+        ));
+    }
+
+    pub(crate) fn allow_named(
+        &self,
+        user: &str,
+        namespace: &str,
+        verb: &str,
+        resource: &str,
+        name: &str,
+    ) {
+        self.allowed_names.lock().unwrap().push((
+            user.to_owned(),
+            namespace.to_owned(),
+            verb.to_owned(),
+            resource.to_owned(),
+            name.to_owned(),
         ));
     }
 
@@ -140,7 +159,16 @@ async fn access_review(
         text(&attrs["verb"]),
         text(&attrs["resource"]),
     );
-    let allowed = attrs["group"] == "dray.dev" && cluster.allowed.lock().unwrap().contains(&asked);
+    let named = (
+        asked.0.clone(),
+        asked.1.clone(),
+        asked.2.clone(),
+        asked.3.clone(),
+        text(&attrs["name"]),
+    );
+    let allowed = attrs["group"] == "dray.dev"
+        && (cluster.allowed.lock().unwrap().contains(&asked)
+            || cluster.allowed_names.lock().unwrap().contains(&named));
     review["status"] = if allowed {
         json!({"allowed": true, "reason": format!(
             "RBAC: allowed by RoleBinding \"{0}/{1}\" of ClusterRole \"dray-promoter\" to User \"{0}\"",

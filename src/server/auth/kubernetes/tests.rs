@@ -237,7 +237,25 @@ async fn a_permission_snapshot_asks_a_fixed_set_once_and_then_answers_from_memor
         asked,
         "the second snapshot asked nothing"
     );
-    assert!(asked <= 11, "a bounded number of reviews: {asked}");
+    // 11 for any name, then approve, override, get and verify per Stage (3 Stages).
+    assert_eq!(asked, 11 + 4 * 3);
+}
+
+#[tokio::test]
+async fn a_role_limited_to_one_stage_shows_for_that_stage_only() {
+    use crate::api::Verb;
+    let (fresh, cluster) = world().await;
+    cluster.allow("ann", "demo", "get", "stages");
+    cluster.allow_named("ann", "demo", "promote", "stages", "dev");
+    let reviewed = fresh_caller(&fresh, "ann-token").await;
+    let perms = reviewed
+        .permissions(fresh.state.store.as_ref(), "demo")
+        .await
+        .unwrap();
+    assert!(perms.allows(Verb::Promote, "stages", Some("dev")));
+    assert!(!perms.allows(Verb::Promote, "stages", Some("prod")));
+    assert!(!perms.allows(Verb::Promote, "stages", None));
+    assert!(perms.allows(Verb::Get, "stages", Some("prod")));
 }
 
 /// The caller the middleware makes of `token`.
