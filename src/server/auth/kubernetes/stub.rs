@@ -14,6 +14,9 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
+/// `(user, namespace, verb, resource, name)`.
+type NamedGrant = (String, String, String, String, String);
+
 /// What the double knows, and what it was asked.
 #[derive(Default)]
 pub(crate) struct Cluster {
@@ -23,7 +26,7 @@ pub(crate) struct Cluster {
     /// ClusterRole without `resourceNames`).
     pub(crate) allowed: Mutex<Vec<(String, String, String, String)>>,
     /// Allowed `(user, namespace, verb, resource, name)` (a Role with `resourceNames`).
-    pub(crate) allowed_names: Mutex<Vec<(String, String, String, String, String)>>,
+    pub(crate) allowed_names: Mutex<Vec<NamedGrant>>,
     pub(crate) token_reviews: AtomicUsize,
     pub(crate) access_reviews: AtomicUsize,
     /// The `status.reason` of a denial; none (as Kubernetes' RBAC authorizer answers when no
