@@ -9,9 +9,8 @@
 //! otherwise it keeps the last good one and says why in the log. Files that are missing or
 //! unusable at start are an error: the listener does not start without a certificate.
 //!
-//! The crypto provider is aws-lc-rs, the one kube's client installs
-//! ([`install_crypto_provider`]). This module owns TLS and the accept loop; what is served
-//! is the router's.
+//! The crypto provider is the process's ([`super::install_crypto_provider`], ring). This
+//! module owns TLS and the accept loop; what is served is the router's.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -79,19 +78,12 @@ pub enum TlsError {
     },
 }
 
-/// Installs aws-lc-rs as the process's rustls crypto provider, as kube's client does; does
-/// nothing when one is installed. Call it before making a `kube::Client` or a listener.
-pub fn install_crypto_provider() {
-    if CryptoProvider::get_default().is_none() {
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    }
-}
-
+/// The process's crypto provider (installed first when none is).
 fn provider() -> Arc<CryptoProvider> {
-    install_crypto_provider();
+    super::install_crypto_provider();
     CryptoProvider::get_default()
         .cloned()
-        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+        .unwrap_or_else(|| Arc::new(rustls::crypto::ring::default_provider()))
 }
 
 /// The pair being served, and the bytes it was made from.

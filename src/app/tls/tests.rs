@@ -71,7 +71,7 @@ async fn fetch(addr: SocketAddr, ca_pem: &str) -> (Vec<u8>, String) {
 
 #[tokio::test]
 async fn serves_the_pair_in_the_directory_and_the_rotated_one_from_the_next_handshake() {
-    install_crypto_provider();
+    crate::app::install_crypto_provider();
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();

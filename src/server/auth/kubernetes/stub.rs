@@ -83,7 +83,7 @@ impl Cluster {
 /// The double, served on a random loopback port; and a `kube::Client` pointed at it with a
 /// bearer token, as Dray's ServiceAccount would have. The server ends with the runtime.
 pub(crate) async fn start() -> (Arc<Cluster>, kube::Client) {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cluster = Arc::new(Cluster::default());
     let app = Router::new()
         .route(

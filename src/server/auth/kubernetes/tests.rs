@@ -317,7 +317,7 @@ async fn an_oidc_session_is_authorized_by_kubernetes_rbac_as_its_user_and_groups
 
 #[tokio::test]
 async fn an_unreachable_kubernetes_api_is_a_503_for_tokens_without_the_token() {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
