@@ -14,6 +14,7 @@ use crate::discovery::git::MirrorCache;
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use crate::secrets::SecretKey;
 use crate::server::apply::{ApplyFile, ApplyRequest, apply};
+use crate::server::auth::kubernetes::KubeAuth;
 use crate::server::auth::{Auth, AuthMode};
 use crate::server::{AppState, DiscoveryServices, router, tokens};
 use crate::store::kubernetes::{KubeStore, KubeStoreOptions};
@@ -50,6 +51,21 @@ pub struct KubernetesServe {
     pub kubeconfig: Option<PathBuf>,
     /// Which namespaces are read.
     pub namespaces: crate::store::kubernetes::NamespaceSelection,
+    /// Dray's own ServiceAccount's username (`system:serviceaccount:NS:NAME`): the one
+    /// writer the admission webhook lets create Promotions and write status.
+    pub service_account: String,
+    /// Where the validating admission webhook listens, over HTTPS, when it does.
+    pub admission: Option<AdmissionListener>,
+}
+
+/// The admission webhook's HTTPS listener.
+#[derive(Debug, Clone)]
+pub struct AdmissionListener {
+    /// The address.
+    pub listen: SocketAddr,
+    /// A directory with `tls.crt` and `tls.key` (a mounted `kubernetes.io/tls` Secret),
+    /// read again when they change.
+    pub tls_dir: PathBuf,
 }
 
 /// How long `dray serve --kubernetes` waits for the first listing of the cluster.
@@ -61,7 +77,20 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     tracing::info!(path = %local.path().display(), "store opened");
     let token_store: Arc<dyn TokenStore> = local.clone();
     let session_store: Arc<dyn crate::store::SessionStore> = local.clone();
-    match options.auth {
+    let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
+    let kube = match &options.kubernetes {
+        None => None,
+        Some(kubernetes) => Some(
+            super::kubernetes::kube_client(kubernetes.kubeconfig.as_deref()).await?,
+        ),
+    };
+    // In a cluster, users are who the API server says they are, and may what its RBAC
+    // allows (TokenReview, SubjectAccessReview); `--auth none` stays none.
+    let auth_mode = match (&kube, options.auth.clone()) {
+        (Some(client), AuthMode::Token) => AuthMode::Kubernetes(Arc::new(KubeAuth::new(client.clone()))),
+        (_, mode) => mode,
+    };
+    match &auth_mode {
         AuthMode::Token => {
             if let Some((token, path)) =
                 tokens::bootstrap(token_store.as_ref(), &options.data_dir).await?
@@ -77,13 +106,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Some(oidc_options) => Some(Arc::new(start_oidc(oidc_options).await?)),
         None => None,
     };
-    let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
-    let store: Arc<dyn Store> = match &options.kubernetes {
-        None => local,
-        Some(kubernetes) => {
-            let client = super::kubernetes::kube_client(kubernetes.kubeconfig.as_deref()).await?;
+    let store: Arc<dyn Store> = match (&options.kubernetes, &kube) {
+        (Some(kubernetes), Some(client)) => {
             let store = KubeStore::connect(
-                client,
+                client.clone(),
                 KubeStoreOptions {
                     namespaces: kubernetes.namespaces.clone(),
                     secret_key: secret_key.clone(),
@@ -98,6 +124,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             );
             Arc::new(store)
         }
+        _ => local,
     };
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
@@ -112,7 +139,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         secret_key: secret_key.clone(),
         discovery: Some(services),
         auth: Arc::new(Auth {
-            mode: options.auth,
+            mode: auth_mode,
             tokens: token_store,
         }),
         sessions: Arc::new(crate::server::auth::sessions::Sessions::new(session_store)),
@@ -156,6 +183,14 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         tracing::info!(resources = response.results.len(), "applied --config");
     }
 
+    if let Some(admission) = options
+        .kubernetes
+        .as_ref()
+        .and_then(|k| k.admission.clone().map(|a| (a, k.service_account.clone())))
+    {
+        start_admission(admission, state.store.clone(), shutdown.clone()).await?;
+    }
+
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -188,6 +223,27 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves the validating admission webhook over HTTPS until `shutdown`.
+async fn start_admission(
+    (admission, service_account): (AdmissionListener, String),
+    store: Arc<dyn Store>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(admission.listen)
+        .await
+        .with_context(|| format!("cannot listen on --admission-listen {}", admission.listen))?;
+    tracing::info!(url = %format!("https://{}{}", admission.listen, crate::server::admission::VALIDATE_PATH),
+        %service_account, "the admission webhook is serving");
+    let router = crate::server::admission::admission_router(store, service_account);
+    let tls_dir = admission.tls_dir;
+    tokio::spawn(async move {
+        if let Err(error) = super::tls::serve_tls(listener, router, tls_dir, shutdown).await {
+            tracing::error!(error = %format!("{error:#}"), "the admission webhook stopped");
+        }
+    });
     Ok(())
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::app::{KubernetesServe, ServeOptions, serve};
+use crate::app::{AdmissionListener, KubernetesServe, ServeOptions, serve};
 use crate::cli::{CliError, env};
 use crate::server::AuthMode;
 use crate::server::auth::oidc::OidcOptions;
@@ -43,6 +43,23 @@ pub struct ServeArgs {
     /// the Project namespaces, labelled `dray.dev/project`).
     #[arg(long, value_name = "SELECTOR", requires = "kubernetes")]
     pub namespace_selector: Option<String>,
+    /// With --kubernetes: Dray's own ServiceAccount, as the API server names it; the
+    /// admission webhook lets only it create Promotions and write status.
+    #[arg(
+        long,
+        value_name = "USER",
+        requires = "kubernetes",
+        default_value = "system:serviceaccount:dray:dray"
+    )]
+    pub service_account: String,
+    /// With --kubernetes: serve the validating admission webhook (`POST
+    /// /admission/validate`) over HTTPS on this address.
+    #[arg(long, value_name = "ADDR", requires_all = ["kubernetes", "admission_tls_dir"])]
+    pub admission_listen: Option<SocketAddr>,
+    /// The webhook's certificate: a directory with `tls.crt` and `tls.key` (a mounted
+    /// `kubernetes.io/tls` Secret), picked up again when they are rotated.
+    #[arg(long, value_name = "DIR", requires = "admission_listen")]
+    pub admission_tls_dir: Option<PathBuf>,
     /// How API requests are authenticated: `token` (bearer API tokens; a new data
     /// directory gets a bootstrap admin token in `<data-dir>/bootstrap-token`) or `none`
     /// (everyone is `anonymous` with admin rights: local experiments only).
@@ -150,6 +167,11 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
                 Some(selector) => NamespaceSelection::Labelled(selector.clone()),
                 None => NamespaceSelection::default(),
             },
+            service_account: args.service_account.clone(),
+            admission: args
+                .admission_listen
+                .zip(args.admission_tls_dir.clone())
+                .map(|(listen, tls_dir)| AdmissionListener { listen, tls_dir }),
         }),
     };
     serve(options)
