@@ -188,7 +188,7 @@ impl Caller {
             Ok(answer) => Ok(Verdict::Denied(Some(answer.reason))),
             Err(error) => {
                 tracing::warn!(%error, "cannot authorize with Kubernetes");
-                Err(StoreError::Internal(error.to_string()))
+                Err(error.into_store_error())
             }
         }
     }

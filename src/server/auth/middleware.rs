@@ -166,12 +166,7 @@ async fn kubernetes_caller(
         }
         Err(error) => {
             tracing::warn!(%error, "cannot authenticate a request");
-            Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "cannot check the bearer token: the Kubernetes API did not answer the TokenReview",
-            )
-            .with_hint("try again shortly; if it persists, check Dray's logs and that its ServiceAccount may create tokenreviews"))
+            Err(ApiError::from(error.into_store_error()))
         }
     }
 }

@@ -76,6 +76,38 @@ pub enum KubeAuthError {
     },
 }
 
+impl KubeAuthError {
+    /// As the store's error for a failed Kubernetes request (a 502 naming what was asked,
+    /// the API's answer and what to check), for callers whose errors are store errors.
+    pub fn into_store_error(self) -> crate::store::StoreError {
+        let what = match &self {
+            KubeAuthError::Unauthenticated { .. } | KubeAuthError::TokenReview { .. } => {
+                "create a TokenReview".to_owned()
+            }
+            KubeAuthError::AccessReview {
+                user,
+                verb,
+                resource,
+                ..
+            } => format!("create a SubjectAccessReview (may `{user}` {verb} {resource})"),
+        };
+        let (code, message) = match self {
+            KubeAuthError::Unauthenticated { reason } => (401, reason),
+            KubeAuthError::TokenReview { cause } | KubeAuthError::AccessReview { cause, .. } => {
+                match cause {
+                    kube::Error::Api(status) => (status.code, status.message),
+                    other => (0, other.to_string()),
+                }
+            }
+        };
+        crate::store::StoreError::Kubernetes {
+            what,
+            code,
+            message,
+        }
+    }
+}
+
 /// Authentication and authorisation by the Kubernetes API, with short-lived caches.
 pub struct KubeAuth {
     client: kube::Client,

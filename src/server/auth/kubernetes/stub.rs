@@ -27,6 +27,9 @@ pub(crate) struct Cluster {
     pub(crate) allowed: Mutex<Vec<(String, String, String, String)>>,
     /// Allowed `(user, namespace, verb, resource, name)` (a Role with `resourceNames`).
     pub(crate) allowed_names: Mutex<Vec<NamedGrant>>,
+    /// Answer SubjectAccessReviews with `403`, as when Dray's ServiceAccount may not create
+    /// them.
+    pub(crate) refuse_access_reviews: std::sync::atomic::AtomicBool,
     pub(crate) token_reviews: AtomicUsize,
     pub(crate) access_reviews: AtomicUsize,
     /// The `status.reason` of a denial; none (as Kubernetes' RBAC authorizer answers when no
@@ -150,6 +153,16 @@ async fn access_review(
 ) -> (StatusCode, Json<Value>) {
     if !has_bearer(&headers) {
         return unauthorized();
+    }
+    if cluster.refuse_access_reviews.load(Ordering::SeqCst) {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "subjectaccessreviews.authorization.k8s.io is forbidden: User \"system:serviceaccount:dray:dray\" cannot create resource \"subjectaccessreviews\" in API group \"authorization.k8s.io\" at the cluster scope",
+                "reason": "Forbidden", "details": {"group": "authorization.k8s.io", "kind": "subjectaccessreviews"}, "code": 403}),
+            ),
+        );
     }
     cluster.access_reviews.fetch_add(1, Ordering::SeqCst);
     *cluster.last_access.lock().unwrap() = review["spec"].clone();

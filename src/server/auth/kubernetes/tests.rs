@@ -316,7 +316,7 @@ async fn an_oidc_session_is_authorized_by_kubernetes_rbac_as_its_user_and_groups
 }
 
 #[tokio::test]
-async fn an_unreachable_kubernetes_api_is_a_503_for_tokens_without_the_token() {
+async fn an_unreachable_kubernetes_api_is_a_502_for_tokens_without_the_token() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -333,12 +333,12 @@ async fn an_unreachable_kubernetes_api_is_a_503_for_tokens_without_the_token() {
         None,
     )
     .await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
     assert!(
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("did not answer the TokenReview"),
+            .contains("to create a TokenReview"),
         "{body}"
     );
     assert!(!body.to_string().contains("secret-token-0815"), "{body}");
@@ -405,4 +405,27 @@ async fn abort_is_asked_as_abort_on_promotions() {
             .contains("--clusterrole=dray-promoter"),
         "{body}"
     );
+}
+
+#[tokio::test]
+async fn a_subject_access_review_dray_may_not_make_is_a_502_saying_what_to_grant() {
+    let (fresh, cluster) = world().await;
+    cluster
+        .refuse_access_reviews
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let (status, body) = call(
+        &fresh,
+        Some("ann-token"),
+        Method::GET,
+        "/api/v1/projects/demo/stages",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the Kubernetes API answered 403 to create a SubjectAccessReview (may `ann` list stages):"),
+        "{message}"
+    );
+    assert!(message.contains("grant Dray's ServiceAccount"), "{message}");
 }
