@@ -19,6 +19,11 @@ use crate::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, workspac
 /// Dray's ServiceAccount, as the chart names it.
 pub const DRAY_SERVICE_ACCOUNT: (&str, &str) = ("dray", "dray");
 
+/// The user the tests promote as (bound to the chart's `dray-project-admin`).
+pub const RELEASE_MANAGER: &str = "release-manager";
+/// Their Kubernetes token.
+pub const RELEASE_MANAGER_TOKEN: &str = "release-manager-token-3f9a1c";
+
 /// How the Kubernetes-mode pipeline starts.
 #[derive(Clone, Debug, Default)]
 pub struct KubeOptions {
@@ -70,13 +75,23 @@ impl KubePipeline {
             admin,
             dray_kubeconfig,
         };
-        pipeline.apply_yaml("apiVersion: v1\nkind: Namespace\nmetadata: {name: dray}\n")?;
-        pipeline.kubectl_ok(&[
-            "apply",
-            "-f",
-            &workspace_root().join("crds").display().to_string(),
-        ])?;
-        pipeline.grant_dray_cluster_admin()?;
+        // The install as a user makes it: the plain manifests rendered from the chart
+        // (namespace, CRDs, ServiceAccount, RBAC, Services, Deployment, webhook), with
+        // the webhook's CA filled in and its Service pointed at this `dray serve`.
+        let webhook = WebhookTls::make(&dir)?;
+        let deploy = workspace_root().join("deploy/kubernetes");
+        for file in ["00-namespace.yaml", "10-crds.yaml"] {
+            pipeline.kubectl_ok(&["apply", "-f", &deploy.join(file).display().to_string()])?;
+        }
+        let dray_yaml = std::fs::read_to_string(deploy.join("20-dray.yaml"))?;
+        pipeline.apply_yaml(&webhook.fill_ca_bundle(&dray_yaml)?)?;
+        let admission_port = crate::world::free_port()?;
+        pipeline.api.set_service_endpoint(
+            "dray",
+            "dray-webhook",
+            crate::world::loopback(admission_port),
+        );
+        pipeline.grant_release_manager()?;
 
         let registry = Registry::start(&world, Default::default())?;
         let git = GitServer::start(&world, Default::default())?;
@@ -104,8 +119,13 @@ impl KubePipeline {
             "--kubernetes".to_owned(),
             "--kubeconfig".to_owned(),
             pipeline.dray_kubeconfig.display().to_string(),
+            "--admission-listen".to_owned(),
+            crate::world::loopback(admission_port).to_string(),
+            "--admission-tls-dir".to_owned(),
+            webhook.dir.display().to_string(),
         ]);
-        let dray = Dray::start(&world, serve)?;
+        let mut dray = Dray::start(&world, serve)?;
+        dray.set_token(RELEASE_MANAGER_TOKEN);
         let KubeParts {
             api,
             admin,
@@ -206,26 +226,20 @@ impl KubeParts {
         kubectl_ok(&self.api, &self.admin, args)
     }
 
-    /// Binds Dray's ServiceAccount to a ClusterRole allowing everything (the chart's
-    /// narrower role is checked by the deploy tests).
-    fn grant_dray_cluster_admin(&self) -> Result<()> {
-        let (namespace, name) = DRAY_SERVICE_ACCOUNT;
-        let yaml = format!(
+    /// The release manager: user `release-manager` with the chart's `dray-project-admin`
+    /// in every namespace.
+    fn grant_release_manager(&self) -> Result<()> {
+        self.api
+            .add_token(RELEASE_MANAGER_TOKEN, RELEASE_MANAGER, &["release-managers"]);
+        self.apply_yaml(&format!(
             "apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {{name: dray-everything}}
-rules:
-  - {{apiGroups: ['*'], resources: ['*'], verbs: ['*']}}
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
-metadata: {{name: dray-everything}}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: dray-everything}}
+metadata: {{name: release-manager}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: dray-project-admin}}
 subjects:
-  - {{kind: ServiceAccount, name: {name}, namespace: {namespace}}}
+  - {{kind: User, name: {RELEASE_MANAGER}, apiGroup: rbac.authorization.k8s.io}}
 "
-        );
-        self.apply_yaml(&yaml)
+        ))
     }
 
     fn apply_yaml(&self, yaml: &str) -> Result<()> {
@@ -233,6 +247,54 @@ subjects:
         std::fs::write(file.path(), yaml)?;
         self.kubectl_ok(&["apply", "-f", &file.path().display().to_string()])?;
         Ok(())
+    }
+}
+
+/// The admission webhook's serving certificate, as a `kubernetes.io/tls` Secret mounts it
+/// (`tls.crt`, `tls.key`), and its CA for the webhook configuration's `caBundle`.
+struct WebhookTls {
+    dir: PathBuf,
+    ca_pem: String,
+}
+
+impl WebhookTls {
+    fn make(parent: &std::path::Path) -> Result<Self> {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca_key = KeyPair::generate()?;
+        let ca = ca_params.self_signed(&ca_key)?;
+        let issuer = Issuer::new(ca_params, ca_key);
+        let mut params = CertificateParams::new(vec![
+            "dray-webhook.dray.svc".to_owned(),
+            "dray-webhook.dray.svc.cluster.local".to_owned(),
+        ])?;
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+        let key = KeyPair::generate()?;
+        let cert = params.signed_by(&key, &issuer)?;
+        let dir = parent.join("admission-tls");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("tls.crt"), cert.pem())?;
+        std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+        Ok(WebhookTls {
+            dir,
+            ca_pem: ca.pem(),
+        })
+    }
+
+    /// The rendered manifests with the webhook's `caBundle` set (the plain manifests
+    /// leave it to the installer, `deploy/kubernetes/README.md`).
+    fn fill_ca_bundle(&self, yaml: &str) -> Result<String> {
+        use base64::Engine;
+        let bundle = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let anchor = "    clientConfig:\n";
+        anyhow::ensure!(
+            yaml.contains(anchor),
+            "the rendered webhook configuration has no clientConfig"
+        );
+        Ok(yaml.replace(anchor, &format!("{anchor}      caBundle: {bundle}\n")))
     }
 }
 
