@@ -3,7 +3,9 @@
 //! and error shapes, over one set of Applications, backed by real git.
 //!
 //! Served on 127.0.0.1 (own thread and runtime, as every double), bearer-token auth on
-//! both doors. Argo CD's API server:
+//! both doors; [`ArgoCd::start_tls`] also serves it over HTTPS with a CA generated for the
+//! double (`argocd/tls.rs`), so that a client's CA configuration is verified for real.
+//! Argo CD's API server:
 //!
 //! - `GET /api/v1/applications/{name}` (`?refresh=normal|hard`, `?appNamespace=`): the
 //!   Application (`metadata`, `spec.source(s)`, `status.sync`, `status.health`,
@@ -32,8 +34,11 @@
 //!   ignored; a `metadata.resourceVersion` other than the current one answers 409 Conflict;
 //! - `GET …/namespaces/{ns}/appprojects/{name}`: an AppProject whose `spec.syncWindows`
 //!   hold the scripted windows (each with `applications: [<app>]`);
-//! - errors are `Status` objects (`{kind: Status, status: Failure, message, reason, code}`):
-//!   401 `Unauthorized`, 404 `NotFound`, 409 `Conflict`, 415 `UnsupportedMediaType`.
+//! - errors are `Status` objects (`{kind: Status, apiVersion: v1, metadata: {}, status:
+//!   Failure, message, reason, code}`): 401 `Unauthorized`, 404 `NotFound`, 409 `Conflict`
+//!   ("Operation cannot be fulfilled on applications.argoproj.io \"x\": the object has been
+//!   modified; …"), 415 `UnsupportedMediaType`; `resourceVersion` is a string, as
+//!   `kube::Client` (`Api<DynamicObject>`, `Patch::Merge`) and kubectl send and expect it.
 //!
 //! The simulated application controller runs on every GET of either door: it removes the
 //! `argocd.argoproj.io/refresh` annotation, starts an `operation` that was set (through
@@ -68,8 +73,12 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::double_server::{Server, bind};
+
+mod tls;
+
 use crate::git_repo::ls_remote;
 use crate::world::TestWorld;
+pub use tls::unrelated_ca_pem;
 
 /// The annotation naming the Dray stage allowed to touch an Application.
 pub const AUTHORIZED_STAGE_ANNOTATION: &str = "dray.dev/authorized-stage";
@@ -192,6 +201,8 @@ struct Inner {
 pub struct ArgoCd {
     addr: SocketAddr,
     inner: Arc<Inner>,
+    /// The HTTPS door, when started with [`ArgoCd::start_tls`]; dropped before the server.
+    tls: Option<tls::TlsFront>,
     _server: Server,
 }
 
@@ -240,8 +251,28 @@ impl ArgoCd {
         Ok(Self {
             addr,
             inner,
+            tls: None,
             _server: server,
         })
+    }
+
+    /// As [`ArgoCd::start`], and also over HTTPS ([`ArgoCd::https_url`]) with a certificate
+    /// for `127.0.0.1` signed by a CA generated for this double ([`ArgoCd::ca_pem`]).
+    pub fn start_tls(world: &TestWorld, token: &str, user: &str) -> Result<Self> {
+        let mut double = Self::start(world, token, user)?;
+        double.tls = Some(tls::TlsFront::start(double.addr)?);
+        Ok(double)
+    }
+
+    /// `https://127.0.0.1:PORT` (only after [`ArgoCd::start_tls`]).
+    pub fn https_url(&self) -> Option<String> {
+        self.tls.as_ref().map(tls::TlsFront::url)
+    }
+
+    /// The PEM of the CA that signed the HTTPS door's certificate (after
+    /// [`ArgoCd::start_tls`]).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(tls::TlsFront::ca_pem)
     }
 
     /// `http://127.0.0.1:PORT`.

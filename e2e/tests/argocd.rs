@@ -12,7 +12,7 @@ use dray::expr::{ExprCache, ExprContext};
 use dray::promotion::{SharedMirrors, StepExprs};
 use dray_e2e::argocd::{AppSpec, ArgoCd, SyncWindow};
 use dray_e2e::{GitRepo, GitServer, TestWorld};
-use dray_steps::argocd::{AppHealth, ArgocdTarget, judge};
+use dray_steps::argocd::{AppHealth, ArgocdTarget, KubeAccess, judge};
 use dray_steps::{
     CredentialProvider, GitCredentials, StepContext, StepOutcome, ToolPaths, builtin_steps,
 };
@@ -60,6 +60,11 @@ fn setup(annotation: Option<&str>) -> Result<Setup> {
 }
 
 fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
+    setup_with(annotation, door, false)
+}
+
+/// As [`setup_through`]; with `tls`, the double also serves HTTPS with its own CA.
+fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> {
     let world = TestWorld::new()?;
     let git = GitServer::start(&world, Default::default())?;
     let url = git.create_repo("cd")?;
@@ -67,7 +72,11 @@ fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
     repo.write("app.yaml", "image: app:1.0\n")?;
     let commit = repo.commit("Promote app 1.0 to prod")?;
     repo.push("stage/prod")?;
-    let argocd = ArgoCd::start(&world, TOKEN, "dray")?;
+    let argocd = if tls {
+        ArgoCd::start_tls(&world, TOKEN, "dray")?
+    } else {
+        ArgoCd::start(&world, TOKEN, "dray")?
+    };
     argocd.add_app(&AppSpec::new("shop-prod", &url, "stage/prod", annotation));
     let dir = tempfile::tempdir()?;
     let ctx = StepContext {
@@ -91,7 +100,10 @@ fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
         log: Arc::new(|_| {}),
         saved_state: None,
         argocd: (door == Door::Kubernetes).then(|| ArgocdTarget::Kubernetes {
-            server: argocd.kubernetes_url(),
+            access: KubeAccess::Server {
+                url: argocd.kubernetes_url(),
+                certificate_authority_data: None,
+            },
             namespace: "argocd".into(),
         }),
     };
@@ -908,5 +920,180 @@ async fn a_promotion_without_a_transport_names_the_projectconfig_field() -> Resu
         "{said}"
     );
     assert!(s.argocd.requests().is_empty());
+    Ok(())
+}
+
+/// The user of a kubeconfig (YAML, indented for `users[].user`): a static token.
+fn token_user(token: &str) -> String {
+    format!("      token: {token}\n")
+}
+
+/// The user of a kubeconfig: an `exec` credential plugin, a shell script in `dir` that
+/// prints a `client.authentication.k8s.io/v1` ExecCredential with `token` (and checks
+/// that kube handed it `KUBERNETES_EXEC_INFO`, as client-go does).
+fn exec_user(dir: &std::path::Path, token: &str) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join(format!("credential-{token}.sh"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             case \"$KUBERNETES_EXEC_INFO\" in\n\
+             *ExecCredential*) ;;\n\
+             *) echo 'no KUBERNETES_EXEC_INFO' >&2; exit 3 ;;\n\
+             esac\n\
+             printf '%s' '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{token}\"}}}}'\n"
+        ),
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    Ok(format!(
+        "      exec:\n        apiVersion: client.authentication.k8s.io/v1\n        command: {}\n        interactiveMode: Never\n",
+        script.display()
+    ))
+}
+
+/// Writes a kubeconfig for `server` trusting `ca_pem`, with context `argocd-double` whose
+/// user is `user` (from [`token_user`] or [`exec_user`]), and a `current-context` that
+/// points elsewhere (so the context must be chosen).
+fn kubeconfig(
+    dir: &std::path::Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+) -> Result<std::path::PathBuf> {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n- name: elsewhere\n  cluster:\n    server: https://127.0.0.1:1\nusers:\n- name: dray\n  user:\n{user}contexts:\n- name: argocd-double\n  context: {{cluster: double, user: dray, namespace: argocd}}\n- name: elsewhere\n  context: {{cluster: elsewhere, user: dray}}\ncurrent-context: elsewhere\n"
+    );
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// The Kubernetes door through a kubeconfig file and context.
+fn through_kubeconfig(path: std::path::PathBuf) -> Option<ArgocdTarget> {
+    Some(ArgocdTarget::Kubernetes {
+        access: KubeAccess::Kubeconfig {
+            path: Some(path),
+            context: Some("argocd-double".into()),
+        },
+        namespace: "argocd".into(),
+    })
+}
+
+/// A kubeconfig with the cluster's `certificate-authority-data` and an `exec` plugin as
+/// its user: the CA is verified for real over HTTPS, the plugin's token is the one the
+/// double accepts, and the Application is registered under the cluster's URL.
+#[tokio::test]
+async fn a_kubeconfig_with_the_ca_and_an_exec_plugin_reaches_argocd_over_https() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    // No Credential is needed: the kubeconfig's user authenticates.
+    s.ctx.credentials = Arc::new(Token("http://nowhere".into()));
+    let config = s.config(&s.commit);
+    let outputs = s.run_to_success(&config, 4).await;
+    assert_eq!(outputs["apps"][0]["kubernetes"], json!(https));
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    let app = s.argocd.app("shop-prod").unwrap();
+    assert_eq!(
+        app["status"]["operationState"]["syncResult"]["revision"],
+        json!(s.commit)
+    );
+    Ok(())
+}
+
+/// The same kubeconfig whose plugin prints a token the double does not accept: the 401 is
+/// an error naming the kubeconfig's user, not a wait.
+#[tokio::test]
+async fn a_wrong_token_from_the_exec_plugin_is_a_401_naming_the_kubeconfig_user() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), "not-the-token")?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!("the Kubernetes API at `{https}` refused `GET ")),
+        "{reason}"
+    );
+    assert!(reason.contains("401"), "{reason}");
+    assert!(
+        reason.contains("the kubeconfig's user (token, client certificate or `exec` plugin)"),
+        "{reason}"
+    );
+    assert!(!reason.contains("not-the-token"), "{reason}");
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    Ok(())
+}
+
+/// A kubeconfig trusting another CA: the TLS handshake fails, and the error names the
+/// server and what to fix; nothing reaches the double.
+#[tokio::test]
+async fn a_ca_that_does_not_match_is_a_tls_error_naming_the_server_and_the_fix() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let dir = tempfile::tempdir()?;
+    let other = dray_e2e::argocd::unrelated_ca_pem()?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &other, &token_user(TOKEN))?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!(
+            "the Kubernetes API at `{https}` failed the TLS handshake"
+        )),
+        "{reason}"
+    );
+    assert!(reason.contains("certificate"), "{reason}");
+    assert!(
+        reason.contains("hint: give Dray the CA that signed the server's certificate"),
+        "{reason}"
+    );
+    assert!(s.argocd.requests().is_empty(), "{:?}", s.argocd.requests());
+    Ok(())
+}
+
+/// A server URL with `certificateAuthorityData` and the project's token (the ProjectConfig
+/// `server` form over HTTPS): the health check's read succeeds; without the CA, the system
+/// trust store refuses the double's certificate.
+#[tokio::test]
+async fn a_server_url_with_certificate_authority_data_is_verified() -> Result<()> {
+    use base64::Engine as _;
+    let s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS");
+    let app = dray_steps::argocd::ApplicationRef {
+        name: "shop-prod".into(),
+        namespace: None,
+    };
+    let target = |ca: Option<String>| ArgocdTarget::Kubernetes {
+        access: KubeAccess::Server {
+            url: https.clone(),
+            certificate_authority_data: ca,
+        },
+        namespace: "argocd".into(),
+    };
+    let http = dray_e2e::http_client()?;
+    let with_ca = target(Some(base64::engine::general_purpose::STANDARD.encode(ca)));
+    let read =
+        dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &with_ca, &app).await;
+    let read = read.map_err(anyhow::Error::msg)?.expect("it exists");
+    assert_eq!(read["metadata"]["name"], "shop-prod");
+    let refused =
+        dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &target(None), &app)
+            .await
+            .unwrap_err();
+    assert!(refused.contains("failed the TLS handshake"), "{refused}");
+    assert!(refused.contains(&https), "{refused}");
     Ok(())
 }
