@@ -1097,3 +1097,56 @@ async fn a_server_url_with_certificate_authority_data_is_verified() -> Result<()
     assert!(refused.contains(&https), "{refused}");
     Ok(())
 }
+
+/// Through `dray serve`: a ProjectConfig `spec.argocd.kubernetes: {kubeconfig, context}`
+/// whose user is an `exec` plugin, over HTTPS with the kubeconfig's CA. The promotion syncs
+/// through it, and the Stage's health check reads the Application the same way until it
+/// says Healthy (no Credential anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health() -> Result<()> {
+    use dray_e2e::oci;
+    use dray_e2e::pipeline::{BASE_FILES, Pipeline, text};
+
+    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
+    let stage = prod_stage(&s, "http://no-credential-needed", "");
+    let config = format!(
+        "---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  argocd:\n    kubernetes: {{kubeconfig: \"{}\", context: argocd-double}}\n",
+        path.display()
+    );
+    let p = tokio::task::block_in_place(Pipeline::start)?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        let base = BASE_FILES
+            .iter()
+            .map(|f| Pipeline::quickstart_file(f))
+            .collect::<Result<Vec<_>>>()?;
+        p.apply(&format!("{}\n---\n{stage}{config}", base.join("\n---\n")))?;
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+        let promoted = p.promote("prod", &alias)?;
+        anyhow::ensure!(promoted.status.success(), "{}", text(&promoted));
+        let status = p.wait_until("`prod` to be Healthy", || {
+            let status = p.stage("prod")?["status"].clone();
+            Ok((status["health"]["status"] == "Healthy").then_some(status))
+        })?;
+        // Registered under the cluster's URL as the kubeconfig resolved it.
+        assert_eq!(
+            status["applications"][0]["kubernetes"],
+            json!(https),
+            "{status:#}"
+        );
+        Ok(())
+    })?;
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    assert!(
+        !s.argocd.requests().iter().any(|r| r.contains(" 401")),
+        "{:?}",
+        s.argocd.requests()
+    );
+    Ok(())
+}
