@@ -1150,3 +1150,51 @@ async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health()
     );
     Ok(())
 }
+
+/// Fidelity with a real client: kubectl (client-go) reads the Application through the same
+/// kubeconfig — the double's HTTPS door, its CA and the `exec` plugin — and gets the
+/// double's `Status` for a missing one; with another CA it refuses the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_through_the_same_kubeconfig() -> Result<()> {
+    let s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
+    let kubectl = |kubeconfig: &std::path::Path, raw: &str| {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--context", "argocd-double", "--request-timeout", "10s"])
+            .args(["get", "--raw", raw])
+            .env_remove("KUBECONFIG")
+            .output()
+    };
+    let apps = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
+    let got = tokio::task::block_in_place(|| kubectl(&path, &format!("{apps}/shop-prod")))?;
+    let stderr = String::from_utf8_lossy(&got.stderr).into_owned();
+    assert!(got.status.success(), "{stderr}");
+    let app: Value = serde_json::from_slice(&got.stdout)?;
+    assert_eq!(app["metadata"]["name"], "shop-prod");
+    assert!(app["metadata"]["resourceVersion"].is_string(), "{app}");
+    let missing = tokio::task::block_in_place(|| kubectl(&path, &format!("{apps}/nope")))?;
+    let said = String::from_utf8_lossy(&missing.stderr).into_owned();
+    assert!(!missing.status.success());
+    assert!(said.contains("(NotFound)"), "{said}");
+    let other = tempfile::tempdir()?;
+    let wrong = kubeconfig(
+        other.path(),
+        &https,
+        &dray_e2e::argocd::unrelated_ca_pem()?,
+        &user,
+    )?;
+    let refused = tokio::task::block_in_place(|| kubectl(&wrong, &format!("{apps}/shop-prod")))?;
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("certificate signed by unknown authority"),
+        "{said}"
+    );
+    Ok(())
+}
