@@ -52,7 +52,8 @@
 //! Scriptable failure modes, for both doors ([`ArgoCd::deny_sync_window`],
 //! [`ArgoCd::start_foreign_operation`], [`ArgoCd::degrade_after_sync`],
 //! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`],
-//! and a proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
+//! a concurrent writer before a guarded patch: [`ArgoCd::modify_before_next_patch`], and a
+//! proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
 //! Not modelled: ApplicationSets, resource trees, hooks, multi-source `revisions[]` in
 //! `syncResult` (single source only), Argo CD's own automated sync, Kubernetes RBAC (any
 //! valid token may do anything), watches.
@@ -169,6 +170,8 @@ struct Script {
     comparison_error: Option<String>,
     sync_polls: u32,
     fail_next: Option<String>,
+    /// Someone else writes the Application just before the next guarded merge patch.
+    modified_before_patch: bool,
 }
 
 #[derive(Debug)]
@@ -419,6 +422,13 @@ impl ArgoCd {
     /// The next sync ends `Failed` with `message` (as Argo CD reports a failed apply).
     pub fn fail_next_sync(&self, name: &str, message: &str) {
         self.script(name, |s| s.fail_next = Some(message.to_owned()));
+    }
+
+    /// Someone else changes the Application (its `resourceVersion` moves on) just before
+    /// the next Kubernetes merge patch that carries a `metadata.resourceVersion`: that patch
+    /// answers 409 Conflict, as the API server's optimistic concurrency does.
+    pub fn modify_before_next_patch(&self, name: &str) {
+        self.script(name, |s| s.modified_before_patch = true);
     }
 
     /// The next `requests` requests (any path, either door) are answered `503 Service
@@ -1150,6 +1160,10 @@ fn k8s_apply_patch(
     else {
         return k8s_not_found("applications", name);
     };
+    if patch["metadata"].get("resourceVersion").is_some() && entry.script.modified_before_patch {
+        entry.script.modified_before_patch = false;
+        bump_resource_version(&mut entry.app);
+    }
     let current = entry.app["metadata"]["resourceVersion"].clone();
     if let Some(wanted) = patch["metadata"].get("resourceVersion")
         && *wanted != current

@@ -1198,3 +1198,37 @@ async fn kubectl_reads_through_the_same_kubeconfig() -> Result<()> {
     );
     Ok(())
 }
+
+/// Through `kube::Client`, the sync patch carries the `resourceVersion` last read; when
+/// someone else wrote the Application in between, the API server's 409 is a wait that
+/// quotes it, and the next look syncs.
+#[tokio::test]
+async fn a_conflicting_write_is_a_409_and_the_next_look_syncs() -> Result<()> {
+    let mut s = setup_through(Some("shop:prod"), Door::Kubernetes)?;
+    s.argocd.modify_before_next_patch("shop-prod");
+    let config = s.config(&s.commit);
+    let waiting = waiting_for(&s.run(&config).await);
+    assert!(
+        waiting.contains("Application `shop-prod` changed while Dray asked for a sync to"),
+        "{waiting}"
+    );
+    assert!(
+        waiting.contains(
+            "Operation cannot be fulfilled on applications.argoproj.io \"shop-prod\": the object \
+             has been modified; please apply your changes to the latest version and try again"
+        ),
+        "{waiting}"
+    );
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    assert!(
+        s.argocd
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("PATCH ") && r.ends_with(" 409")),
+        "{:?}",
+        s.argocd.requests()
+    );
+    s.run_to_success(&config, 4).await;
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    Ok(())
+}
