@@ -961,10 +961,21 @@ fn kubeconfig(
     ca_pem: &str,
     user: &str,
 ) -> Result<std::path::PathBuf> {
+    write_kubeconfig(dir, server, ca_pem, user, "elsewhere")
+}
+
+/// As [`kubeconfig`], with `current-context: current`.
+fn write_kubeconfig(
+    dir: &std::path::Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    current: &str,
+) -> Result<std::path::PathBuf> {
     use base64::Engine as _;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n- name: elsewhere\n  cluster:\n    server: https://127.0.0.1:1\nusers:\n- name: dray\n  user:\n{user}contexts:\n- name: argocd-double\n  context: {{cluster: double, user: dray, namespace: argocd}}\n- name: elsewhere\n  context: {{cluster: elsewhere, user: dray}}\ncurrent-context: elsewhere\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n- name: elsewhere\n  cluster:\n    server: https://127.0.0.1:1\nusers:\n- name: dray\n  user:\n{user}contexts:\n- name: argocd-double\n  context: {{cluster: double, user: dray, namespace: argocd}}\n- name: elsewhere\n  context: {{cluster: elsewhere, user: dray}}\ncurrent-context: {current}\n"
     );
     let path = dir.join("kubeconfig");
     std::fs::write(&path, text)?;
@@ -1098,29 +1109,29 @@ async fn a_server_url_with_certificate_authority_data_is_verified() -> Result<()
     Ok(())
 }
 
-/// Through `dray serve`: a ProjectConfig `spec.argocd.kubernetes: {kubeconfig, context}`
-/// whose user is an `exec` plugin, over HTTPS with the kubeconfig's CA. The promotion syncs
-/// through it, and the Stage's health check reads the Application the same way until it
-/// says Healthy (no Credential anywhere).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health() -> Result<()> {
+/// Through `dray serve` (with `env`): Stage `prod` and the ProjectConfig whose
+/// `spec.argocd.kubernetes` is `kubernetes` (YAML flow); promotes the newest Freight, then
+/// waits until the Stage's health check says Healthy. Answers the Stage's status.
+async fn promote_until_healthy(
+    s: &Setup,
+    kubernetes: &str,
+    env: Vec<(String, String)>,
+) -> Result<Value> {
+    use dray_e2e::DrayOptions;
     use dray_e2e::oci;
     use dray_e2e::pipeline::{BASE_FILES, Pipeline, text};
 
-    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
-    let https = s.argocd.https_url().expect("started with TLS");
-    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
-    let dir = tempfile::tempdir()?;
-    let user = exec_user(dir.path(), TOKEN)?;
-    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
-    let stage = prod_stage(&s, "http://no-credential-needed", "");
+    let stage = prod_stage(s, "http://no-credential-needed", "");
     let config = format!(
-        "---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  argocd:\n    kubernetes: {{kubeconfig: \"{}\", context: argocd-double}}\n",
-        path.display()
+        "---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  argocd:\n    kubernetes: {kubernetes}\n"
     );
-    let p = tokio::task::block_in_place(Pipeline::start)?;
+    let options = DrayOptions {
+        env,
+        ..Default::default()
+    };
+    let p = tokio::task::block_in_place(|| Pipeline::start_with(options))?;
     oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
-    tokio::task::block_in_place(|| -> Result<()> {
+    tokio::task::block_in_place(|| -> Result<Value> {
         let base = BASE_FILES
             .iter()
             .map(|f| Pipeline::quickstart_file(f))
@@ -1130,24 +1141,58 @@ async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health()
         let alias = p.newest_alias()?;
         let promoted = p.promote("prod", &alias)?;
         anyhow::ensure!(promoted.status.success(), "{}", text(&promoted));
-        let status = p.wait_until("`prod` to be Healthy", || {
+        p.wait_until("`prod` to be Healthy", || {
             let status = p.stage("prod")?["status"].clone();
             Ok((status["health"]["status"] == "Healthy").then_some(status))
-        })?;
-        // Registered under the cluster's URL as the kubeconfig resolved it.
-        assert_eq!(
-            status["applications"][0]["kubernetes"],
-            json!(https),
-            "{status:#}"
-        );
-        Ok(())
-    })?;
+        })
+    })
+}
+
+/// Through `dray serve`: a ProjectConfig `spec.argocd.kubernetes: {kubeconfig, context}`
+/// whose user is an `exec` plugin, over HTTPS with the kubeconfig's CA. The promotion syncs
+/// through it, and the Stage's health check reads the Application the same way until it
+/// says Healthy (no Credential anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health() -> Result<()> {
+    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
+    let kubernetes = format!(
+        "{{kubeconfig: \"{}\", context: argocd-double}}",
+        path.display()
+    );
+    let status = promote_until_healthy(&s, &kubernetes, Vec::new()).await?;
+    // Registered under the cluster's URL as the kubeconfig resolved it.
+    assert_eq!(
+        status["applications"][0]["kubernetes"],
+        json!(https),
+        "{status:#}"
+    );
     assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
     assert!(
         !s.argocd.requests().iter().any(|r| r.contains(" 401")),
         "{:?}",
         s.argocd.requests()
     );
+    Ok(())
+}
+
+/// `kubernetes: {}` infers the cluster as kubectl does: here `$KUBECONFIG` (its
+/// current context), which `dray serve` finds in its environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_kubernetes_section_infers_the_cluster_from_kubeconfig() -> Result<()> {
+    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let path = write_kubeconfig(dir.path(), &https, &ca, &token_user(TOKEN), "argocd-double")?;
+    let env = vec![("KUBECONFIG".to_owned(), path.display().to_string())];
+    let status = promote_until_healthy(&s, "{}", env).await?;
+    assert_eq!(status["applications"][0]["kubernetes"], json!(https));
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
     Ok(())
 }
 
