@@ -1277,3 +1277,49 @@ async fn a_conflicting_write_is_a_409_and_the_next_look_syncs() -> Result<()> {
     assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
     Ok(())
 }
+
+/// An `exec` plugin that fails (expired login): an error with its exit status and the last
+/// line of its stderr, never its stdout, and a hint about the kubeconfig's user.
+#[tokio::test]
+async fn a_failing_exec_plugin_is_named_with_its_stderr_not_its_stdout() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("expired.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'partial-secret-on-stdout'\necho 'refreshing the session' >&2\necho 'error: the login has expired; run `sso login`' >&2\nexit 1\n",
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    let user = format!(
+        "      exec:\n        apiVersion: client.authentication.k8s.io/v1\n        command: {}\n        interactiveMode: Never\n",
+        script.display()
+    );
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!(
+            "cannot authenticate to the Kubernetes API at `{https}`"
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(
+            "the kubeconfig's `exec` credential plugin failed (exit status: 1): error: the login \
+             has expired; run `sso login`"
+        ),
+        "{reason}"
+    );
+    assert!(!reason.contains("partial-secret-on-stdout"), "{reason}");
+    assert!(
+        reason.contains("hint: check the user of the kubeconfig"),
+        "{reason}"
+    );
+    assert!(s.argocd.requests().is_empty(), "{:?}", s.argocd.requests());
+    Ok(())
+}

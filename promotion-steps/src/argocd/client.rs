@@ -172,11 +172,19 @@ async fn build(access: &KubeAccess, token: Option<&str>) -> Result<Connected, Ar
         .to_string()
         .trim_end_matches('/')
         .to_owned();
-    let client = kube::Client::try_from(config).map_err(|e| {
-        ArgocdError::Failed(format!(
-            "cannot make a client for {who} (`{cluster_url}`): {e}; hint: check the CA data \
-             and client certificate of that cluster and user"
-        ))
+    // An `exec` plugin runs here the first time: its failure is the user's, not the CA's.
+    let client = kube::Client::try_from(config).map_err(|e| match &e {
+        kube::Error::Auth(auth) => ArgocdError::Failed(format!(
+            "cannot authenticate to the Kubernetes API at `{cluster_url}`: {}; hint: check the \
+             user of the kubeconfig (its token, client certificate or `exec` plugin), e.g. \
+             with `kubectl auth whoami` in the same context",
+            auth_failure(auth)
+        )),
+        other => ArgocdError::Failed(format!(
+            "cannot make a client for {who} (`{cluster_url}`): {}; hint: check the CA data \
+             and client certificate of that cluster and user",
+            chain(other)
+        )),
     })?;
     Ok(Connected {
         client,
@@ -184,9 +192,57 @@ async fn build(access: &KubeAccess, token: Option<&str>) -> Result<Connected, Ar
     })
 }
 
+/// Walks an error's sources into one line.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Why authenticating failed, without what an `exec` plugin printed on stdout (its
+/// credential, if it printed one): its exit status and the last line it wrote to stderr.
+pub(crate) fn auth_failure(error: &kube::client::AuthError) -> String {
+    match error {
+        kube::client::AuthError::AuthExecRun { out, .. } => {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
+            let said: String = said.unwrap_or("").trim().chars().take(300).collect();
+            format!(
+                "the kubeconfig's `exec` credential plugin failed ({}){}",
+                out.status,
+                if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                }
+            )
+        }
+        // A parse error may quote what the plugin printed: a credential, perhaps.
+        kube::client::AuthError::AuthExecParse(_) => {
+            "the kubeconfig's `exec` credential plugin printed no `ExecCredential` \
+             (`client.authentication.k8s.io/v1`) on stdout"
+                .to_owned()
+        }
+        other => chain(other),
+    }
+}
+
 fn unusable(who: &str, error: &kube::config::KubeconfigError) -> ArgocdError {
+    // A YAML error may quote the file, tokens and keys included: never its words.
+    let why = match error {
+        kube::config::KubeconfigError::Parse(_) => "it is not valid kubeconfig YAML".to_owned(),
+        other => chain(other),
+    };
     ArgocdError::Failed(format!(
-        "cannot use {who}: {error}; hint: check that the file exists and names the context, \
+        "cannot use {who}: {why}; hint: check that the file exists and names the context, \
          its cluster and its user, e.g. with `kubectl config view --kubeconfig <path>`"
     ))
 }

@@ -24,6 +24,7 @@ use kube::core::Status;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::client::{auth_failure, chain};
 use super::{
     ApplicationRef, ArgocdError, REFRESH_ANNOTATION, Refusal, SyncRefused, SyncRequest,
     describe_window, initiator,
@@ -57,21 +58,6 @@ pub(crate) struct Kubernetes {
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
-}
-
-/// Walks an error's sources into one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 impl Kubernetes {
@@ -386,28 +372,6 @@ impl Kubernetes {
         } else {
             format!("AppProject `{project}`: {}", windows.join(", "))
         })
-    }
-}
-
-/// Why authenticating failed, without what an `exec` plugin printed on stdout (its
-/// credential, if it printed one): its exit status and the last line it wrote to stderr.
-fn auth_failure(error: &kube::client::AuthError) -> String {
-    match error {
-        kube::client::AuthError::AuthExecRun { out, .. } => {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
-            let said: String = said.unwrap_or("").trim().chars().take(300).collect();
-            format!(
-                "the kubeconfig's `exec` credential plugin failed ({}){}",
-                out.status,
-                if said.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {said}")
-                }
-            )
-        }
-        other => chain(other),
     }
 }
 
