@@ -300,6 +300,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_client_whose_runtime_is_gone_is_built_again() {
+        let access = KubeAccess::Server {
+            url: "http://127.0.0.1:2".into(),
+            certificate_authority_data: None,
+        };
+        let key = Key {
+            access: access.clone(),
+            token: None,
+        };
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(connect(&access, None)).unwrap();
+        assert!(first.block_on(async { cached(&key).is_some() }));
+        // Its worker ran on that runtime: once it is gone, the client is no use.
+        drop(first);
+        assert!(cached(&key).is_none());
+    }
+
     #[tokio::test]
     async fn bad_ca_data_is_refused_naming_the_server() {
         let access = KubeAccess::Server {
