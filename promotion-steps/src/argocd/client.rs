@@ -90,6 +90,8 @@ pub(crate) async fn connect(
         let _ = watched.await;
     });
     let mut clients = cache().lock().unwrap_or_else(PoisonError::into_inner);
+    // Drop what is expired or dead (a rotated token's client, say) before counting.
+    clients.retain(|_, e| e.built.elapsed() < CLIENT_TTL && !e.alive.is_closed());
     if clients.len() >= MAX_CLIENTS {
         let oldest = clients
             .iter()
