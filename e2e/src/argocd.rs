@@ -3,7 +3,9 @@
 //! and error shapes, over one set of Applications, backed by real git.
 //!
 //! Served on 127.0.0.1 (own thread and runtime, as every double), bearer-token auth on
-//! both doors. Argo CD's API server:
+//! both doors; [`ArgoCd::start_tls`] also serves it over HTTPS with a CA generated for the
+//! double (`argocd/tls.rs`), so that a client's CA configuration is verified for real.
+//! Argo CD's API server:
 //!
 //! - `GET /api/v1/applications/{name}` (`?refresh=normal|hard`, `?appNamespace=`): the
 //!   Application (`metadata`, `spec.source(s)`, `status.sync`, `status.health`,
@@ -32,8 +34,11 @@
 //!   ignored; a `metadata.resourceVersion` other than the current one answers 409 Conflict;
 //! - `GET …/namespaces/{ns}/appprojects/{name}`: an AppProject whose `spec.syncWindows`
 //!   hold the scripted windows (each with `applications: [<app>]`);
-//! - errors are `Status` objects (`{kind: Status, status: Failure, message, reason, code}`):
-//!   401 `Unauthorized`, 404 `NotFound`, 409 `Conflict`, 415 `UnsupportedMediaType`.
+//! - errors are `Status` objects (`{kind: Status, apiVersion: v1, metadata: {}, status:
+//!   Failure, message, reason, code}`): 401 `Unauthorized`, 404 `NotFound`, 409 `Conflict`
+//!   ("Operation cannot be fulfilled on applications.argoproj.io \"x\": the object has been
+//!   modified; …"), 415 `UnsupportedMediaType`; `resourceVersion` is a string, as
+//!   `kube::Client` (`Api<DynamicObject>`, `Patch::Merge`) and kubectl send and expect it.
 //!
 //! The simulated application controller runs on every GET of either door: it removes the
 //! `argocd.argoproj.io/refresh` annotation, starts an `operation` that was set (through
@@ -47,7 +52,8 @@
 //! Scriptable failure modes, for both doors ([`ArgoCd::deny_sync_window`],
 //! [`ArgoCd::start_foreign_operation`], [`ArgoCd::degrade_after_sync`],
 //! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`],
-//! and a proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
+//! a concurrent writer before a guarded patch: [`ArgoCd::modify_before_next_patch`], and a
+//! proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
 //! Not modelled: ApplicationSets, resource trees, hooks, multi-source `revisions[]` in
 //! `syncResult` (single source only), Argo CD's own automated sync, Kubernetes RBAC (any
 //! valid token may do anything), watches.
@@ -68,8 +74,12 @@ use axum::routing::{get, post};
 use serde_json::{Map, Value, json};
 
 use crate::double_server::{Server, bind};
+
+mod tls;
+
 use crate::git_repo::ls_remote;
 use crate::world::TestWorld;
+pub use tls::unrelated_ca_pem;
 
 /// The annotation naming the Dray stage allowed to touch an Application.
 pub const AUTHORIZED_STAGE_ANNOTATION: &str = "dray.dev/authorized-stage";
@@ -160,6 +170,8 @@ struct Script {
     comparison_error: Option<String>,
     sync_polls: u32,
     fail_next: Option<String>,
+    /// Someone else writes the Application just before the next guarded merge patch.
+    modified_before_patch: bool,
 }
 
 #[derive(Debug)]
@@ -192,6 +204,8 @@ struct Inner {
 pub struct ArgoCd {
     addr: SocketAddr,
     inner: Arc<Inner>,
+    /// The HTTPS door, when started with [`ArgoCd::start_tls`]; dropped before the server.
+    tls: Option<tls::TlsFront>,
     _server: Server,
 }
 
@@ -240,8 +254,28 @@ impl ArgoCd {
         Ok(Self {
             addr,
             inner,
+            tls: None,
             _server: server,
         })
+    }
+
+    /// As [`ArgoCd::start`], and also over HTTPS ([`ArgoCd::https_url`]) with a certificate
+    /// for `127.0.0.1` signed by a CA generated for this double ([`ArgoCd::ca_pem`]).
+    pub fn start_tls(world: &TestWorld, token: &str, user: &str) -> Result<Self> {
+        let mut double = Self::start(world, token, user)?;
+        double.tls = Some(tls::TlsFront::start(double.addr)?);
+        Ok(double)
+    }
+
+    /// `https://127.0.0.1:PORT` (only after [`ArgoCd::start_tls`]).
+    pub fn https_url(&self) -> Option<String> {
+        self.tls.as_ref().map(tls::TlsFront::url)
+    }
+
+    /// The PEM of the CA that signed the HTTPS door's certificate (after
+    /// [`ArgoCd::start_tls`]).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(tls::TlsFront::ca_pem)
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -388,6 +422,13 @@ impl ArgoCd {
     /// The next sync ends `Failed` with `message` (as Argo CD reports a failed apply).
     pub fn fail_next_sync(&self, name: &str, message: &str) {
         self.script(name, |s| s.fail_next = Some(message.to_owned()));
+    }
+
+    /// Someone else changes the Application (its `resourceVersion` moves on) just before
+    /// the next Kubernetes merge patch that carries a `metadata.resourceVersion`: that patch
+    /// answers 409 Conflict, as the API server's optimistic concurrency does.
+    pub fn modify_before_next_patch(&self, name: &str) {
+        self.script(name, |s| s.modified_before_patch = true);
     }
 
     /// The next `requests` requests (any path, either door) are answered `503 Service
@@ -1119,6 +1160,10 @@ fn k8s_apply_patch(
     else {
         return k8s_not_found("applications", name);
     };
+    if patch["metadata"].get("resourceVersion").is_some() && entry.script.modified_before_patch {
+        entry.script.modified_before_patch = false;
+        bump_resource_version(&mut entry.app);
+    }
     let current = entry.app["metadata"]["resourceVersion"].clone();
     if let Some(wanted) = patch["metadata"].get("resourceVersion")
         && *wanted != current

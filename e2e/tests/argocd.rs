@@ -12,7 +12,7 @@ use dray::expr::{ExprCache, ExprContext};
 use dray::promotion::{SharedMirrors, StepExprs};
 use dray_e2e::argocd::{AppSpec, ArgoCd, SyncWindow};
 use dray_e2e::{GitRepo, GitServer, TestWorld};
-use dray_steps::argocd::{AppHealth, ArgocdTarget, judge};
+use dray_steps::argocd::{AppHealth, ArgocdTarget, KubeAccess, judge};
 use dray_steps::{
     CredentialProvider, GitCredentials, StepContext, StepOutcome, ToolPaths, builtin_steps,
 };
@@ -60,6 +60,11 @@ fn setup(annotation: Option<&str>) -> Result<Setup> {
 }
 
 fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
+    setup_with(annotation, door, false)
+}
+
+/// As [`setup_through`]; with `tls`, the double also serves HTTPS with its own CA.
+fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> {
     let world = TestWorld::new()?;
     let git = GitServer::start(&world, Default::default())?;
     let url = git.create_repo("cd")?;
@@ -67,7 +72,11 @@ fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
     repo.write("app.yaml", "image: app:1.0\n")?;
     let commit = repo.commit("Promote app 1.0 to prod")?;
     repo.push("stage/prod")?;
-    let argocd = ArgoCd::start(&world, TOKEN, "dray")?;
+    let argocd = if tls {
+        ArgoCd::start_tls(&world, TOKEN, "dray")?
+    } else {
+        ArgoCd::start(&world, TOKEN, "dray")?
+    };
     argocd.add_app(&AppSpec::new("shop-prod", &url, "stage/prod", annotation));
     let dir = tempfile::tempdir()?;
     let ctx = StepContext {
@@ -91,7 +100,10 @@ fn setup_through(annotation: Option<&str>, door: Door) -> Result<Setup> {
         log: Arc::new(|_| {}),
         saved_state: None,
         argocd: (door == Door::Kubernetes).then(|| ArgocdTarget::Kubernetes {
-            server: argocd.kubernetes_url(),
+            access: KubeAccess::Server {
+                url: argocd.kubernetes_url(),
+                certificate_authority_data: None,
+            },
             namespace: "argocd".into(),
         }),
     };
@@ -908,5 +920,406 @@ async fn a_promotion_without_a_transport_names_the_projectconfig_field() -> Resu
         "{said}"
     );
     assert!(s.argocd.requests().is_empty());
+    Ok(())
+}
+
+/// The user of a kubeconfig (YAML, indented for `users[].user`): a static token.
+fn token_user(token: &str) -> String {
+    format!("      token: {token}\n")
+}
+
+/// The user of a kubeconfig: an `exec` credential plugin, a shell script in `dir` that
+/// prints a `client.authentication.k8s.io/v1` ExecCredential with `token` (and checks
+/// that kube handed it `KUBERNETES_EXEC_INFO`, as client-go does).
+fn exec_user(dir: &std::path::Path, token: &str) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let script = dir.join(format!("credential-{token}.sh"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n\
+             case \"$KUBERNETES_EXEC_INFO\" in\n\
+             *ExecCredential*) ;;\n\
+             *) echo 'no KUBERNETES_EXEC_INFO' >&2; exit 3 ;;\n\
+             esac\n\
+             printf '%s' '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"{token}\"}}}}'\n"
+        ),
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    Ok(format!(
+        "      exec:\n        apiVersion: client.authentication.k8s.io/v1\n        command: {}\n        interactiveMode: Never\n",
+        script.display()
+    ))
+}
+
+/// Writes a kubeconfig for `server` trusting `ca_pem`, with context `argocd-double` whose
+/// user is `user` (from [`token_user`] or [`exec_user`]), and a `current-context` that
+/// points elsewhere (so the context must be chosen).
+fn kubeconfig(
+    dir: &std::path::Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+) -> Result<std::path::PathBuf> {
+    write_kubeconfig(dir, server, ca_pem, user, "elsewhere")
+}
+
+/// As [`kubeconfig`], with `current-context: current`.
+fn write_kubeconfig(
+    dir: &std::path::Path,
+    server: &str,
+    ca_pem: &str,
+    user: &str,
+    current: &str,
+) -> Result<std::path::PathBuf> {
+    use base64::Engine as _;
+    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: double\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\n- name: elsewhere\n  cluster:\n    server: https://127.0.0.1:1\nusers:\n- name: dray\n  user:\n{user}contexts:\n- name: argocd-double\n  context: {{cluster: double, user: dray, namespace: argocd}}\n- name: elsewhere\n  context: {{cluster: elsewhere, user: dray}}\ncurrent-context: {current}\n"
+    );
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// The Kubernetes door through a kubeconfig file and context.
+fn through_kubeconfig(path: std::path::PathBuf) -> Option<ArgocdTarget> {
+    Some(ArgocdTarget::Kubernetes {
+        access: KubeAccess::Kubeconfig {
+            path: Some(path),
+            context: Some("argocd-double".into()),
+        },
+        namespace: "argocd".into(),
+    })
+}
+
+/// A kubeconfig with the cluster's `certificate-authority-data` and an `exec` plugin as
+/// its user: the CA is verified for real over HTTPS, the plugin's token is the one the
+/// double accepts, and the Application is registered under the cluster's URL.
+#[tokio::test]
+async fn a_kubeconfig_with_the_ca_and_an_exec_plugin_reaches_argocd_over_https() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    // No Credential is needed: the kubeconfig's user authenticates.
+    s.ctx.credentials = Arc::new(Token("http://nowhere".into()));
+    let config = s.config(&s.commit);
+    let outputs = s.run_to_success(&config, 4).await;
+    assert_eq!(outputs["apps"][0]["kubernetes"], json!(https));
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    let app = s.argocd.app("shop-prod").unwrap();
+    assert_eq!(
+        app["status"]["operationState"]["syncResult"]["revision"],
+        json!(s.commit)
+    );
+    Ok(())
+}
+
+/// The same kubeconfig whose plugin prints a token the double does not accept: the 401 is
+/// an error naming the kubeconfig's user, not a wait.
+#[tokio::test]
+async fn a_wrong_token_from_the_exec_plugin_is_a_401_naming_the_kubeconfig_user() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), "not-the-token")?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!("the Kubernetes API at `{https}` refused `GET ")),
+        "{reason}"
+    );
+    assert!(reason.contains("401"), "{reason}");
+    assert!(
+        reason.contains("the kubeconfig's user (token, client certificate or `exec` plugin)"),
+        "{reason}"
+    );
+    assert!(!reason.contains("not-the-token"), "{reason}");
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    Ok(())
+}
+
+/// A kubeconfig trusting another CA: the TLS handshake fails, and the error names the
+/// server and what to fix; nothing reaches the double.
+#[tokio::test]
+async fn a_ca_that_does_not_match_is_a_tls_error_naming_the_server_and_the_fix() -> Result<()> {
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let dir = tempfile::tempdir()?;
+    let other = dray_e2e::argocd::unrelated_ca_pem()?;
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &other, &token_user(TOKEN))?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!(
+            "the Kubernetes API at `{https}` failed the TLS handshake"
+        )),
+        "{reason}"
+    );
+    assert!(reason.contains("certificate"), "{reason}");
+    assert!(
+        reason.contains("hint: give Dray the CA that signed the server's certificate"),
+        "{reason}"
+    );
+    assert!(s.argocd.requests().is_empty(), "{:?}", s.argocd.requests());
+    Ok(())
+}
+
+/// A server URL with `certificateAuthorityData` and the project's token (the ProjectConfig
+/// `server` form over HTTPS): the health check's read succeeds; without the CA, the system
+/// trust store refuses the double's certificate.
+#[tokio::test]
+async fn a_server_url_with_certificate_authority_data_is_verified() -> Result<()> {
+    use base64::Engine as _;
+    let s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS");
+    let app = dray_steps::argocd::ApplicationRef {
+        name: "shop-prod".into(),
+        namespace: None,
+    };
+    let target = |ca: Option<String>| ArgocdTarget::Kubernetes {
+        access: KubeAccess::Server {
+            url: https.clone(),
+            certificate_authority_data: ca,
+        },
+        namespace: "argocd".into(),
+    };
+    let http = dray_e2e::http_client()?;
+    let with_ca = target(Some(base64::engine::general_purpose::STANDARD.encode(ca)));
+    let read =
+        dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &with_ca, &app).await;
+    let read = read.map_err(anyhow::Error::msg)?.expect("it exists");
+    assert_eq!(read["metadata"]["name"], "shop-prod");
+    let refused =
+        dray_steps::argocd::read_application(&http, Some(TOKEN.into()), &target(None), &app)
+            .await
+            .unwrap_err();
+    assert!(refused.contains("failed the TLS handshake"), "{refused}");
+    assert!(refused.contains(&https), "{refused}");
+    Ok(())
+}
+
+/// Through `dray serve` (with `env`): Stage `prod` and the ProjectConfig whose
+/// `spec.argocd.kubernetes` is `kubernetes` (YAML flow); promotes the newest Freight, then
+/// waits until the Stage's health check says Healthy. Answers the Stage's status.
+async fn promote_until_healthy(
+    s: &Setup,
+    kubernetes: &str,
+    env: Vec<(String, String)>,
+) -> Result<Value> {
+    use dray_e2e::DrayOptions;
+    use dray_e2e::oci;
+    use dray_e2e::pipeline::{BASE_FILES, Pipeline, text};
+
+    let stage = prod_stage(s, "http://no-credential-needed", "");
+    let config = format!(
+        "---\napiVersion: dray.dev/v1alpha1\nkind: ProjectConfig\nmetadata: {{name: demo, namespace: demo}}\nspec:\n  argocd:\n    kubernetes: {kubernetes}\n"
+    );
+    let options = DrayOptions {
+        env,
+        ..Default::default()
+    };
+    let p = tokio::task::block_in_place(|| Pipeline::start_with(options))?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<Value> {
+        let base = BASE_FILES
+            .iter()
+            .map(|f| Pipeline::quickstart_file(f))
+            .collect::<Result<Vec<_>>>()?;
+        p.apply(&format!("{}\n---\n{stage}{config}", base.join("\n---\n")))?;
+        p.refresh()?;
+        let alias = p.newest_alias()?;
+        let promoted = p.promote("prod", &alias)?;
+        anyhow::ensure!(promoted.status.success(), "{}", text(&promoted));
+        p.wait_until("`prod` to be Healthy", || {
+            let status = p.stage("prod")?["status"].clone();
+            Ok((status["health"]["status"] == "Healthy").then_some(status))
+        })
+    })
+}
+
+/// Through `dray serve`: a ProjectConfig `spec.argocd.kubernetes: {kubeconfig, context}`
+/// whose user is an `exec` plugin, over HTTPS with the kubeconfig's CA. The promotion syncs
+/// through it, and the Stage's health check reads the Application the same way until it
+/// says Healthy (no Credential anywhere).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projectconfig_kubeconfig_serves_the_promotion_and_the_stages_health() -> Result<()> {
+    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
+    let kubernetes = format!(
+        "{{kubeconfig: \"{}\", context: argocd-double}}",
+        path.display()
+    );
+    let status = promote_until_healthy(&s, &kubernetes, Vec::new()).await?;
+    // Registered under the cluster's URL as the kubeconfig resolved it.
+    assert_eq!(
+        status["applications"][0]["kubernetes"],
+        json!(https),
+        "{status:#}"
+    );
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    assert!(
+        !s.argocd.requests().iter().any(|r| r.contains(" 401")),
+        "{:?}",
+        s.argocd.requests()
+    );
+    Ok(())
+}
+
+/// `kubernetes: {}` infers the cluster as kubectl does: here `$KUBECONFIG` (its
+/// current context), which `dray serve` finds in its environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_kubernetes_section_infers_the_cluster_from_kubeconfig() -> Result<()> {
+    let s = setup_with(Some("demo:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let path = write_kubeconfig(dir.path(), &https, &ca, &token_user(TOKEN), "argocd-double")?;
+    let env = vec![("KUBECONFIG".to_owned(), path.display().to_string())];
+    let status = promote_until_healthy(&s, "{}", env).await?;
+    assert_eq!(status["applications"][0]["kubernetes"], json!(https));
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    Ok(())
+}
+
+/// Fidelity with a real client: kubectl (client-go) reads the Application through the same
+/// kubeconfig — the double's HTTPS door, its CA and the `exec` plugin — and gets the
+/// double's `Status` for a missing one; with another CA it refuses the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_through_the_same_kubeconfig() -> Result<()> {
+    let s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let user = exec_user(dir.path(), TOKEN)?;
+    let path = kubeconfig(dir.path(), &https, &ca, &user)?;
+    let kubectl = |kubeconfig: &std::path::Path, raw: &str| {
+        std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--context", "argocd-double", "--request-timeout", "10s"])
+            .args(["get", "--raw", raw])
+            .env_remove("KUBECONFIG")
+            .output()
+    };
+    let apps = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
+    let got = tokio::task::block_in_place(|| kubectl(&path, &format!("{apps}/shop-prod")))?;
+    let stderr = String::from_utf8_lossy(&got.stderr).into_owned();
+    assert!(got.status.success(), "{stderr}");
+    let app: Value = serde_json::from_slice(&got.stdout)?;
+    assert_eq!(app["metadata"]["name"], "shop-prod");
+    assert!(app["metadata"]["resourceVersion"].is_string(), "{app}");
+    let missing = tokio::task::block_in_place(|| kubectl(&path, &format!("{apps}/nope")))?;
+    let said = String::from_utf8_lossy(&missing.stderr).into_owned();
+    assert!(!missing.status.success());
+    assert!(said.contains("(NotFound)"), "{said}");
+    let other = tempfile::tempdir()?;
+    let wrong = kubeconfig(
+        other.path(),
+        &https,
+        &dray_e2e::argocd::unrelated_ca_pem()?,
+        &user,
+    )?;
+    let refused = tokio::task::block_in_place(|| kubectl(&wrong, &format!("{apps}/shop-prod")))?;
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success());
+    assert!(
+        said.contains("certificate signed by unknown authority"),
+        "{said}"
+    );
+    Ok(())
+}
+
+/// Through `kube::Client`, the sync patch carries the `resourceVersion` last read; when
+/// someone else wrote the Application in between, the API server's 409 is a wait that
+/// quotes it, and the next look syncs.
+#[tokio::test]
+async fn a_conflicting_write_is_a_409_and_the_next_look_syncs() -> Result<()> {
+    let mut s = setup_through(Some("shop:prod"), Door::Kubernetes)?;
+    s.argocd.modify_before_next_patch("shop-prod");
+    let config = s.config(&s.commit);
+    let waiting = waiting_for(&s.run(&config).await);
+    assert!(
+        waiting.contains("Application `shop-prod` changed while Dray asked for a sync to"),
+        "{waiting}"
+    );
+    assert!(
+        waiting.contains(
+            "Operation cannot be fulfilled on applications.argoproj.io \"shop-prod\": the object \
+             has been modified; please apply your changes to the latest version and try again"
+        ),
+        "{waiting}"
+    );
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 0);
+    assert!(
+        s.argocd
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("PATCH ") && r.ends_with(" 409")),
+        "{:?}",
+        s.argocd.requests()
+    );
+    s.run_to_success(&config, 4).await;
+    assert_eq!(s.argocd.syncs_started("shop-prod"), 1);
+    Ok(())
+}
+
+/// An `exec` plugin that fails (expired login): an error with its exit status and the last
+/// line of its stderr, never its stdout, and a hint about the kubeconfig's user.
+#[tokio::test]
+async fn a_failing_exec_plugin_is_named_with_its_stderr_not_its_stdout() -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut s = setup_with(Some("shop:prod"), Door::Kubernetes, true)?;
+    let https = s.argocd.https_url().expect("started with TLS");
+    let ca = s.argocd.ca_pem().expect("started with TLS").to_owned();
+    let dir = tempfile::tempdir()?;
+    let script = dir.path().join("expired.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'partial-secret-on-stdout'\necho 'refreshing the session' >&2\necho 'error: the login has expired; run `sso login`' >&2\nexit 1\n",
+    )?;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755))?;
+    let user = format!(
+        "      exec:\n        apiVersion: client.authentication.k8s.io/v1\n        command: {}\n        interactiveMode: Never\n",
+        script.display()
+    );
+    s.ctx.argocd = through_kubeconfig(kubeconfig(dir.path(), &https, &ca, &user)?);
+    let outcome = s.run(&s.config(&s.commit)).await;
+    let StepOutcome::Errored { reason } = outcome else {
+        panic!("expected Errored, got {outcome:?}")
+    };
+    assert!(
+        reason.starts_with(&format!(
+            "cannot authenticate to the Kubernetes API at `{https}`"
+        )),
+        "{reason}"
+    );
+    assert!(
+        reason.contains(
+            "the kubeconfig's `exec` credential plugin failed (exit status: 1): error: the login \
+             has expired; run `sso login`"
+        ),
+        "{reason}"
+    );
+    assert!(!reason.contains("partial-secret-on-stdout"), "{reason}");
+    assert!(
+        reason.contains("hint: check the user of the kubeconfig"),
+        "{reason}"
+    );
+    assert!(s.argocd.requests().is_empty(), "{:?}", s.argocd.requests());
     Ok(())
 }

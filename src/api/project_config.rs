@@ -36,8 +36,9 @@ pub struct ProjectConfigSpec {
     pub argocd: Option<ArgocdConfig>,
 }
 
-/// How Dray reaches Argo CD. The bearer token is the project's Credential of type `argocd`
-/// whose `repoURL` is the URL given here.
+/// How Dray reaches Argo CD. Where a bearer token is needed (Argo CD's API server, or a
+/// Kubernetes `server` URL), it is the project's Credential of type `argocd` whose
+/// `repoURL` is the URL given here.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArgocdConfig {
@@ -50,12 +51,50 @@ pub struct ArgocdConfig {
     pub kubernetes: Option<ArgocdKubernetes>,
 }
 
-/// Argo CD reached through the Kubernetes API.
+impl ArgocdConfig {
+    /// The target the steps and the health check reach Argo CD with: `apiServer`, else
+    /// `kubernetes` (`None` when neither is set).
+    pub fn target(&self) -> Option<dray_steps::argocd::ArgocdTarget> {
+        use dray_steps::argocd::{ArgocdTarget, KubeAccess};
+        match (&self.api_server, &self.kubernetes) {
+            (Some(url), _) => Some(ArgocdTarget::ApiServer { url: url.clone() }),
+            (None, Some(kubernetes)) => Some(ArgocdTarget::Kubernetes {
+                access: KubeAccess::from_fields(
+                    kubernetes.server.clone(),
+                    kubernetes.certificate_authority_data.clone(),
+                    kubernetes.kubeconfig.clone().map(Into::into),
+                    kubernetes.context.clone(),
+                ),
+                namespace: kubernetes.namespace().to_owned(),
+            }),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Argo CD reached through the Kubernetes API. With neither `server` nor `kubeconfig` nor
+/// `context` (`kubernetes: {}`), Dray infers the cluster as kubectl would: `$KUBECONFIG`
+/// or `~/.kube/config` when there is one, else the pod's service account.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ArgocdKubernetes {
-    /// The Kubernetes API server's URL, e.g. `https://k8s.example.com:6443`.
-    pub server: String,
+    /// The Kubernetes API server's URL, e.g. `https://k8s.example.com:6443`; the bearer
+    /// token is the project's `argocd` Credential for this URL. Not with `kubeconfig` or
+    /// `context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// With `server`: the CA bundle that signed its certificate, PEM and base64-encoded
+    /// as kubeconfig's `certificate-authority-data` (default: the system's trust store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificate_authority_data: Option<String>,
+    /// An absolute path to a kubeconfig on the machine Dray runs on (default `$KUBECONFIG`
+    /// or `~/.kube/config`); its user authenticates (a token, a client certificate or an
+    /// `exec` credential plugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubeconfig: Option<String>,
+    /// The kubeconfig context to use (default: its `current-context`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
     /// Argo CD's namespace, where its Applications and AppProjects live (default
     /// `argocd`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -219,9 +219,11 @@ impl VerificationController {
             let due = stale || self.health_due(&stored.key).is_none_or(|at| at <= now);
             if due {
                 let creds = self.credentials(&project, credentials).await?;
+                let argocd = health::project_argocd(self.store.as_ref(), &project).await?;
                 let fresh = health::check(
                     &self.http,
                     creds.as_ref(),
+                    argocd.as_ref(),
                     &status.applications,
                     health.as_ref(),
                     now,

@@ -2,29 +2,55 @@
 //! only when every one reports the desired revision synced and Healthy; Progressing while
 //! any is not there yet (or Progressing / Suspended); Unhealthy when any is Degraded or
 //! Missing, with Argo CD's message. Argo CD is read through the transport the promotion
-//! used (API server or Kubernetes API), with the project's credential for that URL.
+//! used (API server or Kubernetes API): for the Kubernetes API, the way in the project's
+//! ProjectConfig `spec.argocd.kubernetes` gives (a kubeconfig, the service account, or the
+//! server URL with its CA), else the recorded server URL; the bearer token, where one is
+//! needed, is the project's credential for that URL. Kubernetes clients are shared
+//! between checks (`dray_steps::argocd` keeps them), not built per look.
 
 use dray_steps::CredentialProvider;
-use dray_steps::argocd::{self, AppHealth, ApplicationRef, ArgocdTarget};
+use dray_steps::argocd::{self, AppHealth, ApplicationRef, ArgocdTarget, KubeAccess};
 use jiff::Timestamp;
 
-use crate::api::{ApplicationHealth, HealthState, RegisteredApplication, StageHealth, Time};
+use crate::api::{
+    ApplicationHealth, HealthState, Kind, ObjectKey, ProjectConfig, RegisteredApplication,
+    StageHealth, Time,
+};
+use crate::store::{Store, StoreError};
 
 /// Argo CD's namespace when a Kubernetes-transport Application names none.
 const ARGOCD_NAMESPACE: &str = "argocd";
 
-/// Reads every registered Application and judges the Stage's health. `previous` keeps
-/// `since` when the verdict did not change.
+/// How `project` reaches Argo CD now: its ProjectConfig's `spec.argocd` (`None` when it
+/// has none, or no longer parses).
+pub async fn project_argocd(
+    store: &dyn Store,
+    project: &str,
+) -> Result<Option<ArgocdTarget>, StoreError> {
+    let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let Some(stored) = store.get(&key).await? else {
+        return Ok(None);
+    };
+    Ok(stored
+        .to_typed::<ProjectConfig>()
+        .ok()
+        .and_then(|config| config.spec.argocd.as_ref().and_then(|a| a.target())))
+}
+
+/// Reads every registered Application and judges the Stage's health; `project` is how the
+/// project reaches Argo CD now ([`project_argocd`]). `previous` keeps `since` when the
+/// verdict did not change.
 pub async fn check(
     http: &reqwest::Client,
     credentials: &dyn CredentialProvider,
+    project: Option<&ArgocdTarget>,
     applications: &[RegisteredApplication],
     previous: Option<&StageHealth>,
     now: Timestamp,
 ) -> StageHealth {
     let mut judged = Vec::with_capacity(applications.len());
     for app in applications {
-        judged.push(check_one(http, credentials, app).await);
+        judged.push(check_one(http, credentials, project, app).await);
     }
     let status = verdict(&judged);
     let message = judged
@@ -70,16 +96,35 @@ fn verdict(apps: &[ApplicationHealth]) -> HealthState {
     }
 }
 
-fn target(app: &RegisteredApplication) -> Option<ArgocdTarget> {
+/// How to reach `app`: the API server it was reached through, or the Kubernetes API —
+/// the project's way in when it names one for that cluster (a kubeconfig or the service
+/// account; or the same server URL, with its CA), else the recorded server URL.
+fn target(app: &RegisteredApplication, project: Option<&ArgocdTarget>) -> Option<ArgocdTarget> {
+    let trim = |url: &str| url.trim_end_matches('/').to_owned();
     match (&app.api_server, &app.kubernetes) {
         (Some(url), _) => Some(ArgocdTarget::ApiServer { url: url.clone() }),
-        (None, Some(server)) => Some(ArgocdTarget::Kubernetes {
-            server: server.clone(),
-            namespace: app
-                .namespace
-                .clone()
-                .unwrap_or_else(|| ARGOCD_NAMESPACE.to_owned()),
-        }),
+        (None, Some(server)) => {
+            let (access, namespace) = match project {
+                Some(ArgocdTarget::Kubernetes { access, namespace })
+                    if access
+                        .token_url()
+                        .is_none_or(|url| trim(url) == trim(server)) =>
+                {
+                    (access.clone(), namespace.clone())
+                }
+                _ => (
+                    KubeAccess::Server {
+                        url: server.clone(),
+                        certificate_authority_data: None,
+                    },
+                    ARGOCD_NAMESPACE.to_owned(),
+                ),
+            };
+            Some(ArgocdTarget::Kubernetes {
+                access,
+                namespace: app.namespace.clone().unwrap_or(namespace),
+            })
+        }
         (None, None) => None,
     }
 }
@@ -87,6 +132,7 @@ fn target(app: &RegisteredApplication) -> Option<ArgocdTarget> {
 async fn check_one(
     http: &reqwest::Client,
     credentials: &dyn CredentialProvider,
+    project: Option<&ArgocdTarget>,
     app: &RegisteredApplication,
 ) -> ApplicationHealth {
     let shown = match &app.namespace {
@@ -99,18 +145,20 @@ async fn check_one(
         message,
         ..Default::default()
     };
-    let Some(target) = target(app) else {
+    let Some(target) = target(app, project) else {
         return unknown("the promotion did not say how to reach Argo CD".to_owned());
     };
-    let url = match &target {
-        ArgocdTarget::ApiServer { url } => url.clone(),
-        ArgocdTarget::Kubernetes { server, .. } => server.clone(),
-    };
+    let url = app
+        .api_server
+        .clone()
+        .or_else(|| app.kubernetes.clone())
+        .unwrap_or_default();
     let reference = ApplicationRef {
         name: app.name.clone(),
         namespace: app.namespace.clone(),
     };
-    match argocd::read_application(http, credentials.token(&url), &target, &reference).await {
+    let token = target.token_url().and_then(|url| credentials.token(url));
+    match argocd::read_application(http, token, &target, &reference).await {
         Err(error) => unknown(format!("cannot read it: {error}")),
         Ok(None) => ApplicationHealth {
             name: shown.clone(),
@@ -146,6 +194,53 @@ mod tests {
             status,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_projects_way_in_is_used_for_its_cluster() {
+        let registered = RegisteredApplication {
+            name: "shop".into(),
+            kubernetes: Some("https://k8s:6443".into()),
+            ..Default::default()
+        };
+        let kubeconfig = ArgocdTarget::Kubernetes {
+            access: KubeAccess::Kubeconfig {
+                path: Some("/etc/dray/kubeconfig".into()),
+                context: None,
+            },
+            namespace: "gitops".into(),
+        };
+        assert_eq!(
+            target(&registered, Some(&kubeconfig)),
+            Some(kubeconfig.clone())
+        );
+        let with_ca = ArgocdTarget::Kubernetes {
+            access: KubeAccess::Server {
+                url: "https://k8s:6443/".into(),
+                certificate_authority_data: Some("Q0E=".into()),
+            },
+            namespace: "argocd".into(),
+        };
+        assert_eq!(target(&registered, Some(&with_ca)), Some(with_ca));
+        let elsewhere = ArgocdTarget::Kubernetes {
+            access: KubeAccess::Server {
+                url: "https://other:6443".into(),
+                certificate_authority_data: None,
+            },
+            namespace: "argocd".into(),
+        };
+        let recorded = ArgocdTarget::Kubernetes {
+            access: KubeAccess::Server {
+                url: "https://k8s:6443".into(),
+                certificate_authority_data: None,
+            },
+            namespace: "argocd".into(),
+        };
+        assert_eq!(
+            target(&registered, Some(&elsewhere)),
+            Some(recorded.clone())
+        );
+        assert_eq!(target(&registered, None), Some(recorded));
     }
 
     #[test]

@@ -1,35 +1,76 @@
-//! Argo CD through the Kubernetes API: `argoproj.io/v1alpha1` Applications read with
-//! `GET …/namespaces/{ns}/applications/{name}` (or listed with `?labelSelector=`) and
-//! changed with JSON merge patches (`application/merge-patch+json`).
+//! Argo CD through the Kubernetes API, over `kube::Client`: `argoproj.io/v1alpha1`
+//! Applications read with `GET …/namespaces/{ns}/applications/{name}` (or listed with
+//! `?labelSelector=`) through `Api<DynamicObject>`, and changed with JSON merge patches
+//! (`Patch::Merge`, `application/merge-patch+json`).
 //!
 //! A sync is what `kubectl patch` or Kargo would write: an `operation` (`sync.revision`, or
 //! `sync.revisions` with one entry per source, `initiatedBy.username`, `info`) plus the
 //! `argocd.argoproj.io/refresh: hard` annotation, guarded by the `resourceVersion` last
-//! read (a concurrent change answers 409). Argo CD's controller then runs it. Like the
-//! `argocd` CLI, it refuses to start an operation while one is set or `Running`, naming
-//! whose it is. Sync windows are read from the AppProject's `spec.syncWindows`.
-//! Kubernetes errors are `Status` objects; 403 becomes an error with an RBAC hint.
+//! read (a concurrent change answers 409, and the step looks again). Argo CD's controller
+//! then runs it. Like the `argocd` CLI, it refuses to start an operation while one is set
+//! or `Running`, naming whose it is. Sync windows are read from the AppProject's
+//! `spec.syncWindows`.
+//!
+//! Kubernetes errors are `Status` objects (`kube::Error::Api`): 401 becomes an error whose
+//! hint names where the credentials come from, 403 one with an RBAC hint naming the verb
+//! and `applications.argoproj.io`, 429 and 5xx "later"; no answer is "later" too, except
+//! a TLS failure (a CA that does not match will not heal), which names the server and the
+//! fix. Building the client is `client.rs`'s.
 
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use kube::core::Status;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
+use super::client::{auth_failure, chain};
 use super::{
-    ApplicationRef, ArgocdError, Http, REFRESH_ANNOTATION, Refusal, SyncRefused, SyncRequest,
-    describe_window, encode, initiator,
+    ApplicationRef, ArgocdError, REFRESH_ANNOTATION, Refusal, SyncRefused, SyncRequest,
+    describe_window, initiator,
 };
 
+const GROUP: &str = "argoproj.io";
+const VERSION: &str = "v1alpha1";
 const GROUP_VERSION: &str = "/apis/argoproj.io/v1alpha1";
-const MERGE_PATCH: &str = "application/merge-patch+json";
+
+/// Where the credentials that the API server may refuse come from, for the 401 hint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Auth {
+    /// The project's `argocd` Credential for the server's URL (present or not).
+    Credential { has_token: bool },
+    /// The kubeconfig's user, or the pod's service account.
+    Kubeconfig,
+}
 
 /// The Kubernetes API server of Argo CD's cluster.
 pub(crate) struct Kubernetes {
-    pub(super) http: Http,
+    pub(super) client: kube::Client,
+    /// "the Kubernetes API at `…`".
+    pub(super) who: String,
+    /// The API server's URL, without a trailing `/`.
+    pub(super) cluster_url: String,
     /// Argo CD's namespace.
     pub(super) namespace: String,
+    pub(super) auth: Auth,
+    pub(super) cancel: Option<CancellationToken>,
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
 }
 
 impl Kubernetes {
     fn namespace_of<'a>(&'a self, app: &'a ApplicationRef) -> &'a str {
         app.namespace.as_deref().unwrap_or(&self.namespace)
+    }
+
+    fn applications(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            self.client.clone(),
+            namespace,
+            &resource("Application", "applications"),
+        )
     }
 
     fn path(&self, app: &ApplicationRef) -> String {
@@ -40,31 +81,126 @@ impl Kubernetes {
         )
     }
 
+    /// Runs one call, giving up when the promotion is aborted. `Err(Status)` inside is an
+    /// API refusal for the caller (404, 403, 409, …); 401, 429/5xx, no answer and a TLS
+    /// failure are decided here.
+    async fn call<T>(
+        &self,
+        request: &str,
+        call: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, Status>, ArgocdError> {
+        let answered = match &self.cancel {
+            Some(cancel) => tokio::select! {
+                answered = call => answered,
+                () = cancel.cancelled() => return Err(ArgocdError::Aborted),
+            },
+            None => call.await,
+        };
+        match answered {
+            Ok(value) => Ok(Ok(value)),
+            Err(kube::Error::Api(status)) => self.refused(request, *status).map(Err),
+            Err(error) => Err(self.unanswered(request, &error)),
+        }
+    }
+
+    /// A `Status` answer: the caller's, unless it is 401 or "later".
+    fn refused(&self, request: &str, status: Status) -> Result<Status, ArgocdError> {
+        let code = status.code;
+        // kube makes a `Status` of a body that is not one (a proxy's page): its words are
+        // not the API server's, and only the status is said.
+        let own = status.reason != "Failed to parse error data";
+        if crate::is_transient_status(code) {
+            let said = if own && !status.message.is_empty() {
+                format!(": {}", status.message)
+            } else {
+                String::new()
+            };
+            return Err(ArgocdError::Unavailable(format!(
+                "{} answered {code} to `{request}`{said}",
+                self.who
+            )));
+        }
+        if code == 401 {
+            let hint = match self.auth {
+                Auth::Credential { has_token: true } => {
+                    "the project's token for it was refused; hint: renew the `argocd` \
+                     Credential whose `repoURL` is this URL"
+                }
+                Auth::Credential { has_token: false } => {
+                    "the project has no token for it; hint: add a credential with a token for \
+                     this URL (a Credential of type `argocd` whose `repoURL` is the server)"
+                }
+                Auth::Kubeconfig => {
+                    "the kubeconfig's user (token, client certificate or `exec` plugin) or the \
+                     pod's service account was refused; hint: check that user with `kubectl \
+                     auth whoami` against this cluster"
+                }
+            };
+            return Err(ArgocdError::Failed(format!(
+                "{} refused `{request}` (401 {}): {hint}",
+                self.who, status.message
+            )));
+        }
+        Ok(status)
+    }
+
+    /// No answer: "later", except what will not heal by waiting.
+    fn unanswered(&self, request: &str, error: &kube::Error) -> ArgocdError {
+        let text = chain(error);
+        match error {
+            kube::Error::Auth(auth) => ArgocdError::Failed(format!(
+                "cannot authenticate to {} for `{request}`: {}; hint: check the user of the \
+                 kubeconfig (its token, client certificate or `exec` plugin)",
+                self.who,
+                auth_failure(auth)
+            )),
+            _ if text.contains("certificate") || text.contains("tls handshake") => {
+                ArgocdError::Failed(format!(
+                    "{} failed the TLS handshake for `{request}`: {text}; hint: give Dray the CA \
+                     that signed the server's certificate (the kubeconfig cluster's \
+                     `certificate-authority-data`, or `certificateAuthorityData` beside \
+                     `server` in the ProjectConfig's `spec.argocd.kubernetes`)",
+                    self.who
+                ))
+            }
+            kube::Error::SerdeError(_) => ArgocdError::Unavailable(format!(
+                "{} gave an unreadable answer to `{request}`: {text}",
+                self.who
+            )),
+            _ => {
+                ArgocdError::Unavailable(format!("{} did not answer `{request}`: {text}", self.who))
+            }
+        }
+    }
+
     /// 403 is an RBAC refusal: an error with a hint; anything else is the caller's.
-    fn forbidden(&self, refusal: &Refusal, verb: &str, what: &str) -> Option<ArgocdError> {
-        (refusal.status == 403).then(|| {
+    fn forbidden(&self, status: &Status, verb: &str, what: &str) -> Option<ArgocdError> {
+        (status.code == 403).then(|| {
             ArgocdError::Failed(format!(
                 "{} forbids Dray to {verb} {what} (403 {}); hint: grant the token's account \
                  `{verb}` on `applications.argoproj.io` (and `get` on `appprojects`) in that \
                  namespace",
-                self.http.who, refusal.message
+                self.who, status.message
             ))
         })
     }
 
+    fn failed(&self, request: &str, status: &Status) -> ArgocdError {
+        ArgocdError::Failed(format!(
+            "{} answered {} to `{request}`: {}",
+            self.who, status.code, status.message
+        ))
+    }
+
     pub(super) async fn get(&self, app: &ApplicationRef) -> Result<Option<Value>, ArgocdError> {
-        let path = self.path(app);
-        match self.http.send(reqwest::Method::GET, &path, None).await? {
-            Ok(value) => Ok(Some(value)),
-            Err(Refusal { status: 404, .. }) => Ok(None),
-            Err(refusal) => Err(self
-                .forbidden(&refusal, "get", &format!("Application `{}`", app.shown()))
-                .unwrap_or_else(|| {
-                    ArgocdError::Failed(format!(
-                        "{} answered {} to `GET {path}`: {}",
-                        self.http.who, refusal.status, refusal.message
-                    ))
-                })),
+        let request = format!("GET {}", self.path(app));
+        let api = self.applications(self.namespace_of(app));
+        match self.call(&request, api.get(&app.name)).await? {
+            Ok(object) => Ok(Some(to_value(object))),
+            Err(status) if status.code == 404 => Ok(None),
+            Err(status) => Err(self
+                .forbidden(&status, "get", &format!("Application `{}`", app.shown()))
+                .unwrap_or_else(|| self.failed(&request, &status))),
         }
     }
 
@@ -74,24 +210,21 @@ impl Kubernetes {
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, ArgocdError> {
         let ns = namespace.unwrap_or(&self.namespace);
-        let path = format!(
-            "{GROUP_VERSION}/namespaces/{ns}/applications?labelSelector={}",
-            encode(selector)
-        );
-        match self.http.send(reqwest::Method::GET, &path, None).await? {
-            Ok(list) => Ok(list["items"].as_array().cloned().unwrap_or_default()),
-            Err(refusal) => Err(self
+        let request =
+            format!("GET {GROUP_VERSION}/namespaces/{ns}/applications?labelSelector={selector}");
+        let params = ListParams::default().labels(selector);
+        match self
+            .call(&request, self.applications(ns).list(&params))
+            .await?
+        {
+            Ok(list) => Ok(list.items.into_iter().map(to_value).collect()),
+            Err(status) => Err(self
                 .forbidden(
-                    &refusal,
+                    &status,
                     "list",
                     &format!("Applications in namespace `{ns}`"),
                 )
-                .unwrap_or_else(|| {
-                    ArgocdError::Failed(format!(
-                        "{} answered {} to `GET {path}`: {}",
-                        self.http.who, refusal.status, refusal.message
-                    ))
-                })),
+                .unwrap_or_else(|| self.failed(&request, &status))),
         }
     }
 
@@ -100,20 +233,24 @@ impl Kubernetes {
         app: &ApplicationRef,
         patch: &Value,
     ) -> Result<Result<(), Refusal>, ArgocdError> {
+        let request = format!("PATCH {}", self.path(app));
+        let api = self.applications(self.namespace_of(app));
+        let params = PatchParams::default();
         match self
-            .http
-            .send(
-                reqwest::Method::PATCH,
-                &self.path(app),
-                Some((MERGE_PATCH, patch)),
+            .call(
+                &request,
+                api.patch(&app.name, &params, &Patch::Merge(patch)),
             )
             .await?
         {
             Ok(_) => Ok(Ok(())),
-            Err(refusal) => {
-                match self.forbidden(&refusal, "patch", &format!("Application `{}`", app.shown())) {
+            Err(status) => {
+                match self.forbidden(&status, "patch", &format!("Application `{}`", app.shown())) {
                     Some(error) => Err(error),
-                    None => Ok(Err(refusal)),
+                    None => Ok(Err(Refusal {
+                        status: status.code,
+                        message: status.message,
+                    })),
                 }
             }
         }
@@ -192,7 +329,7 @@ impl Kubernetes {
             }) => Ok(Err(SyncRefused::Conflict(message))),
             Err(Refusal { status, message }) => Err(ArgocdError::Failed(format!(
                 "{} refused the sync operation for `{}`: {status} {message}",
-                self.http.who,
+                self.who,
                 app.shown()
             ))),
         }
@@ -205,16 +342,21 @@ impl Kubernetes {
             .as_str()
             .filter(|p| !p.is_empty())
             .unwrap_or("default");
-        let path = format!(
-            "{GROUP_VERSION}/namespaces/{}/appprojects/{project}",
+        let request = format!(
+            "GET {GROUP_VERSION}/namespaces/{}/appprojects/{project}",
             self.namespace
         );
-        let answer = self.http.send(reqwest::Method::GET, &path, None).await?;
-        let project_doc = match answer {
-            Ok(doc) => doc,
-            Err(Refusal { status, message }) => {
+        let api: Api<DynamicObject> = Api::namespaced_with(
+            self.client.clone(),
+            &self.namespace,
+            &resource("AppProject", "appprojects"),
+        );
+        let project_doc = match self.call(&request, api.get(project)).await? {
+            Ok(doc) => to_value(doc),
+            Err(status) => {
                 return Ok(format!(
-                    "cannot read AppProject `{project}` to name the window: {status} {message}"
+                    "cannot read AppProject `{project}` to name the window: {} {}",
+                    status.code, status.message
                 ));
             }
         };
@@ -231,6 +373,11 @@ impl Kubernetes {
             format!("AppProject `{project}`: {}", windows.join(", "))
         })
     }
+}
+
+/// An object as JSON, as the rest of the step reads it.
+fn to_value(object: DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
 }
 
 /// Whether a window's `applications`, `namespaces` or `clusters` select the Application
@@ -298,7 +445,7 @@ fn glob(pattern: &str, text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::argocd::{ArgocdTarget, Transport};
+    use crate::argocd::{ArgocdTarget, KubeAccess, Transport};
     use axum::Router;
     use axum::http::StatusCode;
     use axum::routing::get;
@@ -323,16 +470,17 @@ mod tests {
         format!("http://{addr}")
     }
 
-    fn transport(server: String) -> Transport {
-        Transport::new(
-            reqwest::Client::new(),
-            Some("t".into()),
-            ArgocdTarget::Kubernetes {
-                server,
-                namespace: "argocd".into(),
+    async fn transport(server: String) -> Transport {
+        let target = ArgocdTarget::Kubernetes {
+            access: KubeAccess::Server {
+                url: server,
+                certificate_authority_data: None,
             },
-            None,
-        )
+            namespace: "argocd".into(),
+        };
+        Transport::connect(reqwest::Client::new(), Some("t".into()), target, None)
+            .await
+            .unwrap()
     }
 
     fn shop() -> ApplicationRef {
@@ -346,6 +494,7 @@ mod tests {
     async fn forbidden_is_an_error_with_an_rbac_hint() {
         let server = forbidding().await;
         let error = transport(server.clone())
+            .await
             .get(&shop(), true)
             .await
             .unwrap_err()
@@ -365,7 +514,7 @@ mod tests {
     #[tokio::test]
     async fn an_operation_already_set_is_never_replaced() {
         // Nothing listens at this address: a request would fail, so none may be sent.
-        let t = transport("http://127.0.0.1:1".into());
+        let t = transport("http://127.0.0.1:1".into()).await;
         let request = SyncRequest {
             revisions: vec![(0, "4b825dc6".into())],
             multi: false,

@@ -2,16 +2,22 @@
 //! keeps one algorithm and the Stage health check reads Applications the same way.
 //!
 //! - [`ArgocdTarget::ApiServer`]: Argo CD's API server (`/api/v1/applications/…`), whose
-//!   sync endpoint starts operations and refuses them itself (`api_server.rs`);
+//!   sync endpoint starts operations and refuses them itself (`api_server.rs`); the bearer
+//!   token is the project's credential for the server's URL;
 //! - [`ArgocdTarget::Kubernetes`]: the `argoproj.io/v1alpha1` Application objects through
-//!   the Kubernetes API; a sync is an `operation` written with a JSON merge patch, which
-//!   Argo CD's application controller then runs (`kubernetes.rs`).
+//!   the Kubernetes API with `kube::Client`; a sync is an `operation` written with a JSON
+//!   merge patch, which Argo CD's application controller then runs (`kubernetes.rs`).
+//!   How the cluster is reached is a [`KubeAccess`] (`access.rs`): inferred (in-cluster
+//!   service account, else `$KUBECONFIG` / `~/.kube/config`), a kubeconfig and context,
+//!   or a server URL with the project's token; clients are built and shared by
+//!   `client.rs`.
 //!
-//! Either way the bearer token is the project's credential for the server's URL. Errors
-//! name the server and the cause; [`judge`] (in `health.rs`) turns an Application into a
-//! health verdict.
+//! Errors name the server and the cause; [`judge`] (in `health.rs`) turns an Application
+//! into a health verdict.
 
+mod access;
 mod api_server;
+mod client;
 mod health;
 mod kubernetes;
 
@@ -19,6 +25,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use access::KubeAccess;
+pub use client::install_crypto_provider;
 pub use health::{AppHealth, judge};
 pub(crate) use health::{is_commit, same_commit};
 
@@ -41,39 +49,43 @@ pub enum ArgocdTarget {
     },
     /// The Kubernetes API server of the cluster Argo CD runs in.
     Kubernetes {
-        /// The Kubernetes API server's URL.
-        server: String,
+        /// How to reach it and authenticate.
+        access: KubeAccess,
         /// Argo CD's namespace (its Applications and AppProjects; default `argocd`).
         namespace: String,
     },
 }
 
 impl ArgocdTarget {
-    /// The URL whose credential holds the token.
-    pub fn url(&self) -> &str {
+    /// The URL whose credential holds the bearer token, where the project's credential
+    /// authenticates (not with a kubeconfig or a service account).
+    pub fn token_url(&self) -> Option<&str> {
         match self {
-            ArgocdTarget::ApiServer { url } => url,
-            ArgocdTarget::Kubernetes { server, .. } => server,
+            ArgocdTarget::ApiServer { url } => Some(url),
+            ArgocdTarget::Kubernetes { access, .. } => access.token_url(),
         }
     }
 
-    /// For messages: "Argo CD at `…`" or "the Kubernetes API at `…`".
+    /// For messages: "Argo CD at `…`" or "the Kubernetes API at `…`" (or of a kubeconfig).
     pub fn describe(&self) -> String {
         match self {
             ArgocdTarget::ApiServer { url } => format!("Argo CD at `{}`", trim(url)),
-            ArgocdTarget::Kubernetes { server, .. } => {
-                format!("the Kubernetes API at `{}`", trim(server))
-            }
+            ArgocdTarget::Kubernetes { access, .. } => access.describe(),
         }
     }
 
-    /// Refuses a URL that is not http(s), naming it.
+    /// Refuses what cannot work (a URL that is not http(s), a relative kubeconfig path),
+    /// naming it.
     pub fn check(&self) -> Result<(), String> {
-        let url = self.url();
-        if url.starts_with("http://") || url.starts_with("https://") {
-            Ok(())
-        } else {
-            Err(format!("`{url}` is not an http(s) URL"))
+        match self {
+            ArgocdTarget::ApiServer { url } => {
+                if url.starts_with("http://") || url.starts_with("https://") {
+                    Ok(())
+                } else {
+                    Err(format!("`{url}` is not an http(s) URL"))
+                }
+            }
+            ArgocdTarget::Kubernetes { access, .. } => access.check(),
         }
     }
 }
@@ -102,8 +114,9 @@ impl ApplicationRef {
     }
 }
 
-/// Reads one Application (`None` when it does not exist). Errors are readable strings
-/// naming the server and cause.
+/// Reads one Application (`None` when it does not exist); `token` is the project's
+/// credential for [`ArgocdTarget::token_url`]. A Kubernetes client is reused across
+/// calls with the same access. Errors are readable strings naming the server and cause.
 pub async fn read_application(
     http: &reqwest::Client,
     token: Option<String>,
@@ -113,7 +126,9 @@ pub async fn read_application(
     target
         .check()
         .map_err(|e| format!("cannot reach Argo CD: {e}"))?;
-    Transport::new(http.clone(), token, target.clone(), None)
+    Transport::connect(http.clone(), token, target.clone(), None)
+        .await
+        .map_err(|e| e.to_string())?
         .get(app, false)
         .await
         .map_err(|e| e.to_string())
@@ -170,7 +185,7 @@ pub(crate) enum Transport {
     Kubernetes(kubernetes::Kubernetes),
 }
 
-/// What both transports share: the client, the token, cancellation.
+/// What the API-server transport sends with: the client, the token, cancellation.
 pub(crate) struct Http {
     client: reqwest::Client,
     token: Option<String>,
@@ -185,9 +200,9 @@ pub(crate) struct Http {
 const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl Http {
-    /// Sends a request; `Err(Refusal)` inside for a non-2xx answer other than 401 (and, for
-    /// Kubernetes, 403), which become [`ArgocdError::Failed`] with a hint. No answer, an
-    /// unreadable one, or a transient status is [`ArgocdError::Unavailable`].
+    /// Sends a request; `Err(Refusal)` inside for a non-2xx answer other than 401, which
+    /// becomes [`ArgocdError::Failed`] with a hint. No answer, an unreadable one, or a
+    /// transient status is [`ArgocdError::Unavailable`].
     async fn send(
         &self,
         method: reqwest::Method,
@@ -279,24 +294,45 @@ impl Http {
 }
 
 impl Transport {
-    /// A transport to `target`, authenticating with `token`, giving up when `cancel` fires.
-    pub(crate) fn new(
+    /// A transport to `target`, authenticating with `token` (the project's credential for
+    /// [`ArgocdTarget::token_url`]), giving up when `cancel` fires. For Kubernetes this
+    /// builds (or reuses) a `kube::Client`, which fails when the kubeconfig cannot be read.
+    pub(crate) async fn connect(
         client: reqwest::Client,
         token: Option<String>,
         target: ArgocdTarget,
         cancel: Option<CancellationToken>,
-    ) -> Self {
-        let http = Http {
-            client,
-            token,
-            cancel,
-            base: trim(target.url()).to_owned(),
-            who: target.describe(),
-        };
+    ) -> Result<Self, ArgocdError> {
         match target {
-            ArgocdTarget::ApiServer { .. } => Transport::ApiServer(api_server::ApiServer { http }),
-            ArgocdTarget::Kubernetes { namespace, .. } => {
-                Transport::Kubernetes(kubernetes::Kubernetes { http, namespace })
+            ArgocdTarget::ApiServer { ref url } => {
+                let http = Http {
+                    client,
+                    token,
+                    cancel,
+                    base: trim(url).to_owned(),
+                    who: target.describe(),
+                };
+                Ok(Transport::ApiServer(api_server::ApiServer { http }))
+            }
+            ArgocdTarget::Kubernetes { access, namespace } => {
+                let token = access.token_url().and(token);
+                let connected = client::connect(&access, token.as_deref()).await?;
+                let auth = match access {
+                    KubeAccess::Server { .. } => kubernetes::Auth::Credential {
+                        has_token: token.is_some(),
+                    },
+                    KubeAccess::Infer | KubeAccess::Kubeconfig { .. } => {
+                        kubernetes::Auth::Kubeconfig
+                    }
+                };
+                Ok(Transport::Kubernetes(kubernetes::Kubernetes {
+                    client: connected.client,
+                    who: format!("the Kubernetes API at `{}`", connected.cluster_url),
+                    cluster_url: connected.cluster_url,
+                    namespace,
+                    auth,
+                    cancel,
+                }))
             }
         }
     }
@@ -305,7 +341,15 @@ impl Transport {
     pub(crate) fn who(&self) -> &str {
         match self {
             Transport::ApiServer(t) => &t.http.who,
-            Transport::Kubernetes(t) => &t.http.who,
+            Transport::Kubernetes(t) => &t.who,
+        }
+    }
+
+    /// The Kubernetes API server's URL as the client resolved it (Kubernetes only).
+    pub(crate) fn cluster_url(&self) -> Option<&str> {
+        match self {
+            Transport::ApiServer(_) => None,
+            Transport::Kubernetes(t) => Some(&t.cluster_url),
         }
     }
 

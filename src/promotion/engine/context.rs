@@ -189,7 +189,7 @@ pub async fn argocd_target(
     store: &dyn Store,
     project: &str,
 ) -> Result<Option<dray_steps::argocd::ArgocdTarget>, EngineError> {
-    use dray_steps::argocd::ArgocdTarget;
+    use crate::api::ArgocdConfig;
     let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
     let Some(stored) = store.get(&key).await? else {
         return Ok(None);
@@ -201,15 +201,5 @@ pub async fn argocd_target(
             return Ok(None);
         }
     };
-    Ok(config
-        .spec
-        .argocd
-        .and_then(|argocd| match (argocd.api_server, argocd.kubernetes) {
-            (Some(url), _) => Some(ArgocdTarget::ApiServer { url }),
-            (None, Some(kubernetes)) => Some(ArgocdTarget::Kubernetes {
-                namespace: kubernetes.namespace().to_owned(),
-                server: kubernetes.server,
-            }),
-            (None, None) => None,
-        }))
+    Ok(config.spec.argocd.as_ref().and_then(ArgocdConfig::target))
 }

@@ -108,7 +108,9 @@ pub(super) fn target(ctx: &StepContext, config: &Config) -> Result<ArgocdTarget,
         (None, None) => {
             return Err(format!(
                 "Dray does not know how to reach Argo CD for project `{}`; hint: set \
-                 `spec.argocd` in the project's ProjectConfig (`apiServer: <url>` or \
+                 `spec.argocd` in the project's ProjectConfig (`apiServer: <url>`, or \
+                 `kubernetes: {{}}` for the in-cluster service account or kubeconfig, \
+                 `kubernetes: {{kubeconfig: <path>, context: <name>}}`, \
                  `kubernetes: {{server: <url>}}`), or `apiServer` in this step's config",
                 ctx.project
             ));

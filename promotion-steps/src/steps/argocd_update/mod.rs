@@ -5,8 +5,10 @@
 //! Transport (`crate::argocd`): the step's `apiServer` when set (Argo CD's API server),
 //! else the project's ProjectConfig `spec.argocd` ([`StepContext::argocd`]): its API server,
 //! or the Kubernetes API of Argo CD's cluster (Application objects patched directly, a sync
-//! being an `operation` that Argo CD's controller runs). The bearer token is the project's
-//! credential for that URL. `apps[]` name Applications by `name` or by a label `selector`.
+//! being an `operation` that Argo CD's controller runs), reached as its
+//! [`KubeAccess`](crate::argocd::KubeAccess) says: inferred, a kubeconfig, or a server
+//! URL. The bearer token, where one is needed, is the project's credential for that URL.
+//! `apps[]` name Applications by `name` or by a label `selector`.
 //!
 //! Per Application, on each run:
 //! 1. it must carry `dray.dev/authorized-stage: <project>:<stage>` naming this Stage, or the
@@ -96,12 +98,29 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
     .map_err(invalid)?;
     let target = target(ctx, &config).map_err(invalid)?;
     check_apps(&config.apps).map_err(invalid)?;
-    let api = Transport::new(
+    let token = target
+        .token_url()
+        .and_then(|url| ctx.credentials.token(url));
+    let api = match Transport::connect(
         ctx.http.clone(),
-        ctx.credentials.token(target.url()),
+        token,
         target.clone(),
         Some(ctx.cancel.clone()),
-    );
+    )
+    .await
+    {
+        Ok(api) => api,
+        Err(error) => {
+            return match Stop::from(error) {
+                Stop::Outcome(outcome) => Err(outcome),
+                Stop::Unavailable(message) => Ok(StepOutcome::Running {
+                    retry_after: poll,
+                    waiting_for: unavailable(&message),
+                    state: ctx.saved_state.clone(),
+                }),
+            };
+        }
+    };
     let mut requested: BTreeMap<String, String> = ctx
         .saved_state
         .as_ref()
@@ -173,9 +192,14 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
 /// An Application registered for the Stage's health.
 fn registered(api: &Transport, target: &ArgocdTarget, app: &AppConfig) -> ArgocdApplication {
     let namespace = app.namespace.as_deref().or(api.default_namespace());
+    // Where the credential authenticates, the URL it is kept under; else the cluster's
+    // URL as the kubeconfig (or the service account) resolved it.
     let (api_server, kubernetes) = match target {
         ArgocdTarget::ApiServer { url } => (Some(url.clone()), None),
-        ArgocdTarget::Kubernetes { server, .. } => (None, Some(server.clone())),
+        ArgocdTarget::Kubernetes { access, .. } => (
+            None,
+            access.token_url().or(api.cluster_url()).map(str::to_owned),
+        ),
     };
     ArgocdApplication {
         name: app.name.clone(),
@@ -231,7 +255,10 @@ mod tests {
         assert!(reason.contains("ProjectConfig"), "{reason}");
         assert!(reason.contains("`spec.argocd`"), "{reason}");
         ctx.argocd = Some(ArgocdTarget::Kubernetes {
-            server: "kubernetes.default.svc".into(),
+            access: crate::argocd::KubeAccess::Server {
+                url: "kubernetes.default.svc".into(),
+                certificate_authority_data: None,
+            },
             namespace: "argocd".into(),
         });
         let reason = failed(ArgocdUpdate.run(&ctx, config).await);
