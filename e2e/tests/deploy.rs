@@ -615,7 +615,6 @@ fn values_reach_the_processes() -> Result<()> {
 
 /// Dray's own command line takes the Deployment's arguments as they are.
 #[test]
-#[ignore = "until `dray controller` and `dray serve --kubernetes` land: then drop this line"]
 fn dray_parses_the_deployments_arguments() -> Result<()> {
     let docs = render(&[])?;
     let deployment = object(&docs, "Deployment", "dray")?;
@@ -669,7 +668,7 @@ fn rbac_grants_dray_and_its_users_the_verbs_they_need() -> Result<()> {
         "secrets",
         &["create", "update", "patch", "delete"],
     );
-    assert_grants(dray, "", "namespaces", &["get", "list", "watch"]);
+    assert_grants(dray, "", "namespaces", &["get", "list", "watch", "create", "patch"]);
     assert_grants(dray, "", "events", &["create", "patch"]);
     assert_grants(
         dray,

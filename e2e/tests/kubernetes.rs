@@ -152,20 +152,23 @@ async fn a_failover_in_the_middle_of_a_promotion_neither_repeats_nor_loses_it() 
 async fn the_kubernetes_store_refuses_stale_writes_and_reads_secrets_as_sealed_credentials()
 -> Result<()> {
     use dray::api::{Kind, ObjectKey};
-    use dray::store::kubernetes::{KubeStore, KubeStoreOptions, NamespaceSelection};
+    use dray::store::kubernetes::{KubeStore, KubeStoreOptions, NamespaceSelection, Reads};
     use dray::store::{SqliteStore, Store, StoreError};
 
     let k = KubePipeline::start(KubeOptions::default()).await?;
     tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
     let dir = tempfile::tempdir()?;
     let secret_key = std::sync::Arc::new(dray::secrets::SecretKey::load(dir.path())?);
+    // As Dray's ServiceAccount, through its kubeconfig: anyone else's status writes are
+    // refused by the admission webhook.
     let store = KubeStore::connect(
-        k.api.client(&k.api.admin_token()).await?,
+        dray::app::kubernetes::kube_client(Some(&k.dray_kubeconfig)).await?,
         KubeStoreOptions {
             namespaces: NamespaceSelection::default(),
             secret_key: secret_key.clone(),
             local: std::sync::Arc::new(SqliteStore::open(dir.path())?),
             sync_timeout: Duration::from_secs(30),
+            reads: Reads::Watched,
         },
     )
     .await?;

@@ -17,7 +17,7 @@ use crate::server::apply::{ApplyFile, ApplyRequest, apply};
 use crate::server::auth::kubernetes::KubeAuth;
 use crate::server::auth::{Auth, AuthMode};
 use crate::server::{AppState, DiscoveryServices, router, tokens};
-use crate::store::kubernetes::{KubeStore, KubeStoreOptions};
+use crate::store::kubernetes::{KubeStore, KubeStoreOptions, Reads};
 use crate::store::{SqliteStore, Store, TokenStore};
 
 /// How long requests in flight may take to finish once the server is asked to stop.
@@ -115,6 +115,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
                     secret_key: secret_key.clone(),
                     local,
                     sync_timeout: SYNC_TIMEOUT,
+                    reads: Reads::Api,
                 },
             )
             .await

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::discovery::git::MirrorCache;
 use crate::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use crate::secrets::SecretKey;
-use crate::store::kubernetes::{KubeStore, KubeStoreOptions, NamespaceSelection};
+use crate::store::kubernetes::{KubeStore, KubeStoreOptions, NamespaceSelection, Reads};
 use crate::store::{SqliteStore, Store};
 
 use super::health::{self, Phase};
@@ -77,6 +77,7 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
                 secret_key: secret_key.clone(),
                 local,
                 sync_timeout: SYNC_TIMEOUT,
+                reads: Reads::Watched,
             },
         )
         .await

@@ -94,6 +94,11 @@ impl Mirror {
         state.objects.get(&key.kind)?.get(&position(key)).cloned()
     }
 
+    /// Whether `key`'s namespace is selected (cluster-scoped kinds always are).
+    pub(super) fn admits(&self, key: &ObjectKey) -> bool {
+        self.lock().namespaces.admits(key)
+    }
+
     /// The `resourceVersion` the mirror holds for `key`, shown or not.
     pub(super) fn version_of(&self, key: &ObjectKey) -> Option<u64> {
         let state = self.lock();

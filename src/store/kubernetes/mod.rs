@@ -29,7 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, Preconditions};
 use serde_json::Value;
 
 use crate::api::{Kind, ObjectKey};
@@ -50,10 +51,25 @@ const DELIVERED: Duration = Duration::from_secs(10);
 /// How often a status write without a `resourceVersion` is retried after a conflict.
 const STATUS_RETRIES: usize = 5;
 
+/// Where a [`KubeStore`] reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reads {
+    /// The watch-fed mirror: no API call per read, and as current as the watches — what
+    /// controllers want (they are woken by the same watches).
+    Watched,
+    /// The API server, every time: each read sees every write acknowledged before it, in
+    /// every kind — what the API and the UI want (`dray refresh --wait` then `dray get
+    /// freight` must show the new Freight, although Freight and Warehouses are separate
+    /// watches).
+    Api,
+}
+
 /// Dray's resources in a Kubernetes cluster.
 pub struct KubeStore {
     client: kube::Client,
     mirror: Arc<Mirror>,
+    reads: Reads,
+    secret_key: Arc<SecretKey>,
     /// Where webhook deliveries are remembered (the replica's own data directory).
     deliveries: Arc<SqliteStore>,
     watches: tokio::task::JoinSet<()>,
@@ -69,6 +85,8 @@ pub struct KubeStoreOptions {
     pub local: Arc<SqliteStore>,
     /// How long to wait for the first listing of every kind.
     pub sync_timeout: Duration,
+    /// Where reads come from.
+    pub reads: Reads,
 }
 
 impl KubeStore {
@@ -83,15 +101,92 @@ impl KubeStore {
             client.clone(),
             mirror.clone(),
             options.namespaces,
-            options.secret_key,
+            options.secret_key.clone(),
         );
         synced.wait(options.sync_timeout).await?;
         Ok(KubeStore {
             client,
             mirror,
+            reads: options.reads,
+            secret_key: options.secret_key,
             deliveries: options.local,
             watches,
         })
+    }
+
+    /// One object, from where the store reads.
+    async fn read(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+        if self.reads == Reads::Watched {
+            return Ok(self.mirror.get(key));
+        }
+        if !self.mirror.admits(key) {
+            return Ok(None);
+        }
+        let what = format!("read {key}");
+        let fail = |e| errors::store_error(e, &what, key, None, || None);
+        if let Some(object) = self.api(key).get_opt(&key.name).await.map_err(fail)? {
+            return Ok(watches::typed_object(key.kind, &object, &self.secret_key));
+        }
+        if key.kind != Kind::Credential {
+            return Ok(None);
+        }
+        let namespace = key.namespace.as_deref().unwrap_or_default();
+        let secrets = Api::<Secret>::namespaced(self.client.clone(), namespace);
+        let Some(secret) = secrets.get_opt(&key.name).await.map_err(fail)? else {
+            return Ok(None);
+        };
+        let labels = secret.metadata.labels.clone().unwrap_or_default();
+        Ok(watches::CREDENTIAL_LABELS
+            .into_iter()
+            .find(|label| labels.contains_key(*label))
+            .and_then(|label| watches::secret_credential(&secret, label, &self.secret_key)))
+    }
+
+    /// A kind's objects, from the API server (with the labelled Secrets, for Credentials).
+    async fn list_api(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let resource = api_resource(kind);
+        let what = format!("list {}", kind.plural());
+        let key = ObjectKey {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: String::new(),
+        };
+        let fail = |e| errors::store_error(e, &what, &key, None, || None);
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        };
+        let listed = api.list(&ListParams::default()).await.map_err(fail)?;
+        let mut objects: Vec<StoredObject> = listed
+            .items
+            .iter()
+            .filter_map(|o| watches::typed_object(kind, o, &self.secret_key))
+            .collect();
+        if kind == Kind::Credential {
+            let secrets: Api<Secret> = match namespace {
+                Some(ns) => Api::namespaced(self.client.clone(), ns),
+                None => Api::all(self.client.clone()),
+            };
+            for label in watches::CREDENTIAL_LABELS {
+                let found = secrets
+                    .list(&ListParams::default().labels(label))
+                    .await
+                    .map_err(fail)?;
+                objects.extend(
+                    found
+                        .items
+                        .iter()
+                        .filter_map(|s| watches::secret_credential(s, label, &self.secret_key)),
+                );
+            }
+        }
+        objects.retain(|o| self.mirror.admits(&o.key));
+        objects.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+        Ok(objects)
     }
 
     /// The client the store writes with.
@@ -171,7 +266,7 @@ impl KubeStore {
     ) -> Result<StoredObject, StoreError> {
         let api = self.api(key);
         let what = format!("update the status of {key}");
-        let mut current = match self.mirror.get(key) {
+        let mut current = match self.read(key).await? {
             Some(current) => current.object,
             None => self.fetch(&api, key).await?,
         };
@@ -233,7 +328,7 @@ impl KubeStore {
         key: &ObjectKey,
         resource_version: Option<u64>,
     ) -> Result<StoredObject, StoreError> {
-        let before = match self.mirror.get(key) {
+        let before = match self.read(key).await? {
             Some(before) => before,
             None => resources::stored_value(self.fetch(&self.api(key), key).await?)?,
         };
@@ -273,7 +368,7 @@ impl Drop for KubeStore {
 #[async_trait]
 impl Store for KubeStore {
     async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
-        Ok(self.mirror.get(key))
+        self.read(key).await
     }
 
     async fn list(
@@ -281,7 +376,10 @@ impl Store for KubeStore {
         kind: Kind,
         namespace: Option<&str>,
     ) -> Result<Vec<StoredObject>, StoreError> {
-        Ok(self.mirror.list(kind, namespace))
+        match self.reads {
+            Reads::Watched => Ok(self.mirror.list(kind, namespace)),
+            Reads::Api => self.list_api(kind, namespace).await,
+        }
     }
 
     async fn commit(&self, writes: Vec<Write>) -> Result<Vec<StoredObject>, StoreError> {

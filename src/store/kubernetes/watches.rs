@@ -99,7 +99,7 @@ pub(super) fn start(
     secret_key: Arc<SecretKey>,
 ) -> (JoinSet<()>, Synced) {
     let mut names: BTreeSet<String> = Kind::ALL.iter().map(|k| k.plural().to_owned()).collect();
-    let labels = [CRED_TYPE_LABEL, KARGO_CRED_TYPE_LABEL];
+    let labels = CREDENTIAL_LABELS;
     names.extend(labels.iter().map(|l| format!("secrets labelled {l}")));
     if let NamespaceSelection::Labelled(selector) = &namespaces {
         names.insert(format!("namespaces matching `{selector}`"));
@@ -130,16 +130,7 @@ pub(super) fn start(
         let config = watcher::Config::default().labels(label);
         let stream = watcher::watcher(api, config).default_backoff();
         let key = secret_key.clone();
-        let convert = move |s: &Secret| match credential_of(s, &key)? {
-            Ok(mut stored) => {
-                stored.object["metadata"]["annotations"][FROM_SECRET_ANNOTATION] = label.into();
-                Some(stored)
-            }
-            Err(error) => {
-                tracing::warn!(%error, "a labelled Secret is not read as a credential");
-                None
-            }
-        };
+        let convert = move |s: &Secret| secret_credential(s, label, &key);
         let owns = move |o: &StoredObject| annotation(o, FROM_SECRET_ANNOTATION) == Some(label);
         tasks.spawn(follow(
             format!("secrets labelled {label}"),
@@ -157,13 +148,39 @@ pub(super) fn start(
     (tasks, Synced { pending })
 }
 
+/// The Credential a Secret found by `label` stands for (a warning and `None` when it is
+/// labelled but unreadable).
+pub(super) fn secret_credential(
+    secret: &Secret,
+    label: &'static str,
+    key: &SecretKey,
+) -> Option<StoredObject> {
+    match credential_of(secret, key)? {
+        Ok(mut stored) => {
+            stored.object["metadata"]["annotations"][FROM_SECRET_ANNOTATION] = label.into();
+            Some(stored)
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a labelled Secret is not read as a credential");
+            None
+        }
+    }
+}
+
+/// The labels that mark a Secret as a credential.
+pub(super) const CREDENTIAL_LABELS: [&str; 2] = [CRED_TYPE_LABEL, KARGO_CRED_TYPE_LABEL];
+
 fn annotation<'a>(object: &'a StoredObject, name: &str) -> Option<&'a str> {
     object.object["metadata"]["annotations"][name].as_str()
 }
 
 /// A Dray object from its watch; a Credential written with plain-text secrets (by
 /// `kubectl apply`) is sealed on the way in, as the embedded store seals it.
-fn typed_object(kind: Kind, object: &DynamicObject, key: &SecretKey) -> Option<StoredObject> {
+pub(super) fn typed_object(
+    kind: Kind,
+    object: &DynamicObject,
+    key: &SecretKey,
+) -> Option<StoredObject> {
     let mut stored = match stored(kind, object) {
         Ok(stored) => stored,
         Err(error) => {
