@@ -262,3 +262,325 @@ async fn kubectl_shows_invalid_objects_and_prunes_unknown_fields() -> Result<()>
     assert!(out.contains(r#"unknown field "spec.foo""#), "{out}");
     Ok(())
 }
+
+mod kube_client {
+    use std::time::Duration;
+
+    use anyhow::{Context, Result, bail};
+    use futures_util::StreamExt;
+    use kube::api::{
+        Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+        PostParams,
+    };
+    use kube::runtime::watcher;
+    use serde_json::json;
+    use tokio::sync::mpsc;
+
+    use super::with_crds;
+
+    /// How long a test waits for something the double should do at once.
+    const WAIT: Duration = Duration::from_secs(20);
+
+    fn warehouses(client: kube::Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk("dray.dev", "v1alpha1", "Warehouse");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "warehouses");
+        Api::namespaced_with(client, "demo", &ar)
+    }
+
+    fn warehouse(name: &str) -> Result<DynamicObject> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "dray.dev/v1alpha1",
+            "kind": "Warehouse",
+            "metadata": {"name": name, "namespace": "demo"},
+            "spec": {"subscriptions": [{"image": {"repoURL": "127.0.0.1:5000/demo/app"}}]},
+        }))?)
+    }
+
+    fn api_error(err: kube::Error) -> Result<kube::core::Status> {
+        match err {
+            kube::Error::Api(response) => Ok(*response),
+            other => bail!("expected an API error, got {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn dynamic_crud_conflict_status_and_finalizers() -> Result<()> {
+        let f = with_crds().await?;
+        let api = warehouses(f.api.client(&f.api.admin_token()).await?);
+        let created = api
+            .create(&PostParams::default(), &warehouse("app")?)
+            .await?;
+        assert_eq!(created.metadata.generation, Some(1));
+        assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
+        let stale = created.clone();
+
+        let err = api
+            .create(&PostParams::default(), &warehouse("app")?)
+            .await
+            .expect_err("a second create");
+        let err = api_error(err)?;
+        assert_eq!((err.code, err.reason.as_str()), (409, "AlreadyExists"));
+
+        let mut changed = created.clone();
+        changed.data["spec"]["interval"] = json!("1m");
+        let updated = api.replace("app", &PostParams::default(), &changed).await?;
+        assert_eq!(updated.metadata.generation, Some(2));
+        let err = api_error(
+            api.replace("app", &PostParams::default(), &stale)
+                .await
+                .expect_err("a stale replace"),
+        )?;
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.message,
+            "Operation cannot be fulfilled on warehouses.dray.dev \"app\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+
+        let status = json!({"status": {"observedGeneration": 2}, "spec": {"interval": "9m"}});
+        let after = api
+            .patch_status("app", &PatchParams::default(), &Patch::Merge(&status))
+            .await?;
+        assert_eq!(after.data["status"]["observedGeneration"], 2);
+        assert_eq!(
+            after.data["spec"]["interval"], "1m",
+            "a status write changes only status"
+        );
+        assert_eq!(
+            after.metadata.generation,
+            Some(2),
+            "no generation bump on status"
+        );
+        let main = json!({"status": {"observedGeneration": 7}, "spec": {"interval": "2m"}});
+        let after = api
+            .patch("app", &PatchParams::default(), &Patch::Merge(&main))
+            .await?;
+        assert_eq!(
+            after.data["status"]["observedGeneration"], 2,
+            "the main resource ignores status"
+        );
+        assert_eq!(after.data["spec"]["interval"], "2m");
+        let paths: Vec<String> = f
+            .api
+            .requests()
+            .into_iter()
+            .filter(|(verb, ..)| verb == "patch")
+            .map(|(_, path, _)| path)
+            .collect();
+        assert!(
+            paths
+                .iter()
+                .any(|path| path.ends_with("/warehouses/app/status")),
+            "{paths:?}"
+        );
+
+        let finalizers = json!({"metadata": {"finalizers": ["dray.dev/test"]}});
+        api.patch("app", &PatchParams::default(), &Patch::Merge(&finalizers))
+            .await?;
+        api.delete("app", &DeleteParams::default()).await?;
+        let held = api.get("app").await?;
+        assert!(
+            held.metadata.deletion_timestamp.is_some(),
+            "a finalizer holds the delete"
+        );
+        let none = json!({"metadata": {"finalizers": null}});
+        api.patch("app", &PatchParams::default(), &Patch::Merge(&none))
+            .await?;
+        let err = api_error(
+            api.get("app")
+                .await
+                .expect_err("gone once the finalizer is removed"),
+        )?;
+        assert_eq!(err.code, 404);
+        Ok(())
+    }
+
+    /// The next event from the watcher task matching `wanted`, within [`WAIT`].
+    async fn next_event(
+        rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,
+        what: &str,
+        wanted: impl Fn(&Result<watcher::Event<DynamicObject>, String>) -> bool,
+    ) -> Result<Vec<String>> {
+        let mut seen = Vec::new();
+        let found = tokio::time::timeout(WAIT, async {
+            while let Some(event) = rx.recv().await {
+                seen.push(describe(&event));
+                if wanted(&event) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        match found {
+            Ok(true) => Ok(seen),
+            _ => bail!("timed out after {WAIT:?} waiting for {what}; saw {seen:?}"),
+        }
+    }
+
+    fn describe(event: &Result<watcher::Event<DynamicObject>, String>) -> String {
+        let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+        match event {
+            Ok(watcher::Event::Apply(o)) => format!("Apply({})", name(o)),
+            Ok(watcher::Event::Delete(o)) => format!("Delete({})", name(o)),
+            Ok(watcher::Event::Init) => "Init".into(),
+            Ok(watcher::Event::InitApply(o)) => format!("InitApply({})", name(o)),
+            Ok(watcher::Event::InitDone) => "InitDone".into(),
+            Err(err) => format!("Err({err})"),
+        }
+    }
+
+    fn is(event: &Result<watcher::Event<DynamicObject>, String>, text: &str) -> bool {
+        describe(event) == text
+    }
+
+    async fn watch_survives_compaction(config: watcher::Config) -> Result<()> {
+        let f = with_crds().await?;
+        let api = warehouses(f.api.client(&f.api.admin_token()).await?);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let stream_api = api.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = watcher(stream_api, config).boxed();
+            while let Some(event) = stream.next().await {
+                if tx.send(event.map_err(|err| err.to_string())).is_err() {
+                    break;
+                }
+            }
+        });
+        next_event(&mut rx, "the initial list", |e| is(e, "InitDone")).await?;
+        api.create(&PostParams::default(), &warehouse("a")?).await?;
+        next_event(&mut rx, "a added", |e| is(e, "Apply(a)")).await?;
+        let patch = json!({"spec": {"interval": "3m"}});
+        api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        let seen = next_event(
+            &mut rx,
+            "a modified",
+            |e| matches!(e, Ok(watcher::Event::Apply(o)) if o.data["spec"]["interval"] == "3m"),
+        )
+        .await?;
+        assert_eq!(seen, vec!["Apply(a)"], "in order, nothing in between");
+        api.delete("a", &DeleteParams::default()).await?;
+        next_event(&mut rx, "a deleted", |e| is(e, "Delete(a)")).await?;
+
+        // History forgotten and streams cut: the watcher must relist and carry on.
+        f.api.compact();
+        f.api.break_watches();
+        api.create(&PostParams::default(), &warehouse("b")?).await?;
+        let seen = next_event(&mut rx, "b after the relist", |e| {
+            is(e, "InitApply(b)") || is(e, "Apply(b)")
+        })
+        .await?;
+        assert!(
+            seen.contains(&"Init".to_owned()) || seen.iter().any(|s| s == "Apply(b)"),
+            "{seen:?}"
+        );
+        api.delete("b", &DeleteParams::default()).await?;
+        next_event(&mut rx, "b deleted", |e| is(e, "Delete(b)")).await?;
+        task.abort();
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn runtime_watcher_sees_changes_in_order_and_relists_after_compaction() -> Result<()> {
+        watch_survives_compaction(watcher::Config::default()).await
+    }
+
+    #[tokio::test]
+    async fn runtime_watcher_with_streaming_lists() -> Result<()> {
+        watch_survives_compaction(watcher::Config::default().streaming_lists()).await
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_a_compacted_revision_gets_410_expired() -> Result<()> {
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let api = warehouses(client.clone());
+        api.create(&PostParams::default(), &warehouse("a")?).await?;
+        let old = f.api.revision();
+        api.delete("a", &DeleteParams::default()).await?;
+        f.api.compact();
+        let now = f.api.revision();
+        let request = http_request(&format!(
+            "/apis/dray.dev/v1alpha1/namespaces/demo/warehouses?watch=true&resourceVersion={}",
+            old - 1
+        ))?;
+        let text = tokio::time::timeout(WAIT, client.request_text(request))
+            .await
+            .context("the 410 watch answers at once")??;
+        let line: serde_json::Value = serde_json::from_str(text.trim())?;
+        assert_eq!(line["type"], "ERROR");
+        assert_eq!(line["object"]["code"], 410);
+        assert_eq!(line["object"]["reason"], "Expired");
+        assert_eq!(
+            line["object"]["message"],
+            format!("too old resource version: {} ({now})", old - 1)
+        );
+        Ok(())
+    }
+
+    fn http_request(path: &str) -> Result<http::Request<Vec<u8>>> {
+        Ok(http::Request::get(path).body(Vec::new())?)
+    }
+
+    #[tokio::test]
+    async fn lease_manager_acquires_waits_and_takes_over() -> Result<()> {
+        use kube_lease_manager::LeaseManagerBuilder;
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let build = |identity: &str| {
+            LeaseManagerBuilder::new(client.clone(), "dray-controller")
+                .with_namespace("default")
+                .with_identity(identity)
+                .with_duration(3)
+                .with_grace(1)
+                .build()
+        };
+        let first = build("first").await?;
+        let acquired = tokio::time::timeout(WAIT, first.changed())
+            .await
+            .context("the first manager acquires")??;
+        assert!(acquired);
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+            Api::namespaced(client.clone(), "default");
+        let holder = |lease: k8s_openapi::api::coordination::v1::Lease| {
+            lease.spec.and_then(|s| s.holder_identity)
+        };
+        assert_eq!(
+            holder(leases.get("dray-controller").await?),
+            Some("first".into())
+        );
+
+        let second = std::sync::Arc::new(build("second").await?);
+        let waiting = {
+            let second = second.clone();
+            tokio::spawn(async move { second.changed().await })
+        };
+        // The lease is the first's, so the second is still waiting for it.
+        assert!(
+            !waiting.is_finished(),
+            "the second waits while the first holds the lease"
+        );
+        first.release().await?;
+        let took = tokio::time::timeout(WAIT, waiting)
+            .await
+            .context("the second takes over after release")???;
+        assert!(took);
+        assert_eq!(
+            holder(leases.get("dray-controller").await?),
+            Some("second".into())
+        );
+
+        // The second stops renewing (dropped): a third takes over once the lease expires.
+        drop(second);
+        let third = build("third").await?;
+        let took = tokio::time::timeout(WAIT, third.changed())
+            .await
+            .context("the third takes over after expiry")??;
+        assert!(took);
+        assert_eq!(
+            holder(leases.get("dray-controller").await?),
+            Some("third".into())
+        );
+        Ok(())
+    }
+}

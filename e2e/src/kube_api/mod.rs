@@ -30,6 +30,7 @@
 
 mod admission;
 mod discovery;
+mod managed;
 mod objects;
 mod openapi;
 mod patch;

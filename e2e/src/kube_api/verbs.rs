@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use super::admission::{self, Operation};
+use super::managed::{self, Writer};
 use super::patch::{self, PatchType};
 use super::routes::Call;
 use super::state::{Inner, Shared};
@@ -25,6 +26,18 @@ fn key(call: &Call, name: &str) -> ObjKey {
         plural: call.target.ty.plural.clone(),
         namespace: call.target.namespace.clone(),
         name: name.to_owned(),
+    }
+}
+
+/// The field manager of a non-apply write: `fieldManager`, else the User-Agent's product.
+fn manager(call: &Call) -> String {
+    if let Some(manager) = call.param("fieldManager") {
+        return manager.to_owned();
+    }
+    let agent = call.header(axum::http::header::USER_AGENT);
+    match agent.split('/').next() {
+        Some(product) if !product.is_empty() => product.to_owned(),
+        _ => "unknown".to_owned(),
     }
 }
 
@@ -163,10 +176,10 @@ pub(crate) async fn create(shared: &Shared, call: &Call) -> Outcome {
         }
         _ => {}
     }
-    create_object(shared, call, body).await
+    create_object(shared, call, body, Writer::Update(manager(call))).await
 }
 
-async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outcome {
+async fn create_object(shared: &Shared, call: &Call, mut object: Value, writer: Writer) -> Outcome {
     let ty = &call.target.ty;
     if ty.namespaced {
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -209,7 +222,14 @@ async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outco
     if inner.store.get(&object_key).is_some() {
         return Err(ApiError::already_exists(&ty.group, &ty.plural, &name));
     }
-    let stored = inner.store.put(object_key, object);
+    let stored = inner.store.put(object_key.clone(), object);
+    managed::record(
+        inner.owners.entry(object_key).or_default(),
+        None,
+        &stored,
+        &writer,
+        true,
+    );
     if ty.plural == "customresourcedefinitions" {
         inner.refresh_types();
     }
@@ -268,7 +288,7 @@ pub(crate) async fn update(shared: &Shared, call: &Call) -> Outcome {
     {
         return Err(conflict(call));
     }
-    write_update(shared, call, current, body).await
+    write_update(shared, call, current, body, Writer::Update(manager(call))).await
 }
 
 fn current(shared: &Shared, call: &Call) -> Result<Value, ApiError> {
@@ -290,7 +310,13 @@ fn conflict(call: &Call) -> ApiError {
 
 /// Turns `body` into the next version of `current` (status subresource rules, generation)
 /// and writes it after admission, unless nothing changed.
-async fn write_update(shared: &Shared, call: &Call, current: Value, body: Value) -> Outcome {
+async fn write_update(
+    shared: &Shared,
+    call: &Call,
+    current: Value,
+    body: Value,
+    writer: Writer,
+) -> Outcome {
     let ty = &call.target.ty;
     let mut next = objects::next_version(ty, &call.target.subresource, &current, body);
     let mut warnings = if call.target.subresource.is_empty() || ty.schema.is_some() {
@@ -330,9 +356,20 @@ async fn write_update(shared: &Shared, call: &Call, current: Value, body: Value)
             .is_none_or(Vec::is_empty);
     let stored = if finished {
         inner.store.put(object_key.clone(), next);
+        inner.owners.remove(&object_key);
+        inner.applied.retain(|(key, _), _| *key != object_key);
         inner.store.remove(&object_key).unwrap_or_default()
     } else {
-        inner.store.put(object_key, next)
+        let stored = inner.store.put(object_key.clone(), next);
+        let force = call.flag("force");
+        managed::record(
+            inner.owners.entry(object_key).or_default(),
+            Some(&current),
+            &stored,
+            &writer,
+            force,
+        );
+        stored
     };
     if ty.plural == "customresourcedefinitions" {
         inner.refresh_types();
@@ -356,7 +393,14 @@ pub(crate) async fn patch(shared: &Shared, call: &Call) -> Outcome {
     if patched["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
         return Err(conflict(call));
     }
-    write_update(shared, call, current, patched).await
+    write_update(
+        shared,
+        call,
+        current,
+        patched,
+        Writer::Update(manager(call)),
+    )
+    .await
 }
 
 /// Server-side apply (`application/apply-patch+yaml`): creates or merges the applied
@@ -371,8 +415,20 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
     let object_key = key(call, &call.target.name);
     let (existing, previous) = {
         let inner = shared.lock();
+        let existing = inner.store.get(&object_key).cloned();
+        if let Some(current) = &existing
+            && !call.flag("force")
+        {
+            managed::conflicts(
+                inner.owners.get(&object_key),
+                current,
+                &applied,
+                &manager,
+                &call.target.ty.api_version(),
+            )?;
+        }
         (
-            inner.store.get(&object_key).cloned(),
+            existing,
             inner
                 .applied
                 .get(&(object_key.clone(), manager.clone()))
@@ -387,6 +443,10 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
                 .insert((object_key.clone(), manager.clone()), applied.clone());
         }
     };
+    let writer = Writer::Apply {
+        manager: manager.clone(),
+        applied: applied.clone(),
+    };
     let Some(current) = existing else {
         let mut object = applied.clone();
         object["metadata"]["name"] = json!(call.target.name);
@@ -396,7 +456,7 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
             &call.target.ty.api_version(),
             &applied,
         );
-        let outcome = create_object(shared, call, object).await?;
+        let outcome = create_object(shared, call, object, writer).await?;
         remember(shared);
         return Ok((201, outcome.1, outcome.2));
     };
@@ -408,7 +468,7 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
         &call.target.ty.api_version(),
         &applied,
     );
-    let outcome = write_update(shared, call, current, merged).await?;
+    let outcome = write_update(shared, call, current, merged, writer).await?;
     remember(shared);
     Ok(outcome)
 }
@@ -482,6 +542,8 @@ pub(crate) async fn delete(shared: &Shared, call: &Call) -> Outcome {
             inner.store.remove(&contained);
         }
     }
+    inner.owners.remove(&object_key);
+    inner.applied.retain(|(key, _), _| *key != object_key);
     let removed = inner.store.remove(&object_key).unwrap_or_default();
     if ty.plural == "customresourcedefinitions" {
         inner.refresh_types();
