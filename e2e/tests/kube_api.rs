@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use anyhow::{Context, Result, bail};
-use dray_e2e::kube_api::KubeApi;
+use dray_e2e::kube_api::{KubeApi, KubeApiOptions};
 use dray_e2e::workspace_root;
 
 fn run(mut command: std::process::Command) -> Result<Output> {
@@ -119,7 +119,15 @@ async fn kubectl_applies_crds_and_the_quickstart_project() -> Result<()> {
 
 /// A fixture with the CRDs applied and namespace `demo` created.
 async fn with_crds() -> Result<Fixture> {
-    let f = fixture().await?;
+    with_crds_options(KubeApiOptions::default()).await
+}
+
+async fn with_crds_options(options: KubeApiOptions) -> Result<Fixture> {
+    let api = KubeApi::start_with(options).await?;
+    let dir = tempfile::tempdir()?;
+    let admin = dir.path().join("admin.kubeconfig");
+    api.write_kubeconfig(&admin, &api.admin_token())?;
+    let f = Fixture { api, dir, admin };
     kubectl_ok(&f.api, &f.admin, &["apply", "-f", &crds_dir()])?;
     create_namespace(&f, "demo")?;
     Ok(f)
@@ -276,7 +284,7 @@ mod kube_client {
     use serde_json::json;
     use tokio::sync::mpsc;
 
-    use super::with_crds;
+    use super::{with_crds, with_crds_options};
 
     /// How long a test waits for something the double should do at once.
     const WAIT: Duration = Duration::from_secs(20);
@@ -434,7 +442,15 @@ mod kube_client {
     }
 
     async fn watch_survives_compaction(config: watcher::Config) -> Result<()> {
-        let f = with_crds().await?;
+        // No bookmarks during the test: the watcher's last revision stays behind the
+        // unrelated write below, so its resumed watch must get 410 Gone and relist.
+        let options = dray_e2e::kube_api::KubeApiOptions {
+            bookmark_interval: Duration::from_secs(3600),
+        };
+        let f = with_crds_options(options).await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client, "demo");
         let api = warehouses(f.api.client(&f.api.admin_token()).await?);
         let (tx, mut rx) = mpsc::unbounded_channel();
         let stream_api = api.clone();
@@ -463,6 +479,11 @@ mod kube_client {
         next_event(&mut rx, "a deleted", |e| is(e, "Delete(a)")).await?;
 
         // History forgotten and streams cut: the watcher must relist and carry on.
+        let unrelated =
+            serde_json::from_value(json!({"metadata": {"name": "unrelated"}, "data": {"k": "v"}}))?;
+        config_maps
+            .create(&PostParams::default(), &unrelated)
+            .await?;
         f.api.compact();
         f.api.break_watches();
         api.create(&PostParams::default(), &warehouse("b")?).await?;
@@ -471,9 +492,17 @@ mod kube_client {
         })
         .await?;
         assert!(
-            seen.contains(&"Init".to_owned()) || seen.iter().any(|s| s == "Apply(b)"),
-            "{seen:?}"
+            seen.contains(&"Init".to_owned()),
+            "relisted after 410: {seen:?}"
         );
+        assert!(seen.contains(&"InitApply(b)".to_owned()), "{seen:?}");
+        let watches = f
+            .api
+            .requests()
+            .into_iter()
+            .filter(|(verb, path, _)| verb == "watch" && path.ends_with("/warehouses"))
+            .count();
+        assert!(watches >= 2, "the watch was resumed after the break");
         api.delete("b", &DeleteParams::default()).await?;
         next_event(&mut rx, "b deleted", |e| is(e, "Delete(b)")).await?;
         task.abort();
@@ -514,6 +543,41 @@ mod kube_client {
         assert_eq!(
             line["object"]["message"],
             format!("too old resource version: {} ({now})", old - 1)
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn watches_get_bookmarks() -> Result<()> {
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let api = warehouses(client.clone());
+        api.create(&PostParams::default(), &warehouse("a")?).await?;
+        let request = http_request(
+            "/apis/dray.dev/v1alpha1/namespaces/demo/warehouses?watch=true&resourceVersion=0&allowWatchBookmarks=true&timeoutSeconds=30",
+        )?;
+        let mut events = client
+            .request_events::<DynamicObject>(request)
+            .await?
+            .boxed();
+        let first = tokio::time::timeout(WAIT, events.next())
+            .await
+            .context("the initial event")?
+            .context("stream open")??;
+        assert!(
+            matches!(first, kube::core::WatchEvent::Added(ref o) if o.metadata.name.as_deref() == Some("a")),
+            "{first:?}"
+        );
+        let bookmark = tokio::time::timeout(WAIT, events.next())
+            .await
+            .context("a bookmark within the interval")?
+            .context("stream open")??;
+        let kube::core::WatchEvent::Bookmark(bookmark) = bookmark else {
+            bail!("expected a bookmark, got {bookmark:?}")
+        };
+        assert_eq!(
+            bookmark.metadata.resource_version,
+            f.api.revision().to_string()
         );
         Ok(())
     }
