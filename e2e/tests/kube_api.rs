@@ -59,18 +59,10 @@ async fn fixture() -> Result<Fixture> {
     Ok(Fixture { api, dir, admin })
 }
 
-/// Creates a namespace from a manifest (kubectl's typed `create namespace` speaks protobuf).
+/// Creates a namespace as a user would (kubectl's typed client sends it as protobuf).
 fn create_namespace(f: &Fixture, name: &str) -> Result<()> {
-    let path = f.dir.path().join(format!("ns-{name}.yaml"));
-    std::fs::write(
-        &path,
-        format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n"),
-    )?;
-    kubectl_ok(
-        &f.api,
-        &f.admin,
-        &["apply", "-f", &path.display().to_string()],
-    )?;
+    let out = kubectl_ok(&f.api, &f.admin, &["create", "namespace", name])?;
+    assert!(out.contains(&format!("namespace/{name} created")), "{out}");
     Ok(())
 }
 
@@ -645,6 +637,167 @@ mod kube_client {
             holder(leases.get("dray-controller").await?),
             Some("third".into())
         );
+        Ok(())
+    }
+}
+
+mod auth {
+    use anyhow::Result;
+    use serde_json::{Value, json};
+
+    use super::{kubectl_fails, kubectl_ok, with_crds, write};
+
+    const RBAC: &str = "apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: promoter
+  namespace: demo
+rules:
+  - apiGroups: [dray.dev]
+    resources: [stages]
+    verbs: [get, list, promote]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: ann-promotes
+  namespace: demo
+subjects:
+  - kind: User
+    name: ann
+    apiGroup: rbac.authorization.k8s.io
+roleRef:
+  kind: Role
+  name: promoter
+  apiGroup: rbac.authorization.k8s.io
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: reviewer
+rules:
+  - apiGroups: [authentication.k8s.io]
+    resources: [tokenreviews]
+    verbs: [create]
+  - apiGroups: [authorization.k8s.io]
+    resources: [subjectaccessreviews]
+    verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: dray-reviews
+subjects:
+  - kind: ServiceAccount
+    name: dray
+    namespace: dray-system
+roleRef:
+  kind: ClusterRole
+  name: reviewer
+  apiGroup: rbac.authorization.k8s.io
+";
+
+    async fn post(client: &kube::Client, path: &str, body: Value) -> Result<Value> {
+        let request = http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body)?)?;
+        Ok(client.request::<Value>(request).await?)
+    }
+
+    fn access_review(user: &str, verb: &str) -> Value {
+        json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": ["system:authenticated"],
+                "resourceAttributes": {"namespace": "demo", "verb": verb, "group": "dray.dev", "resource": "stages", "name": "prod"},
+            },
+        })
+    }
+
+    #[tokio::test]
+    async fn rbac_subject_access_and_token_reviews() -> Result<()> {
+        let f = with_crds().await?;
+        let rbac = write(&f, "rbac.yaml", RBAC)?;
+        kubectl_ok(&f.api, &f.admin, &["apply", "-f", &rbac])?;
+        f.api.add_token("ann-token", "ann", &[]);
+        f.api.add_token("bob-token", "bob", &["dev"]);
+        f.api
+            .add_service_account_token("dray-sa-token", "dray-system", "dray");
+        let dray = f.api.client("dray-sa-token").await?;
+
+        let sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+        let allowed = post(&dray, sar, access_review("ann", "promote")).await?;
+        assert_eq!(allowed["status"]["allowed"], true, "{allowed}");
+        assert_eq!(
+            allowed["status"]["reason"],
+            "RBAC: allowed by RoleBinding \"ann-promotes/demo\" of Role \"promoter\" to User \"ann\""
+        );
+        let denied = post(&dray, sar, access_review("bob", "promote")).await?;
+        assert_eq!(denied["status"]["allowed"], false, "{denied}");
+        let not_this_verb = post(&dray, sar, access_review("ann", "delete")).await?;
+        assert_eq!(not_this_verb["status"]["allowed"], false);
+
+        let tr = "/apis/authentication.k8s.io/v1/tokenreviews";
+        let review = |token: &str| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}});
+        let known = post(&dray, tr, review("ann-token")).await?;
+        assert_eq!(known["status"]["authenticated"], true);
+        assert_eq!(known["status"]["user"]["username"], "ann");
+        assert_eq!(
+            known["status"]["user"]["groups"],
+            json!(["system:authenticated"])
+        );
+        let sa = post(&dray, tr, review("dray-sa-token")).await?;
+        assert_eq!(
+            sa["status"]["user"]["username"],
+            "system:serviceaccount:dray-system:dray"
+        );
+        assert_eq!(
+            sa["status"]["user"]["groups"],
+            json!([
+                "system:serviceaccounts",
+                "system:serviceaccounts:dray-system",
+                "system:authenticated"
+            ])
+        );
+        let unknown = post(&dray, tr, review("nobody")).await?;
+        assert_ne!(unknown["status"]["authenticated"], true, "{unknown}");
+
+        // ann may not review tokens: 403 worded as the real server.
+        let ann = f.api.client("ann-token").await?;
+        let err = post(&ann, tr, review("x"))
+            .await
+            .expect_err("ann cannot create tokenreviews");
+        let text = format!("{err:#}");
+        assert!(text.contains(r#"tokenreviews.authentication.k8s.io is forbidden: User "ann" cannot create resource "tokenreviews" in API group "authentication.k8s.io" at the cluster scope"#), "{text}");
+
+        // kubectl as bob: 403 with the RBAC message; an unknown token: 401.
+        let bob = f.dir.path().join("bob.kubeconfig");
+        f.api.write_kubeconfig(&bob, "bob-token")?;
+        let out = kubectl_fails(&f.api, &bob, &["-n", "demo", "delete", "stage", "prod"])?;
+        assert!(out.contains(r#"Error from server (Forbidden): stages.dray.dev "prod" is forbidden: User "bob" cannot delete resource "stages" in API group "dray.dev" in the namespace "demo""#), "{out}");
+        let stranger = f.dir.path().join("stranger.kubeconfig");
+        f.api.write_kubeconfig(&stranger, "no-such-token")?;
+        let out = kubectl_fails(&f.api, &stranger, &["get", "namespaces"])?;
+        assert!(
+            out.contains("Unauthorized") || out.contains("must be logged in"),
+            "{out}"
+        );
+        let ann_config = f.dir.path().join("ann.kubeconfig");
+        f.api.write_kubeconfig(&ann_config, "ann-token")?;
+        let out = kubectl_ok(
+            &f.api,
+            &ann_config,
+            &["-n", "demo", "auth", "can-i", "promote", "stages"],
+        )?;
+        assert_eq!(out.lines().next(), Some("yes"), "{out}");
+        let out = kubectl_fails(
+            &f.api,
+            &bob,
+            &["-n", "demo", "auth", "can-i", "promote", "stages"],
+        )?;
+        assert_eq!(out.lines().next(), Some("no"), "{out}");
         Ok(())
     }
 }

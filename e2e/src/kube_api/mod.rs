@@ -34,6 +34,7 @@ mod managed;
 mod objects;
 mod openapi;
 mod patch;
+mod protobuf;
 mod rbac;
 mod resources;
 mod reviews;

@@ -160,6 +160,14 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             &[],
         )
         .create_only(),
+        b(
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+            false,
+            &[],
+        )
+        .create_only(),
     ]
 }
 

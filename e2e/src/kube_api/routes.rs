@@ -157,8 +157,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         inner
             .requests
             .push((verb.to_owned(), path.clone(), Some(user.username.clone())));
+        // Every authenticated user may ask what they may do (system:basic-user).
+        let self_review = target.ty.plural == "selfsubjectaccessreviews";
         let decision = rbac::authorize(&inner.store, &user, &attrs);
-        if !decision.allowed {
+        if !decision.allowed && !self_review {
             let message = rbac::forbidden_message(&user, &attrs);
             return ApiError::forbidden(
                 &target.ty.group,
@@ -169,11 +171,29 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             .into_response();
         }
     }
+    let mut headers = parts.headers;
+    let mut body = body;
+    let is_protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with(super::protobuf::MEDIA_TYPE));
+    if is_protobuf && !body.is_empty() {
+        match super::protobuf::to_json(&body) {
+            Ok(object) => {
+                body = bytes::Bytes::from(object.to_string());
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+            }
+            Err(err) => return err.into_response(),
+        }
+    }
     let call = Call {
         target,
         user,
         query,
-        headers: parts.headers,
+        headers,
         body,
     };
     let result = match verb {

@@ -174,6 +174,15 @@ pub(crate) async fn create(shared: &Shared, call: &Call) -> Outcome {
                 Vec::new(),
             ));
         }
+        "selfsubjectaccessreviews" => {
+            let mut body = body;
+            body["spec"]["user"] = json!(call.user.username);
+            body["spec"]["groups"] = json!(call.user.groups);
+            body["spec"]["uid"] = json!(call.user.uid);
+            let mut review = reviews::subject_access_review(&shared.lock(), &body);
+            review["kind"] = json!("SelfSubjectAccessReview");
+            return Ok((201, review, Vec::new()));
+        }
         _ => {}
     }
     create_object(shared, call, body, Writer::Update(manager(call))).await
