@@ -801,3 +801,160 @@ roleRef:
         Ok(())
     }
 }
+
+mod admission {
+    use std::sync::{Arc, Mutex};
+
+    use anyhow::{Context, Result};
+    use axum::Json;
+    use axum::extract::State;
+    use base64::Engine;
+    use dray_e2e::kube_api::tls::{CertAuthority, TlsServer};
+    use serde_json::{Value, json};
+
+    use super::{kubectl_fails, kubectl_ok, with_crds, write};
+
+    type Seen = Arc<Mutex<Vec<Value>>>;
+
+    /// The webhook under test: denies creating Promotions, allows everything else.
+    async fn validate(State(seen): State<Seen>, Json(review): Json<Value>) -> Json<Value> {
+        if let Ok(mut seen) = seen.lock() {
+            seen.push(review.clone());
+        }
+        let request = &review["request"];
+        let deny = request["kind"]["kind"] == "Promotion" && request["operation"] == "CREATE";
+        let mut response = json!({"uid": request["uid"], "allowed": !deny});
+        if deny {
+            response["status"] = json!({"code": 403, "reason": "Forbidden", "message": "Promotions come through the promote path: run `dray promote`"});
+        }
+        Json(
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+        )
+    }
+
+    const PROMOTION: &str = "apiVersion: dray.dev/v1alpha1
+kind: Promotion
+metadata:
+  name: sneaky
+  namespace: demo
+spec:
+  stage: prod
+  freight: abc123
+";
+
+    #[tokio::test]
+    async fn a_validating_webhook_denies_promotion_creates() -> Result<()> {
+        let f = with_crds().await?;
+        let ca = CertAuthority::new("webhook-ca")?;
+        let cert = ca.issue(&["dray-webhook.dray-system.svc"])?;
+        let seen: Seen = Arc::default();
+        let app = axum::Router::new()
+            .route("/validate", axum::routing::post(validate))
+            .with_state(seen.clone());
+        let webhook = TlsServer::spawn("test-webhook", app, cert, None)?;
+        f.api
+            .set_service_endpoint("dray-system", "dray-webhook", webhook.addr());
+        let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca.ca_pem());
+        let configuration = format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: dray
+webhooks:
+  - name: promotions.dray.dev
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: Fail
+    timeoutSeconds: 5
+    clientConfig:
+      service: {{namespace: dray-system, name: dray-webhook, path: /validate}}
+      caBundle: {ca_bundle}
+    rules:
+      - apiGroups: [dray.dev]
+        apiVersions: ['*']
+        operations: [CREATE, UPDATE]
+        resources: [promotions, stages/status]
+"
+        );
+        let file = write(&f, "webhook.yaml", &configuration)?;
+        kubectl_ok(&f.api, &f.admin, &["apply", "-f", &file])?;
+
+        let promotion = write(&f, "promotion.yaml", PROMOTION)?;
+        let out = kubectl_fails(&f.api, &f.admin, &["create", "-f", &promotion])?;
+        assert!(
+            out.contains("admission webhook \"promotions.dray.dev\" denied the request: Promotions come through the promote path: run `dray promote`"),
+            "{out}"
+        );
+        assert!(
+            f.api
+                .get("/apis/dray.dev/v1alpha1/namespaces/demo/promotions/sneaky")
+                .is_none()
+        );
+
+        // Other kinds pass without a call; a matching status write is reviewed and allowed.
+        let project = super::workspace_root()
+            .join("examples/quickstart/project/stages.yaml")
+            .display()
+            .to_string();
+        kubectl_ok(&f.api, &f.admin, &["apply", "-f", &project])?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let gvk = kube::api::GroupVersionKind::gvk("dray.dev", "v1alpha1", "Stage");
+        let stages: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+            client,
+            "demo",
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, "stages"),
+        );
+        let status = json!({"status": {"branch": {"name": "stage/dev", "commit": "9f2c", "repoURL": "http://127.0.0.1/config.git"}}});
+        stages
+            .patch_status(
+                "dev",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&status),
+            )
+            .await?;
+
+        let calls = f.api.admission_calls();
+        assert_eq!(calls.len(), 2, "{calls:#?}");
+        let review = &calls[0]["review"];
+        assert_eq!(review["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(review["kind"], "AdmissionReview");
+        let request = &review["request"];
+        assert!(request["uid"].as_str().is_some_and(|uid| !uid.is_empty()));
+        assert_eq!(
+            request["kind"],
+            json!({"group": "dray.dev", "version": "v1alpha1", "kind": "Promotion"})
+        );
+        assert_eq!(
+            request["resource"],
+            json!({"group": "dray.dev", "version": "v1alpha1", "resource": "promotions"})
+        );
+        assert_eq!(request["requestKind"], request["kind"]);
+        assert_eq!(
+            (request["name"].as_str(), request["namespace"].as_str()),
+            (Some("sneaky"), Some("demo"))
+        );
+        assert_eq!(request["operation"], "CREATE");
+        assert_eq!(request["userInfo"]["username"], "kubernetes-admin");
+        assert!(
+            request["userInfo"]["groups"]
+                .as_array()
+                .context("groups")?
+                .contains(&json!("system:masters"))
+        );
+        assert_eq!(request["object"]["spec"]["stage"], "prod");
+        assert!(request["oldObject"].is_null());
+        assert_eq!(request["dryRun"], false);
+        assert_eq!(request["options"]["kind"], "CreateOptions");
+        let status_review = &calls[1]["review"]["request"];
+        assert_eq!(status_review["subResource"], "status");
+        assert_eq!(status_review["operation"], "UPDATE");
+        assert_eq!(status_review["oldObject"]["metadata"]["name"], "dev");
+        assert_eq!(
+            status_review["object"]["status"]["branch"]["commit"],
+            "9f2c"
+        );
+        let received = seen.lock().map(|seen| seen.len()).unwrap_or_default();
+        assert_eq!(received, 2, "the webhook itself got both reviews");
+        Ok(())
+    }
+}
