@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
@@ -230,9 +229,9 @@ fn k8s_verb(
         Method::DELETE if named => "delete",
         Method::DELETE => "deletecollection",
         _ => {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            )));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
     };
     if target.ty.create_only && verb != "create" {
@@ -282,7 +281,7 @@ fn resolve(shared: &Shared, path: &str) -> Result<Target, ApiError> {
     let subresource = subresource.unwrap_or_default();
     if (!namespace.is_empty() && !ty.namespaced)
         || (ty.namespaced && namespace.is_empty() && name.is_some())
-        || (!subresource.is_empty() && !(subresource == "status" && ty.status_subresource))
+        || !(subresource.is_empty() || (subresource == "status" && ty.status_subresource))
     {
         return Err(ApiError::no_route());
     }
@@ -411,6 +410,5 @@ fn openapi_doc(
     {
         return ApiError::no_route().into_response();
     }
-    let _ = Body::empty();
     json_response(200, &openapi::document(types, group, version), &[])
 }
