@@ -228,6 +228,53 @@ async fn kubectl_server_side_apply_patch_and_delete() -> Result<()> {
 }
 
 #[tokio::test]
+async fn kubectl_dry_run_describe_and_wide_tables() -> Result<()> {
+    let f = with_crds().await?;
+    let file = write(&f, "warehouse.yaml", WAREHOUSE)?;
+    let out = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &["apply", "--dry-run=server", "-f", &file],
+    )?;
+    assert!(
+        out.contains("warehouse.dray.dev/app created (server dry run)"),
+        "{out}"
+    );
+    assert!(
+        f.api
+            .get("/apis/dray.dev/v1alpha1/namespaces/demo/warehouses/app")
+            .is_none()
+    );
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &file])?;
+    let described = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &["describe", "warehouse", "app", "-n", "demo"],
+    )?;
+    assert!(
+        described.contains("Name:") && described.contains("app"),
+        "{described}"
+    );
+    let listed = kubectl_ok(&f.api, &f.admin, &["get", "crds"])?;
+    assert!(listed.contains("stages.dray.dev"), "{listed}");
+    let json = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "get",
+            "warehouse",
+            "app",
+            "-n",
+            "demo",
+            "-o",
+            "jsonpath={.metadata.generation}",
+        ],
+    )?;
+    assert_eq!(json.trim(), "1");
+    Ok(())
+}
+
+#[tokio::test]
 async fn kubectl_shows_invalid_objects_and_prunes_unknown_fields() -> Result<()> {
     let f = with_crds().await?;
     let invalid = write(
@@ -391,6 +438,54 @@ mod kube_client {
                 .expect_err("gone once the finalizer is removed"),
         )?;
         assert_eq!(err.code, 404);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn dry_run_generate_name_and_selectors() -> Result<()> {
+        let f = with_crds().await?;
+        let api = warehouses(f.api.client(&f.api.admin_token()).await?);
+        let dry = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        let planned = api.create(&dry, &warehouse("dry")?).await?;
+        assert_eq!(planned.metadata.name.as_deref(), Some("dry"));
+        assert!(
+            f.api
+                .get("/apis/dray.dev/v1alpha1/namespaces/demo/warehouses/dry")
+                .is_none(),
+            "dryRun stores nothing"
+        );
+
+        let mut generated = warehouse("")?;
+        generated.metadata.name = None;
+        generated.metadata.generate_name = Some("wh-".into());
+        generated.metadata.labels = Some([("tier".to_owned(), "front".to_owned())].into());
+        let made = api.create(&PostParams::default(), &generated).await?;
+        let name = made.metadata.name.clone().context("a generated name")?;
+        assert!(name.starts_with("wh-") && name.len() == 8, "{name}");
+        api.create(&PostParams::default(), &warehouse("plain")?)
+            .await?;
+
+        let selected = api
+            .list(&kube::api::ListParams::default().labels("tier=front"))
+            .await?;
+        let names: Vec<_> = selected
+            .items
+            .iter()
+            .filter_map(|o| o.metadata.name.clone())
+            .collect();
+        assert_eq!(names, vec![name.clone()]);
+        let others = api
+            .list(&kube::api::ListParams::default().labels("tier notin (front)"))
+            .await?;
+        assert_eq!(others.items.len(), 1);
+        let by_field = api
+            .list(&kube::api::ListParams::default().fields("metadata.name=plain"))
+            .await?;
+        assert_eq!(by_field.items.len(), 1);
+        assert!(by_field.metadata.resource_version.is_some());
         Ok(())
     }
 

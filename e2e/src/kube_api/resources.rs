@@ -96,6 +96,7 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         b("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
         b("", "services", "Service", true, &["svc"]).with_status(),
         b("", "events", "Event", true, &["ev"]),
+        b("events.k8s.io", "events", "Event", true, &[]),
         b("apps", "deployments", "Deployment", true, &["deploy"]).with_status(),
         b(
             "policy",
