@@ -206,10 +206,10 @@ mod tests {
         assert!(object["spec"].get("foo").is_none());
         assert_eq!(object["spec"]["free"]["any"], 1);
         let fields: Vec<&str> = checked.causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(fields, vec!["spec.n", "spec.mode", "spec.name"]);
+        assert_eq!(fields, vec!["spec.mode", "spec.n", "spec.name"]);
         assert_eq!(checked.causes[2].message, "Required value");
         assert_eq!(
-            checked.causes[0].message,
+            checked.causes[1].message,
             "Invalid value: \"one\": spec.n in body must be of type integer: \"string\""
         );
     }
