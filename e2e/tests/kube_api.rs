@@ -1053,3 +1053,112 @@ webhooks:
         Ok(())
     }
 }
+
+#[tokio::test]
+async fn kubectl_typed_creates_and_crd_deletion() -> Result<()> {
+    let f = with_crds().await?;
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "-n",
+            "demo",
+            "create",
+            "secret",
+            "generic",
+            "git",
+            "--from-literal=password=s3cret",
+        ],
+    )?;
+    let secret = f
+        .api
+        .get("/api/v1/namespaces/demo/secrets/git")
+        .context("the secret is stored")?;
+    assert_eq!(secret["data"]["password"], "czNjcmV0");
+    assert_eq!(secret["type"], "Opaque");
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "-n",
+            "demo",
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=mode=fast",
+        ],
+    )?;
+    assert_eq!(
+        f.api
+            .get("/api/v1/namespaces/demo/configmaps/settings")
+            .context("stored")?["data"]["mode"],
+        "fast"
+    );
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "-n",
+            "demo",
+            "create",
+            "role",
+            "reader",
+            "--verb=get,list",
+            "--resource=stages.dray.dev",
+        ],
+    )?;
+    let role = f
+        .api
+        .get("/apis/rbac.authorization.k8s.io/v1/namespaces/demo/roles/reader")
+        .context("stored")?;
+    assert_eq!(
+        role["rules"][0]["apiGroups"],
+        serde_json::json!(["dray.dev"])
+    );
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "-n",
+            "demo",
+            "create",
+            "rolebinding",
+            "ann-reads",
+            "--role=reader",
+            "--user=ann",
+        ],
+    )?;
+    let binding = f
+        .api
+        .get("/apis/rbac.authorization.k8s.io/v1/namespaces/demo/rolebindings/ann-reads")
+        .context("stored")?;
+    assert_eq!(binding["subjects"][0]["name"], "ann");
+    assert_eq!(binding["roleRef"]["name"], "reader");
+    kubectl_ok(
+        &f.api,
+        &f.admin,
+        &["-n", "demo", "create", "serviceaccount", "dray"],
+    )?;
+    assert!(
+        f.api
+            .get("/api/v1/namespaces/demo/serviceaccounts/dray")
+            .is_some()
+    );
+
+    let file = write(&f, "warehouse.yaml", WAREHOUSE)?;
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &file])?;
+    kubectl_ok(&f.api, &f.admin, &["delete", "crd", "warehouses.dray.dev"])?;
+    assert!(
+        f.api
+            .get("/apis/dray.dev/v1alpha1/namespaces/demo/warehouses/app")
+            .is_none()
+    );
+    let out = kubectl_fails(&f.api, &f.admin, &["get", "warehouses", "-n", "demo"])?;
+    // With a warm discovery cache kubectl still knows the type and the list is a 404.
+    assert!(
+        out.contains("the server doesn't have a resource type \"warehouses\"")
+            || out.contains("the server could not find the requested resource"),
+        "{out}"
+    );
+    Ok(())
+}

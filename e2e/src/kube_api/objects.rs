@@ -134,6 +134,12 @@ pub(crate) fn prepare_create(ty: &ResourceType, object: &mut Value) {
     if ty.plural == "customresourcedefinitions" {
         establish_crd(object);
     }
+    if ty.group.is_empty()
+        && ty.plural == "secrets"
+        && object["type"].as_str().is_none_or(str::is_empty)
+    {
+        object["type"] = json!("Opaque");
+    }
     if ty.group.is_empty() && ty.plural == "namespaces" {
         object["spec"]["finalizers"] = json!(["kubernetes"]);
         object["status"] = json!({"phase": "Active"});

@@ -422,6 +422,12 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
     };
     objects::check_type(&call.target.ty, &applied)?;
     let object_key = key(call, &call.target.name);
+    // The status subresource keeps its own applied configuration per manager.
+    let manager = if call.target.subresource.is_empty() {
+        manager
+    } else {
+        format!("{manager}/{}", call.target.subresource)
+    };
     let (existing, previous) = {
         let inner = shared.lock();
         let existing = inner.store.get(&object_key).cloned();
@@ -457,6 +463,9 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
         applied: applied.clone(),
     };
     let Some(current) = existing else {
+        if !call.target.subresource.is_empty() {
+            return Err(not_found(call));
+        }
         let mut object = applied.clone();
         object["metadata"]["name"] = json!(call.target.name);
         objects::set_managed(
@@ -555,6 +564,18 @@ pub(crate) async fn delete(shared: &Shared, call: &Call) -> Outcome {
     inner.applied.retain(|(key, _), _| *key != object_key);
     let removed = inner.store.remove(&object_key).unwrap_or_default();
     if ty.plural == "customresourcedefinitions" {
+        // Deleting a CRD deletes its custom objects.
+        let group = removed["spec"]["group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let plural = removed["spec"]["names"]["plural"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        for (contained, _) in inner.store.all(&group, &plural) {
+            inner.store.remove(&contained);
+        }
         inner.refresh_types();
     }
     Ok((200, objects::typed(ty, removed), warnings))
