@@ -489,6 +489,96 @@ mod kube_client {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn server_side_apply_conflicts_and_force() -> Result<()> {
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let api = warehouses(client.clone());
+        let config = |interval: &str| {
+            json!({
+                "apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse",
+                "metadata": {"name": "app"},
+                "spec": {"interval": interval, "subscriptions": [{"image": {"repoURL": "r"}}]},
+            })
+        };
+        let made = api
+            .patch(
+                "app",
+                &PatchParams::apply("alice"),
+                &Patch::Apply(config("1m")),
+            )
+            .await?;
+        assert_eq!(made.data["spec"]["interval"], "1m");
+        let same = api
+            .patch(
+                "app",
+                &PatchParams::apply("bob"),
+                &Patch::Apply(config("1m")),
+            )
+            .await?;
+        assert_eq!(
+            same.metadata.resource_version, made.metadata.resource_version,
+            "no change, no write"
+        );
+        let err = api_error(
+            api.patch(
+                "app",
+                &PatchParams::apply("bob"),
+                &Patch::Apply(config("2m")),
+            )
+            .await
+            .expect_err("bob conflicts with alice"),
+        )?;
+        assert_eq!((err.code, err.reason.as_str()), (409, "Conflict"));
+        assert!(
+            err.message.contains("conflict with \"alice\"")
+                && err.message.contains(".spec.interval"),
+            "{}",
+            err.message
+        );
+        let forced = api
+            .patch(
+                "app",
+                &PatchParams::apply("bob").force(),
+                &Patch::Apply(config("2m")),
+            )
+            .await?;
+        assert_eq!(forced.data["spec"]["interval"], "2m");
+        // alice no longer owns the interval: dropping it from her config leaves bob's value.
+        let mut without = config("2m");
+        without["spec"]
+            .as_object_mut()
+            .context("spec")?
+            .remove("interval");
+        let after = api
+            .patch("app", &PatchParams::apply("alice"), &Patch::Apply(without))
+            .await?;
+        assert_eq!(after.data["spec"]["interval"], "2m");
+        let status = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse", "status": {"observedGeneration": 3}});
+        let applied = api
+            .patch_status(
+                "app",
+                &PatchParams::apply("dray").force(),
+                &Patch::Apply(status),
+            )
+            .await?;
+        assert_eq!(applied.data["status"]["observedGeneration"], 3);
+        assert_eq!(applied.data["spec"]["interval"], "2m");
+
+        let discovery = kube::discovery::Discovery::new(client).run().await?;
+        let group = discovery
+            .get("dray.dev")
+            .context("dray.dev is discovered")?;
+        assert!(
+            group
+                .recommended_resources()
+                .iter()
+                .any(|(ar, caps)| ar.plural == "stages"
+                    && caps.scope == kube::discovery::Scope::Namespaced)
+        );
+        Ok(())
+    }
+
     /// The next event from the watcher task matching `wanted`, within [`WAIT`].
     async fn next_event(
         rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,

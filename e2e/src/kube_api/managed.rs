@@ -131,7 +131,13 @@ pub(crate) fn record(
             }
         }
         Writer::Apply { manager, applied } => {
-            for (path, _) in owned_leaves(applied) {
+            let applying = owned_leaves(applied);
+            for (path, set) in owners.iter_mut() {
+                if !applying.contains_key(path) {
+                    set.remove(manager);
+                }
+            }
+            for (path, _) in applying {
                 if !after.contains_key(&path) {
                     continue;
                 }

@@ -142,37 +142,58 @@ fn strategic(target: &mut Value, patch: &Value) {
 }
 
 /// Server-side apply: `applied` merged into `current`; fields in `previous` (this manager's
-/// last applied configuration) that `applied` no longer has are removed.
+/// last applied configuration) that `applied` no longer has are removed when `sole_owner`
+/// says this manager alone owns them (a leaf path such as `.spec.interval`).
 pub(crate) fn server_side_apply(
     current: &Value,
     previous: Option<&Value>,
     applied: &Value,
+    sole_owner: &dyn Fn(&str) -> bool,
 ) -> Value {
     let mut doc = current.clone();
     if let Some(previous) = previous {
-        remove_dropped(&mut doc, previous, applied);
+        remove_dropped(&mut doc, previous, applied, "", sole_owner);
     }
     deep_merge(&mut doc, applied);
     doc
 }
 
-fn remove_dropped(doc: &mut Value, previous: &Value, applied: &Value) {
+fn remove_dropped(
+    doc: &mut Value,
+    previous: &Value,
+    applied: &Value,
+    path: &str,
+    sole_owner: &dyn Fn(&str) -> bool,
+) {
     let (Value::Object(fields), Value::Object(before)) = (doc, previous) else {
         return;
     };
     for (key, old) in before {
-        match applied.get(key) {
-            None => {
-                if key != "apiVersion" && key != "kind" {
+        if path.is_empty() && (key == "apiVersion" || key == "kind") {
+            continue;
+        }
+        let nested = format!("{path}.{key}");
+        let now = applied.get(key);
+        match (old, now) {
+            (Value::Object(_), Some(now)) if now.is_object() => {
+                if let Some(sub) = fields.get_mut(key) {
+                    remove_dropped(sub, old, now, &nested, sole_owner);
+                }
+            }
+            (Value::Object(map), None) if !map.is_empty() => {
+                if let Some(sub) = fields.get_mut(key) {
+                    remove_dropped(sub, old, &Value::Object(Map::new()), &nested, sole_owner);
+                    if sub.as_object().is_some_and(Map::is_empty) {
+                        fields.remove(key);
+                    }
+                }
+            }
+            (_, None) => {
+                if sole_owner(&nested) {
                     fields.remove(key);
                 }
             }
-            Some(now) if old.is_object() && now.is_object() => {
-                if let Some(sub) = fields.get_mut(key) {
-                    remove_dropped(sub, old, now);
-                }
-            }
-            Some(_) => {}
+            _ => {}
         }
     }
 }
@@ -216,7 +237,7 @@ mod tests {
         let current = json!({"spec": {"a": 1, "b": 2, "c": 3}});
         let previous = json!({"spec": {"a": 1, "b": 2}});
         let applied = json!({"spec": {"a": 5}});
-        let out = server_side_apply(&current, Some(&previous), &applied);
+        let out = server_side_apply(&current, Some(&previous), &applied, &|_| true);
         assert_eq!(out, json!({"spec": {"a": 5, "c": 3}}));
     }
 }

@@ -428,7 +428,7 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
     } else {
         format!("{manager}/{}", call.target.subresource)
     };
-    let (existing, previous) = {
+    let (existing, previous, owners) = {
         let inner = shared.lock();
         let existing = inner.store.get(&object_key).cloned();
         if let Some(current) = &existing
@@ -448,6 +448,7 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
                 .applied
                 .get(&(object_key.clone(), manager.clone()))
                 .cloned(),
+            inner.owners.get(&object_key).cloned().unwrap_or_default(),
         )
     };
     let remember = |shared: &Shared| {
@@ -478,7 +479,12 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
         remember(shared);
         return Ok((201, outcome.1, outcome.2));
     };
-    let mut merged = patch::server_side_apply(&current, previous.as_ref(), &applied);
+    let sole_owner = |path: &str| {
+        owners
+            .get(path)
+            .is_none_or(|set| set.iter().all(|owner| *owner == manager))
+    };
+    let mut merged = patch::server_side_apply(&current, previous.as_ref(), &applied, &sole_owner);
     merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     objects::set_managed(
         &mut merged,
