@@ -1252,3 +1252,63 @@ async fn kubectl_typed_creates_and_crd_deletion() -> Result<()> {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn kubectl_get_watch_prints_new_objects() -> Result<()> {
+    use std::io::BufRead;
+    let f = with_crds().await?;
+    let first = write(
+        &f,
+        "first.yaml",
+        &WAREHOUSE.replace("name: app", "name: first"),
+    )?;
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &first])?;
+    let mut command = f.api.kubectl(&f.admin);
+    command
+        .args([
+            "get",
+            "warehouses",
+            "-n",
+            "demo",
+            "-w",
+            "--request-timeout=60s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = command.spawn().context("Failed to start kubectl get -w")?;
+    let stdout = child.stdout.take().context("kubectl's stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut lines = Vec::new();
+    let mut wait_for = |name: &str| loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with(&format!("{name} ")) => break true,
+            Ok(line) => lines.push(line),
+            Err(_) => break false,
+        }
+    };
+    // `first` comes from the list; `app`, created after it was printed, from the watch.
+    let listed = wait_for("first");
+    let file = write(&f, "warehouse.yaml", WAREHOUSE)?;
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &file])?;
+    let found = listed && wait_for("app");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    assert!(
+        found,
+        "kubectl get -w printed `app` within 30s; printed {lines:?}"
+    );
+    Ok(())
+}
