@@ -1312,3 +1312,86 @@ async fn kubectl_get_watch_prints_new_objects() -> Result<()> {
     );
     Ok(())
 }
+
+mod admission_failures {
+    use anyhow::Result;
+
+    use super::{kubectl_fails, kubectl_ok, with_crds, write};
+
+    fn configuration(policy: &str, url: &str) -> String {
+        let lower = policy.to_lowercase();
+        format!(
+            "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: unreachable-{lower}
+webhooks:
+  - name: down.dray.dev
+    admissionReviewVersions: [v1]
+    sideEffects: None
+    failurePolicy: {policy}
+    timeoutSeconds: 2
+    clientConfig:
+      url: {url}
+    rules:
+      - apiGroups: ['']
+        apiVersions: [v1]
+        operations: ['*']
+        resources: [configmaps]
+"
+        )
+    }
+
+    #[tokio::test]
+    async fn failure_policy_fail_refuses_and_ignore_admits() -> Result<()> {
+        let f = with_crds().await?;
+        // A port nothing listens on: bind, note it, close.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let url = format!("https://127.0.0.1:{port}/validate");
+        let ignore = write(&f, "ignore.yaml", &configuration("Ignore", &url))?;
+        kubectl_ok(&f.api, &f.admin, &["apply", "-f", &ignore])?;
+        kubectl_ok(
+            &f.api,
+            &f.admin,
+            &[
+                "-n",
+                "demo",
+                "create",
+                "configmap",
+                "one",
+                "--from-literal=a=b",
+            ],
+        )?;
+        let fail = write(&f, "fail.yaml", &configuration("Fail", &url))?;
+        kubectl_ok(&f.api, &f.admin, &["apply", "-f", &fail])?;
+        let out = kubectl_fails(
+            &f.api,
+            &f.admin,
+            &[
+                "-n",
+                "demo",
+                "create",
+                "configmap",
+                "two",
+                "--from-literal=a=b",
+            ],
+        )?;
+        assert!(
+            out.contains("Internal error occurred: failed calling webhook \"down.dray.dev\""),
+            "{out}"
+        );
+        assert!(
+            f.api
+                .get("/api/v1/namespaces/demo/configmaps/two")
+                .is_none()
+        );
+        assert_eq!(
+            f.api.admission_calls().len(),
+            3,
+            "each matching webhook was tried"
+        );
+        Ok(())
+    }
+}

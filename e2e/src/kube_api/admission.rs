@@ -275,14 +275,28 @@ pub(crate) async fn review(
     old: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
     let hooks = matching_hooks(shared, call, operation, object, old)?;
+    // Validating webhooks are called in parallel, as the real server does.
+    let reviews: Vec<Value> = hooks
+        .iter()
+        .map(|hook| {
+            let review = review_request(call, operation, object, old);
+            shared
+                .lock()
+                .admission_calls
+                .push(json!({"webhook": hook.name, "review": review.clone()}));
+            review
+        })
+        .collect();
+    let answers = futures_util::future::join_all(
+        hooks
+            .iter()
+            .zip(&reviews)
+            .map(|(hook, review)| send(hook, review)),
+    )
+    .await;
     let mut warnings = Vec::new();
-    for hook in hooks {
-        let review = review_request(call, operation, object, old);
-        shared
-            .lock()
-            .admission_calls
-            .push(json!({"webhook": hook.name, "review": review.clone()}));
-        let answer = match send(&hook, &review).await {
+    for (hook, answer) in hooks.iter().zip(answers) {
+        let answer = match answer {
             Ok(answer) => answer,
             Err(_) if hook.ignore_failure => continue,
             Err(err) => {
