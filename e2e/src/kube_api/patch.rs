@@ -188,10 +188,8 @@ fn remove_dropped(
                     }
                 }
             }
-            (_, None) => {
-                if sole_owner(&nested) {
-                    fields.remove(key);
-                }
+            (_, None) if sole_owner(&nested) => {
+                fields.remove(key);
             }
             _ => {}
         }
