@@ -1224,6 +1224,34 @@ async fn kubectl_typed_creates_and_crd_deletion() -> Result<()> {
         .context("stored")?;
     assert_eq!(binding["subjects"][0]["name"], "ann");
     assert_eq!(binding["roleRef"]["name"], "reader");
+    // kubectl apply of a built-in speaks strategic merge patch the second time.
+    let config_map = |mode: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: demo\ndata:\n  mode: {mode}\n  keep: yes-please\n"
+        )
+    };
+    let cm = write(&f, "cm.yaml", &config_map("slow"))?;
+    kubectl_ok(&f.api, &f.admin, &["apply", "-f", &cm])?;
+    let cm = write(&f, "cm.yaml", &config_map("fast"))?;
+    let out = kubectl_ok(&f.api, &f.admin, &["apply", "-f", &cm])?;
+    assert!(out.contains("configmap/applied configured"), "{out}");
+    let applied = f
+        .api
+        .get("/api/v1/namespaces/demo/configmaps/applied")
+        .context("stored")?;
+    assert_eq!(
+        (
+            applied["data"]["mode"].as_str(),
+            applied["data"]["keep"].as_str()
+        ),
+        (Some("fast"), Some("yes-please"))
+    );
+    let patched = f
+        .api
+        .requests()
+        .into_iter()
+        .any(|(verb, path, _)| verb == "patch" && path.ends_with("/configmaps/applied"));
+    assert!(patched, "the second apply patched");
     kubectl_ok(
         &f.api,
         &f.admin,

@@ -51,7 +51,10 @@ async fn main() -> Result<()> {
     println!("kubeconfig: {}", args.kubeconfig.display());
     let stdin_closed = tokio::task::spawn_blocking(|| {
         let mut sink = String::new();
-        while std::io::stdin().read_line(&mut sink).is_ok_and(|read| read > 0) {
+        while std::io::stdin()
+            .read_line(&mut sink)
+            .is_ok_and(|read| read > 0)
+        {
             sink.clear();
         }
     });
