@@ -96,8 +96,30 @@ async fn kubectl_applies_crds_and_the_quickstart_project() -> Result<()> {
         .to_string();
     let out = kubectl_ok(&f.api, &f.admin, &["apply", "-f", &project])?;
     assert!(out.contains("stage.dray.dev/dev created"), "{out}");
+    // Applying again writes nothing. Objects whose lists the CRD schema defaults inside
+    // (a Stage's `requestedFreight[].sources.availabilityStrategy`) come back "configured":
+    // kubectl's merge patch resends the whole list, as against a real server, and the
+    // server finds nothing to change.
+    let before = f.api.revision();
     let again = kubectl_ok(&f.api, &f.admin, &["apply", "-f", &project])?;
-    assert!(again.contains("stage.dray.dev/dev unchanged"), "{again}");
+    assert!(again.contains("project.dray.dev/demo unchanged"), "{again}");
+    assert!(
+        again.contains("promotiontask.dray.dev/render-to-stage-branch unchanged"),
+        "{again}"
+    );
+    assert_eq!(
+        f.api.revision(),
+        before,
+        "the second apply changed nothing: {again}"
+    );
+    let dev = f
+        .api
+        .get("/apis/dray.dev/v1alpha1/namespaces/demo/stages/dev")
+        .context("dev is stored")?;
+    assert_eq!(
+        dev["spec"]["requestedFreight"][0]["sources"]["availabilityStrategy"], "OneOf",
+        "defaulted"
+    );
     let stages = kubectl_ok(&f.api, &f.admin, &["get", "stages", "-n", "demo"])?;
     let header = stages.lines().next().unwrap_or_default();
     assert!(

@@ -58,9 +58,12 @@ fn owned_leaves(object: &Value) -> BTreeMap<String, Value> {
 }
 
 /// The conflicts an apply by `manager` of `applied` onto `current` has with other owners.
+/// `next` is the object the apply would make (merged and defaulted): a field the apply
+/// names conflicts when it changes from `current` and someone else owns it.
 pub(crate) fn conflicts(
     owners: Option<&Owners>,
     current: &Value,
+    next: &Value,
     applied: &Value,
     manager: &str,
     api_version: &str,
@@ -69,9 +72,10 @@ pub(crate) fn conflicts(
         return Ok(());
     };
     let now = owned_leaves(current);
+    let then = owned_leaves(next);
     let mut found: Vec<(String, String)> = Vec::new();
-    for (path, value) in owned_leaves(applied) {
-        if now.get(&path) == Some(&value) {
+    for path in owned_leaves(applied).into_keys() {
+        if now.get(&path) == then.get(&path) {
             continue;
         }
         for other in owners.get(&path).into_iter().flatten() {

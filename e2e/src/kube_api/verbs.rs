@@ -431,17 +431,6 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
     let (existing, previous, owners) = {
         let inner = shared.lock();
         let existing = inner.store.get(&object_key).cloned();
-        if let Some(current) = &existing
-            && !call.flag("force")
-        {
-            managed::conflicts(
-                inner.owners.get(&object_key),
-                current,
-                &applied,
-                &manager,
-                &call.target.ty.api_version(),
-            )?;
-        }
         (
             existing,
             inner
@@ -485,6 +474,22 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
             .is_none_or(|set| set.iter().all(|owner| *owner == manager))
     };
     let mut merged = patch::server_side_apply(&current, previous.as_ref(), &applied, &sole_owner);
+    if !call.flag("force") {
+        // Conflicts are judged on what the apply would store (defaults included).
+        let mut next = merged.clone();
+        if let Some(schema) = &call.target.ty.schema {
+            schema::check(&mut next, schema);
+        }
+        let inner = shared.lock();
+        managed::conflicts(
+            inner.owners.get(&object_key),
+            &current,
+            &next,
+            &applied,
+            &manager,
+            &call.target.ty.api_version(),
+        )?;
+    }
     merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     objects::set_managed(
         &mut merged,
