@@ -601,6 +601,57 @@ mod kube_client {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn deleting_an_owner_collects_its_dependents() -> Result<()> {
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let api = warehouses(client.clone());
+        let owner = api
+            .create(&PostParams::default(), &warehouse("owner")?)
+            .await?;
+        let uid = owner.metadata.uid.clone().context("a uid")?;
+        let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(client, "demo");
+        let owned = |name: &str| -> Result<k8s_openapi::api::core::v1::ConfigMap> {
+            Ok(serde_json::from_value(
+                json!({"metadata": {"name": name, "ownerReferences": [{
+                    "apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse", "name": "owner", "uid": uid,
+                }]}}),
+            )?)
+        };
+        config_maps
+            .create(&PostParams::default(), &owned("dependent")?)
+            .await?;
+        api.delete("owner", &DeleteParams::default()).await?;
+        assert!(
+            f.api
+                .get("/api/v1/namespaces/demo/configmaps/dependent")
+                .is_none(),
+            "collected with its owner"
+        );
+
+        let owner = api
+            .create(&PostParams::default(), &warehouse("owner")?)
+            .await?;
+        let uid = owner.metadata.uid.clone().context("a uid")?;
+        let kept: k8s_openapi::api::core::v1::ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": "kept", "ownerReferences": [{
+                "apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse", "name": "owner", "uid": uid,
+            }]}}))?;
+        config_maps.create(&PostParams::default(), &kept).await?;
+        api.delete("owner", &DeleteParams::orphan()).await?;
+        let kept = f
+            .api
+            .get("/api/v1/namespaces/demo/configmaps/kept")
+            .context("orphaned, not deleted")?;
+        assert!(
+            kept["metadata"]["ownerReferences"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+        );
+        Ok(())
+    }
+
     /// The next event from the watcher task matching `wanted`, within [`WAIT`].
     async fn next_event(
         rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,

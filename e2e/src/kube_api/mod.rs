@@ -30,6 +30,7 @@
 
 mod admission;
 mod discovery;
+mod gc;
 mod managed;
 mod objects;
 mod openapi;

@@ -264,3 +264,14 @@ impl Store {
             .collect()
     }
 }
+
+impl Store {
+    /// Every object `wanted` accepts, with its key.
+    pub(crate) fn matching(&self, wanted: impl Fn(&Value) -> bool) -> Vec<(ObjKey, Value)> {
+        self.objects
+            .iter()
+            .filter(|(_, object)| wanted(object))
+            .map(|(key, object)| (key.clone(), object.clone()))
+            .collect()
+    }
+}

@@ -367,7 +367,9 @@ async fn write_update(
         inner.store.put(object_key.clone(), next);
         inner.owners.remove(&object_key);
         inner.applied.retain(|(key, _), _| *key != object_key);
-        inner.store.remove(&object_key).unwrap_or_default()
+        let removed = inner.store.remove(&object_key).unwrap_or_default();
+        super::gc::collect(&mut inner.store, &removed, false);
+        removed
     } else {
         let stored = inner.store.put(object_key.clone(), next);
         let force = call.flag("force");
@@ -574,6 +576,8 @@ pub(crate) async fn delete(shared: &Shared, call: &Call) -> Outcome {
     inner.owners.remove(&object_key);
     inner.applied.retain(|(key, _), _| *key != object_key);
     let removed = inner.store.remove(&object_key).unwrap_or_default();
+    let orphan = options["propagationPolicy"] == "Orphan" || options["orphanDependents"] == true;
+    super::gc::collect(&mut inner.store, &removed, orphan);
     if ty.plural == "customresourcedefinitions" {
         // Deleting a CRD deletes its custom objects.
         let group = removed["spec"]["group"]
