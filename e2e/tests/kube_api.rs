@@ -80,6 +80,29 @@ async fn kubectl_applies_crds_and_the_quickstart_project() -> Result<()> {
         applied.contains("customresourcedefinition.apiextensions.k8s.io/stages.dray.dev created"),
         "{applied}"
     );
+    let waited = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "crd/stages.dray.dev",
+            "--timeout=20s",
+        ],
+    )?;
+    assert!(waited.contains("condition met"), "{waited}");
+    let names = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "get",
+            "crd",
+            "stages.dray.dev",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"NamesAccepted\")].status}",
+        ],
+    )?;
+    assert_eq!(names.trim(), "True");
     let resources = kubectl_ok(
         &f.api,
         &f.admin,
@@ -307,6 +330,18 @@ async fn kubectl_shows_invalid_objects_and_prunes_unknown_fields() -> Result<()>
     let out = kubectl_fails(&f.api, &f.admin, &["apply", "-f", &invalid])?;
     assert!(out.contains("is invalid"), "{out}");
     assert!(out.contains("spec.interval"), "{out}");
+
+    let elsewhere = write(
+        &f,
+        "elsewhere.yaml",
+        &WAREHOUSE.replace("namespace: demo", "namespace: nope"),
+    )?;
+    let out = kubectl_fails(&f.api, &f.admin, &["create", "-f", &elsewhere])?;
+    assert!(
+        out.contains("Error from server (NotFound)")
+            && out.contains("namespaces \"nope\" not found"),
+        "{out}"
+    );
 
     let unknown = write(&f, "unknown.yaml", &format!("{WAREHOUSE}  foo: bar\n"))?;
     let out = kubectl_ok(
