@@ -15,6 +15,21 @@
 //! [`discovery`], [`openapi`], [`table`], [`rbac`], [`reviews`], [`admission`], [`tls`],
 //! [`status`] (error shapes). Test tooling only, never shipped.
 //!
+//! Behaviour worth knowing when testing against it (each as the real server does it):
+//! a status subresource drops `.status` on create and ignores it on main-resource writes;
+//! CRD `default`s are applied (also inside list items, so `kubectl apply` of a Stage says
+//! "configured" the second time while writing nothing); unknown fields are pruned (a
+//! `Warning` header, or 400 under `fieldValidation=Strict`, kubectl's `--validate=strict`);
+//! validating webhooks are called in parallel, a denial without a code is a 400; RBAC
+//! knows `system:masters` and the stored RBAC objects only (no bootstrap roles besides
+//! discovery and SelfSubjectAccessReview for every authenticated user).
+//!
+//! A webhook served by a test or by `dray serve --kubernetes`: make a CA with
+//! [`tls::CertAuthority::new`], [`tls::CertAuthority::issue`] a certificate for
+//! `NAME.NAMESPACE.svc` (PEM in [`tls::ServingCert`]), put the CA's PEM, base64, in the
+//! configuration's `caBundle`, and point `clientConfig.service` at the server with
+//! [`KubeApi::set_service_endpoint`].
+//!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
 //! use dray_e2e::kube_api::KubeApi;
