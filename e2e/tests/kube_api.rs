@@ -478,8 +478,20 @@ mod kube_client {
         );
 
         let finalizers = json!({"metadata": {"finalizers": ["dray.dev/test"]}});
-        api.patch("app", &PatchParams::default(), &Patch::Merge(&finalizers))
+        let marked = api
+            .patch("app", &PatchParams::default(), &Patch::Merge(&finalizers))
             .await?;
+        let from = marked
+            .metadata
+            .resource_version
+            .clone()
+            .context("a resourceVersion")?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let watch = http::Request::get(format!(
+            "/apis/dray.dev/v1alpha1/namespaces/demo/warehouses?watch=true&resourceVersion={from}&timeoutSeconds=20"
+        ))
+        .body(Vec::new())?;
+        let mut events = client.request_events::<DynamicObject>(watch).await?.boxed();
         api.delete("app", &DeleteParams::default()).await?;
         let held = api.get("app").await?;
         assert!(
@@ -495,6 +507,23 @@ mod kube_client {
                 .expect_err("gone once the finalizer is removed"),
         )?;
         assert_eq!(err.code, 404);
+        // The delete marked it; removing the last finalizer deleted it at once.
+        let mut kinds = Vec::new();
+        while kinds.len() < 2 {
+            let event = tokio::time::timeout(WAIT, events.next())
+                .await
+                .context("watch events of the delete")?
+                .context("stream open")??;
+            kinds.push(match event {
+                kube::core::WatchEvent::Modified(o) => format!(
+                    "MODIFIED deletionTimestamp={}",
+                    o.metadata.deletion_timestamp.is_some()
+                ),
+                kube::core::WatchEvent::Deleted(_) => "DELETED".to_owned(),
+                other => format!("{other:?}"),
+            });
+        }
+        assert_eq!(kinds, vec!["MODIFIED deletionTimestamp=true", "DELETED"]);
         Ok(())
     }
 

@@ -364,10 +364,9 @@ async fn write_update(
             .as_array()
             .is_none_or(Vec::is_empty);
     let stored = if finished {
-        inner.store.put(object_key.clone(), next);
         inner.owners.remove(&object_key);
         inner.applied.retain(|(key, _), _| *key != object_key);
-        let removed = inner.store.remove(&object_key).unwrap_or_default();
+        let removed = inner.store.remove_as(&object_key, next).unwrap_or_default();
         super::gc::collect(&mut inner.store, &removed, false);
         removed
     } else {
