@@ -994,18 +994,6 @@ roleRef:
   apiGroup: rbac.authorization.k8s.io
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: reviewer
-rules:
-  - apiGroups: [authentication.k8s.io]
-    resources: [tokenreviews]
-    verbs: [create]
-  - apiGroups: [authorization.k8s.io]
-    resources: [subjectaccessreviews]
-    verbs: [create]
----
-apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
   name: dray-reviews
@@ -1015,7 +1003,7 @@ subjects:
     namespace: dray-system
 roleRef:
   kind: ClusterRole
-  name: reviewer
+  name: system:auth-delegator
   apiGroup: rbac.authorization.k8s.io
 ";
 

@@ -80,6 +80,76 @@ pub use state::RequestRecord;
 use state::Shared;
 use store::ObjKey;
 
+/// What a fresh cluster has: the `default`, `kube-system` and `kube-public` namespaces,
+/// and the bootstrap ClusterRoles `cluster-admin` (bound to `system:masters`) and
+/// `system:auth-delegator` (create TokenReviews and SubjectAccessReviews).
+fn seed(inner: &mut state::Inner) -> Result<()> {
+    let rbac = "rbac.authorization.k8s.io";
+    let objects = [
+        ("", "namespaces", json!({"metadata": {"name": "default"}})),
+        (
+            "",
+            "namespaces",
+            json!({"metadata": {"name": "kube-system"}}),
+        ),
+        (
+            "",
+            "namespaces",
+            json!({"metadata": {"name": "kube-public"}}),
+        ),
+        (
+            rbac,
+            "clusterroles",
+            json!({
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+            }),
+        ),
+        (
+            rbac,
+            "clusterroles",
+            json!({
+                "metadata": {"name": "system:auth-delegator", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [
+                    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+                ],
+            }),
+        ),
+        (
+            rbac,
+            "clusterrolebindings",
+            json!({
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": rbac, "kind": "Group", "name": "system:masters"}],
+            }),
+        ),
+    ];
+    for (group, plural, mut object) in objects {
+        let ty = inner
+            .types
+            .iter()
+            .find(|ty| ty.group == group && ty.plural == plural)
+            .cloned()
+            .context("the seeded kinds are built-ins")?;
+        object["apiVersion"] = json!(ty.api_version());
+        object["kind"] = json!(ty.kind);
+        objects::prepare_create(&ty, &mut object);
+        let key = ObjKey {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: String::new(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+        };
+        inner.store.put(key, object);
+    }
+    Ok(())
+}
+
 /// The real kubectl on the machine image.
 pub const KUBECTL: &str = "kubectl";
 
@@ -131,21 +201,7 @@ impl KubeApi {
                     groups: vec!["system:masters".into(), "system:authenticated".into()],
                 },
             );
-            for name in ["default", "kube-system", "kube-public"] {
-                let key = ObjKey {
-                    group: String::new(),
-                    plural: "namespaces".into(),
-                    namespace: String::new(),
-                    name: name.into(),
-                };
-                let mut namespace =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                let ty = inner
-                    .find_type("", "v1", "namespaces")
-                    .context("namespaces are a built-in")?;
-                objects::prepare_create(&ty, &mut namespace);
-                inner.store.put(key, namespace);
-            }
+            seed(&mut inner)?;
         }
         let ticker = watch::bookmark_ticker(shared.clone(), options.bookmark_interval);
         let server = tls::TlsServer::spawn(
