@@ -716,6 +716,47 @@ mod kube_client {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn kube_runtime_finalizer_helper_adds_and_cleans_up() -> Result<()> {
+        use kube::runtime::controller::Action;
+        use kube::runtime::finalizer::{Event, finalizer};
+        use std::sync::Arc;
+        let f = with_crds().await?;
+        let api = warehouses(f.api.client(&f.api.admin_token()).await?);
+        let name = "dray.dev/cleanup";
+        let made = api
+            .create(&PostParams::default(), &warehouse("app")?)
+            .await?;
+        let seen = std::sync::Mutex::new(Vec::new());
+        let reconcile = |event: Event<DynamicObject>| {
+            let kind = match event {
+                Event::Apply(_) => "apply",
+                Event::Cleanup(_) => "cleanup",
+            };
+            if let Ok(mut seen) = seen.lock() {
+                seen.push(kind);
+            }
+            async { Ok::<_, std::convert::Infallible>(Action::await_change()) }
+        };
+        finalizer(&api, name, Arc::new(made), reconcile).await?;
+        let held = api.get("app").await?;
+        assert_eq!(held.metadata.finalizers, Some(vec![name.to_owned()]));
+        finalizer(&api, name, Arc::new(held), reconcile).await?;
+        api.delete("app", &DeleteParams::default()).await?;
+        let deleting = api.get("app").await?;
+        assert!(deleting.metadata.deletion_timestamp.is_some());
+        finalizer(&api, name, Arc::new(deleting), reconcile).await?;
+        assert!(
+            api.get_opt("app").await?.is_none(),
+            "gone once the finalizer is removed"
+        );
+        assert_eq!(
+            *seen.lock().map_err(|_| anyhow::anyhow!("poisoned"))?,
+            vec!["apply", "cleanup"]
+        );
+        Ok(())
+    }
+
     /// The next event from the watcher task matching `wanted`, within [`WAIT`].
     async fn next_event(
         rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,

@@ -61,16 +61,26 @@ pub(crate) fn apply_patch(
                     "the server rejected our request due to an error in our request: {err}"
                 ))
             })?;
-            json_patch::patch(&mut doc, &ops).map_err(|err| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!(
-                        "the server rejected our request due to an error in our request: {err}"
-                    ),
-                    None,
-                )
-            })?;
+            for op in ops.0 {
+                // As the server's json-patch: testing a missing path against null passes
+                // (kube-runtime's finalizer helper relies on it).
+                if let json_patch::PatchOperation::Test(test) = &op
+                    && test.value.is_null()
+                    && doc.pointer(test.path.as_str()).is_none_or(Value::is_null)
+                {
+                    continue;
+                }
+                json_patch::patch(&mut doc, &[op]).map_err(|err| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {err}"
+                        ),
+                        None,
+                    )
+                })?;
+            }
         }
         PatchType::Strategic => strategic(&mut doc, patch),
         PatchType::Apply => return Err(ApiError::internal("apply is not a plain patch")),
@@ -227,6 +237,22 @@ mod tests {
         assert_eq!(
             out,
             json!({"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}]}})
+        );
+    }
+
+    #[test]
+    fn json_patch_test_of_a_missing_path_against_null_passes() {
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["dray.dev/cleanup"]},
+        ]);
+        let out =
+            apply_patch(&json!({"metadata": {"name": "a"}}), PatchType::Json, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["dray.dev/cleanup"]));
+        let stale = json!([{"op": "test", "path": "/metadata/name", "value": "b"}]);
+        assert_eq!(
+            apply_patch(&out, PatchType::Json, &stale).unwrap_err().code,
+            422
         );
     }
 
