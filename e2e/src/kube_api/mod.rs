@@ -150,6 +150,9 @@ fn seed(inner: &mut state::Inner) -> Result<()> {
     Ok(())
 }
 
+/// How long one kubectl request may take ([`KubeApi::kubectl`] passes `--request-timeout`).
+pub const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// The real kubectl on the machine image.
 pub const KUBECTL: &str = "kubectl";
 
@@ -291,7 +294,8 @@ impl KubeApi {
             .with_context(|| format!("Failed to write the kubeconfig `{}`", path.display()))
     }
 
-    /// `kubectl --kubeconfig PATH` with a discovery cache of this double's own.
+    /// `kubectl --kubeconfig PATH` with a discovery cache of this double's own and
+    /// `--request-timeout` [`KUBECTL_TIMEOUT`] (a later `--request-timeout` overrides it).
     pub fn kubectl(&self, kubeconfig: &Path) -> std::process::Command {
         let mut command = std::process::Command::new(KUBECTL);
         command
@@ -299,6 +303,8 @@ impl KubeApi {
             .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.cache_dir())
+            // Every request kubectl makes ends: a hung double fails the test, never stalls it.
+            .arg(format!("--request-timeout={}s", KUBECTL_TIMEOUT.as_secs()))
             .env_remove("KUBECONFIG");
         command
     }
