@@ -757,6 +757,60 @@ mod kube_client {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn malformed_bodies_are_400s_not_crashes() -> Result<()> {
+        let f = with_crds().await?;
+        let client = f.api.client(&f.api.admin_token()).await?;
+        let path = "/apis/dray.dev/v1alpha1/namespaces/demo/warehouses";
+        for body in [
+            r#"{"metadata": "x"}"#,
+            "[1, 2]",
+            "not json",
+            r#"{"apiVersion": "v9", "kind": "Warehouse"}"#,
+        ] {
+            let request = http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(body.as_bytes().to_vec())?;
+            let err = api_error(
+                client
+                    .request::<serde_json::Value>(request)
+                    .await
+                    .expect_err("a malformed body is refused"),
+            )?;
+            assert_eq!(
+                (err.code, err.reason.as_str()),
+                (400, "BadRequest"),
+                "{body}: {}",
+                err.message
+            );
+        }
+        let patch = http::Request::patch(format!("{path}/none"))
+            .header("content-type", "application/json-patch+json")
+            .body(br#"[{"op": "replace", "path": "/metadata", "value": 1}]"#.to_vec())?;
+        let err = api_error(
+            client
+                .request::<serde_json::Value>(patch)
+                .await
+                .expect_err("no such object"),
+        )?;
+        assert_eq!(err.code, 404);
+        // The double still serves; a patch that breaks the object's shape is a 400.
+        warehouses(client.clone())
+            .create(&PostParams::default(), &warehouse("after")?)
+            .await?;
+        let patch = http::Request::patch(format!("{path}/after"))
+            .header("content-type", "application/json-patch+json")
+            .body(br#"[{"op": "replace", "path": "/metadata", "value": 1}]"#.to_vec())?;
+        let err = api_error(
+            client
+                .request::<serde_json::Value>(patch)
+                .await
+                .expect_err("a shapeless object"),
+        )?;
+        assert_eq!(err.code, 400, "{}", err.message);
+        Ok(())
+    }
+
     /// The next event from the watcher task matching `wanted`, within [`WAIT`].
     async fn next_event(
         rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,

@@ -25,8 +25,29 @@ pub(crate) fn typed(ty: &ResourceType, mut object: Value) -> Value {
     object
 }
 
+/// A body that is not an object, or whose `metadata` (or a Namespace's `spec`) is not an
+/// object, is a 400: the server cannot decode it.
+pub(crate) fn check_shape(ty: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    let nested_ok = |field: &str| {
+        object
+            .get(field)
+            .is_none_or(|v| v.is_object() || v.is_null())
+    };
+    if !object.is_object()
+        || !nested_ok("metadata")
+        || (ty.plural == "namespaces" && !nested_ok("spec"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "{} in version {:?} cannot be handled as a {}: the body is not a {} object",
+            ty.kind, ty.version, ty.kind, ty.kind
+        )));
+    }
+    Ok(())
+}
+
 /// A body whose `apiVersion`/`kind` are not the URL's is a 400, as on the real server.
 pub(crate) fn check_type(ty: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    check_shape(ty, object)?;
     if let Some(api_version) = object["apiVersion"].as_str()
         && api_version != ty.api_version()
     {

@@ -176,6 +176,9 @@ pub(crate) async fn create(shared: &Shared, call: &Call) -> Outcome {
         }
         "selfsubjectaccessreviews" => {
             let mut body = body;
+            if !body["spec"].is_object() {
+                body["spec"] = json!({});
+            }
             body["spec"]["user"] = json!(call.user.username);
             body["spec"]["groups"] = json!(call.user.groups);
             body["spec"]["uid"] = json!(call.user.uid);
@@ -198,6 +201,9 @@ async fn create_object(shared: &Shared, call: &Call, mut object: Value, writer: 
             ));
         }
         object["metadata"]["namespace"] = json!(call.target.namespace);
+    } else if let Some(metadata) = object["metadata"].as_object_mut() {
+        // A cluster-scoped object has no namespace, whatever the body says.
+        metadata.remove("namespace");
     }
     let name = objects::name_for_create(&mut object).ok_or_else(|| {
         ApiError::invalid(
@@ -400,6 +406,7 @@ pub(crate) async fn patch(shared: &Shared, call: &Call) -> Outcome {
     }
     let current = current(shared, call)?;
     let patched = patch::apply_patch(&current, kind, &patch_doc)?;
+    objects::check_shape(&call.target.ty, &patched)?;
     if patched["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
         return Err(conflict(call));
     }
