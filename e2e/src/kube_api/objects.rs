@@ -33,8 +33,16 @@ pub(crate) fn check_shape(ty: &ResourceType, object: &Value) -> Result<(), ApiEr
             .get(field)
             .is_none_or(|v| v.is_object() || v.is_null())
     };
+    let meta_ok = |field: &str, array: bool| {
+        object["metadata"]
+            .get(field)
+            .is_none_or(|v| v.is_null() || if array { v.is_array() } else { v.is_object() })
+    };
+    let metadata_ok =
+        meta_ok("labels", false) && meta_ok("annotations", false) && meta_ok("finalizers", true);
     if !object.is_object()
         || !nested_ok("metadata")
+        || !metadata_ok
         || (ty.plural == "namespaces" && !nested_ok("spec"))
     {
         return Err(ApiError::bad_request(format!(
