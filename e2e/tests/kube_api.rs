@@ -1360,6 +1360,17 @@ webhooks:
         );
         let received = seen.lock().map(|seen| seen.len()).unwrap_or_default();
         assert_eq!(received, 2, "the webhook itself got both reviews");
+
+        // A server-side dry run is reviewed too (the webhook has no side effects), marked so.
+        let out = kubectl_fails(
+            &f.api,
+            &f.admin,
+            &["create", "--dry-run=server", "-f", &promotion],
+        )?;
+        assert!(out.contains("denied the request"), "{out}");
+        let calls = f.api.admission_calls();
+        let last = calls.last().context("a third call")?;
+        assert_eq!(last["review"]["request"]["dryRun"], true);
         Ok(())
     }
 }
