@@ -811,6 +811,57 @@ mod kube_client {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn a_kube_runtime_controller_reconciles_through_the_double() -> Result<()> {
+        use kube::runtime::Controller;
+        use kube::runtime::controller::Action;
+        use std::sync::Arc;
+        let f = with_crds().await?;
+        let api = warehouses(f.api.client(&f.api.admin_token()).await?);
+        let gvk = GroupVersionKind::gvk("dray.dev", "v1alpha1", "Warehouse");
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "warehouses");
+        let reconcile = |object: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>| async move {
+            let name = object.metadata.name.clone().unwrap_or_default();
+            let status = json!({"status": {"observedGeneration": object.metadata.generation}});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await?;
+            Ok::<_, kube::Error>(Action::await_change())
+        };
+        let error_policy = |_: Arc<DynamicObject>, _: &kube::Error, _: Arc<Api<DynamicObject>>| {
+            Action::requeue(Duration::from_secs(1))
+        };
+        let controller = Controller::new_with(api.clone(), watcher::Config::default(), ar)
+            .run(reconcile, error_policy, Arc::new(api.clone()))
+            .for_each(|_| async {});
+        let task = tokio::spawn(controller);
+        api.create(&PostParams::default(), &warehouse("app")?)
+            .await?;
+        let observed = |wanted: i64| {
+            let api = api.clone();
+            async move {
+                // kube's await_condition: a watch on `metadata.name=app` until the status says so.
+                let seen = kube::runtime::wait::await_condition(
+                    api,
+                    "app",
+                    move |o: Option<&DynamicObject>| {
+                        o.is_some_and(|o| o.data["status"]["observedGeneration"] == wanted)
+                    },
+                );
+                tokio::time::timeout(WAIT, seen).await.with_context(|| {
+                    format!("the controller observes generation {wanted} within {WAIT:?}")
+                })??;
+                anyhow::Ok(())
+            }
+        };
+        observed(1).await?;
+        let patch = json!({"spec": {"interval": "9m"}});
+        api.patch("app", &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        observed(2).await?;
+        task.abort();
+        Ok(())
+    }
+
     /// The next event from the watcher task matching `wanted`, within [`WAIT`].
     async fn next_event(
         rx: &mut mpsc::UnboundedReceiver<Result<watcher::Event<DynamicObject>, String>>,
