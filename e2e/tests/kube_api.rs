@@ -144,6 +144,20 @@ async fn kubectl_applies_crds_and_the_quickstart_project() -> Result<()> {
         "defaulted"
     );
     let stages = kubectl_ok(&f.api, &f.admin, &["get", "stages", "-n", "demo"])?;
+    let chunked = kubectl_ok(
+        &f.api,
+        &f.admin,
+        &[
+            "get",
+            "stages",
+            "-n",
+            "demo",
+            "--chunk-size=1",
+            "-o",
+            "name",
+        ],
+    )?;
+    assert_eq!(chunked.lines().count(), 3, "all pages: {chunked}");
     let header = stages.lines().next().unwrap_or_default();
     assert!(
         header.contains("NAME") && header.contains("FREIGHT") && header.contains("AGE"),
@@ -572,6 +586,55 @@ mod kube_client {
             .await?;
         assert_eq!(by_field.items.len(), 1);
         assert!(by_field.metadata.resource_version.is_some());
+        let first = api.list(&kube::api::ListParams::default().limit(1)).await?;
+        assert_eq!(first.items.len(), 1);
+        let token = first
+            .metadata
+            .continue_
+            .clone()
+            .context("a continue token")?;
+        let rest = api
+            .list(
+                &kube::api::ListParams::default()
+                    .limit(1)
+                    .continue_token(&token),
+            )
+            .await?;
+        assert_eq!(rest.items.len(), 1);
+        assert!(
+            rest.metadata.continue_.is_none(),
+            "two warehouses, two pages"
+        );
+        // A write after the first page, then compaction: the token's revision is gone.
+        let touch = json!({"metadata": {"labels": {"touched": "yes"}}});
+        api.patch("plain", &PatchParams::default(), &Patch::Merge(&touch))
+            .await?;
+        f.api.compact();
+        let err = api_error(
+            api.list(
+                &kube::api::ListParams::default()
+                    .limit(1)
+                    .continue_token(&token),
+            )
+            .await
+            .expect_err("a token from before compaction"),
+        )?;
+        assert_eq!((err.code, err.reason.as_str()), (410, "Expired"));
+        // kube-runtime pages its initial list too.
+        let pages = kube::runtime::watcher::Config::default().page_size(1);
+        let mut stream = kube::runtime::watcher(api.clone(), pages).boxed();
+        let mut listed = 0;
+        while let Some(event) = tokio::time::timeout(WAIT, stream.next())
+            .await
+            .context("the paged initial list")?
+        {
+            match event? {
+                watcher::Event::InitApply(_) => listed += 1,
+                watcher::Event::InitDone => break,
+                _ => {}
+            }
+        }
+        assert_eq!(listed, 2);
         Ok(())
     }
 

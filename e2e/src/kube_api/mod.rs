@@ -49,6 +49,7 @@ mod gc;
 mod managed;
 mod objects;
 mod openapi;
+mod paging;
 mod patch;
 mod protobuf;
 mod rbac;

@@ -214,6 +214,11 @@ impl Store {
         Ok(rx)
     }
 
+    /// The newest revision compaction forgot.
+    pub(crate) fn compacted(&self) -> u64 {
+        self.compacted
+    }
+
     /// Whether a list or watch from `rv` asks for forgotten history.
     pub(crate) fn check_not_compacted(&self, rv: u64) -> Result<(), Gone> {
         if rv < self.compacted {

@@ -87,17 +87,33 @@ pub(crate) fn list(shared: &Shared, call: &Call) -> Outcome {
         .filter(|object| labels.matches(&object["metadata"]["labels"]) && fields.matches(object))
         .map(|object| objects::typed(ty, object.clone()))
         .collect();
-    let rv = inner.store.revision();
+    let limit = call
+        .param("limit")
+        .and_then(|limit| limit.parse::<usize>().ok());
+    let page = super::paging::page(
+        items,
+        limit,
+        call.param("continue"),
+        inner.store.revision(),
+        inner.store.compacted(),
+    )?;
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
     if table::wants_table(call.header(axum::http::header::ACCEPT)) {
-        return Ok((200, table::table(ty, &items, rv), Vec::new()));
+        let mut table = table::table(ty, &page.items, page.rv);
+        table["metadata"] = metadata;
+        return Ok((200, table, Vec::new()));
     }
     Ok((
         200,
         json!({
             "kind": format!("{}List", ty.kind),
             "apiVersion": ty.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": items,
+            "metadata": metadata,
+            "items": page.items,
         }),
         Vec::new(),
     ))
