@@ -86,6 +86,8 @@ struct Hook {
     ca_bundle: Option<Vec<u8>>,
     timeout: Duration,
     ignore_failure: bool,
+    /// `sideEffects` is `None` or `NoneOnDryRun`: it may see dry-run requests.
+    dry_run_safe: bool,
 }
 
 fn matching_hooks(
@@ -166,6 +168,10 @@ fn matching_hooks(
                 ca_bundle,
                 timeout: Duration::from_secs(webhook["timeoutSeconds"].as_u64().unwrap_or(10)),
                 ignore_failure: webhook["failurePolicy"].as_str() == Some("Ignore"),
+                dry_run_safe: matches!(
+                    webhook["sideEffects"].as_str(),
+                    Some("None" | "NoneOnDryRun")
+                ),
             });
         }
     }
@@ -275,14 +281,36 @@ pub(crate) async fn review(
     old: Option<&Value>,
 ) -> Result<Vec<String>, ApiError> {
     let hooks = matching_hooks(shared, call, operation, object, old)?;
+    if call.dry_run()
+        && let Some(hook) = hooks.iter().find(|hook| !hook.dry_run_safe)
+    {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name
+        )));
+    }
+    // Validating webhooks are called in parallel, as the real server does.
+    let reviews: Vec<Value> = hooks
+        .iter()
+        .map(|hook| {
+            let review = review_request(call, operation, object, old);
+            shared
+                .lock()
+                .admission_calls
+                .push(json!({"webhook": hook.name, "review": review.clone()}));
+            review
+        })
+        .collect();
+    let answers = futures_util::future::join_all(
+        hooks
+            .iter()
+            .zip(&reviews)
+            .map(|(hook, review)| send(hook, review)),
+    )
+    .await;
     let mut warnings = Vec::new();
-    for hook in hooks {
-        let review = review_request(call, operation, object, old);
-        shared
-            .lock()
-            .admission_calls
-            .push(json!({"webhook": hook.name, "review": review.clone()}));
-        let answer = match send(&hook, &review).await {
+    for (hook, answer) in hooks.iter().zip(answers) {
+        let answer = match answer {
             Ok(answer) => answer,
             Err(_) if hook.ignore_failure => continue,
             Err(err) => {

@@ -15,6 +15,21 @@
 //! [`discovery`], [`openapi`], [`table`], [`rbac`], [`reviews`], [`admission`], [`tls`],
 //! [`status`] (error shapes). Test tooling only, never shipped.
 //!
+//! Behaviour worth knowing when testing against it (each as the real server does it):
+//! a status subresource drops `.status` on create and ignores it on main-resource writes;
+//! CRD `default`s are applied (also inside list items, so `kubectl apply` of a Stage says
+//! "configured" the second time while writing nothing); unknown fields are pruned (a
+//! `Warning` header, or 400 under `fieldValidation=Strict`, kubectl's `--validate=strict`);
+//! validating webhooks are called in parallel, a denial without a code is a 400; RBAC
+//! knows `system:masters` and the stored RBAC objects only (no bootstrap roles besides
+//! discovery and SelfSubjectAccessReview for every authenticated user).
+//!
+//! A webhook served by a test or by `dray serve --kubernetes`: make a CA with
+//! [`tls::CertAuthority::new`], [`tls::CertAuthority::issue`] a certificate for
+//! `NAME.NAMESPACE.svc` (PEM in [`tls::ServingCert`]), put the CA's PEM, base64, in the
+//! configuration's `caBundle`, and point `clientConfig.service` at the server with
+//! [`KubeApi::set_service_endpoint`].
+//!
 //! ```no_run
 //! # async fn example() -> anyhow::Result<()> {
 //! use dray_e2e::kube_api::KubeApi;
@@ -30,9 +45,13 @@
 
 mod admission;
 mod discovery;
+mod gc;
+mod managed;
 mod objects;
 mod openapi;
+mod paging;
 mod patch;
+mod protobuf;
 mod rbac;
 mod resources;
 mod reviews;
@@ -61,6 +80,79 @@ pub use state::RequestRecord;
 
 use state::Shared;
 use store::ObjKey;
+
+/// What a fresh cluster has: the `default`, `kube-system` and `kube-public` namespaces,
+/// and the bootstrap ClusterRoles `cluster-admin` (bound to `system:masters`) and
+/// `system:auth-delegator` (create TokenReviews and SubjectAccessReviews).
+fn seed(inner: &mut state::Inner) -> Result<()> {
+    let rbac = "rbac.authorization.k8s.io";
+    let objects = [
+        ("", "namespaces", json!({"metadata": {"name": "default"}})),
+        (
+            "",
+            "namespaces",
+            json!({"metadata": {"name": "kube-system"}}),
+        ),
+        (
+            "",
+            "namespaces",
+            json!({"metadata": {"name": "kube-public"}}),
+        ),
+        (
+            rbac,
+            "clusterroles",
+            json!({
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}, {"nonResourceURLs": ["*"], "verbs": ["*"]}],
+            }),
+        ),
+        (
+            rbac,
+            "clusterroles",
+            json!({
+                "metadata": {"name": "system:auth-delegator", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "rules": [
+                    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+                ],
+            }),
+        ),
+        (
+            rbac,
+            "clusterrolebindings",
+            json!({
+                "metadata": {"name": "cluster-admin", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": rbac, "kind": "Group", "name": "system:masters"}],
+            }),
+        ),
+    ];
+    for (group, plural, mut object) in objects {
+        let ty = inner
+            .types
+            .iter()
+            .find(|ty| ty.group == group && ty.plural == plural)
+            .cloned()
+            .context("the seeded kinds are built-ins")?;
+        object["apiVersion"] = json!(ty.api_version());
+        object["kind"] = json!(ty.kind);
+        objects::prepare_create(&ty, &mut object);
+        let key = ObjKey {
+            group: group.into(),
+            plural: plural.into(),
+            namespace: String::new(),
+            name: object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .into(),
+        };
+        inner.store.put(key, object);
+    }
+    Ok(())
+}
+
+/// How long one kubectl request may take ([`KubeApi::kubectl`] passes `--request-timeout`).
+pub const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The real kubectl on the machine image.
 pub const KUBECTL: &str = "kubectl";
@@ -113,21 +205,7 @@ impl KubeApi {
                     groups: vec!["system:masters".into(), "system:authenticated".into()],
                 },
             );
-            for name in ["default", "kube-system", "kube-public"] {
-                let key = ObjKey {
-                    group: String::new(),
-                    plural: "namespaces".into(),
-                    namespace: String::new(),
-                    name: name.into(),
-                };
-                let mut namespace =
-                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-                let ty = inner
-                    .find_type("", "v1", "namespaces")
-                    .context("namespaces are a built-in")?;
-                objects::prepare_create(&ty, &mut namespace);
-                inner.store.put(key, namespace);
-            }
+            seed(&mut inner)?;
         }
         let ticker = watch::bookmark_ticker(shared.clone(), options.bookmark_interval);
         let server = tls::TlsServer::spawn(
@@ -217,7 +295,8 @@ impl KubeApi {
             .with_context(|| format!("Failed to write the kubeconfig `{}`", path.display()))
     }
 
-    /// `kubectl --kubeconfig PATH` with a discovery cache of this double's own.
+    /// `kubectl --kubeconfig PATH` with a discovery cache of this double's own and
+    /// `--request-timeout` [`KUBECTL_TIMEOUT`] (a later `--request-timeout` overrides it).
     pub fn kubectl(&self, kubeconfig: &Path) -> std::process::Command {
         let mut command = std::process::Command::new(KUBECTL);
         command
@@ -225,6 +304,8 @@ impl KubeApi {
             .arg(kubeconfig)
             .arg("--cache-dir")
             .arg(self.cache_dir())
+            // Every request kubectl makes ends: a hung double fails the test, never stalls it.
+            .arg(format!("--request-timeout={}s", KUBECTL_TIMEOUT.as_secs()))
             .env_remove("KUBECONFIG");
         command
     }

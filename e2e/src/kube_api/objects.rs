@@ -25,8 +25,37 @@ pub(crate) fn typed(ty: &ResourceType, mut object: Value) -> Value {
     object
 }
 
+/// A body that is not an object, or whose `metadata` (or a Namespace's `spec`) is not an
+/// object, is a 400: the server cannot decode it.
+pub(crate) fn check_shape(ty: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    let nested_ok = |field: &str| {
+        object
+            .get(field)
+            .is_none_or(|v| v.is_object() || v.is_null())
+    };
+    let meta_ok = |field: &str, array: bool| {
+        object["metadata"]
+            .get(field)
+            .is_none_or(|v| v.is_null() || if array { v.is_array() } else { v.is_object() })
+    };
+    let metadata_ok =
+        meta_ok("labels", false) && meta_ok("annotations", false) && meta_ok("finalizers", true);
+    if !object.is_object()
+        || !nested_ok("metadata")
+        || !metadata_ok
+        || (ty.plural == "namespaces" && !nested_ok("spec"))
+    {
+        return Err(ApiError::bad_request(format!(
+            "{} in version {:?} cannot be handled as a {}: the body is not a {} object",
+            ty.kind, ty.version, ty.kind, ty.kind
+        )));
+    }
+    Ok(())
+}
+
 /// A body whose `apiVersion`/`kind` are not the URL's is a 400, as on the real server.
 pub(crate) fn check_type(ty: &ResourceType, object: &Value) -> Result<(), ApiError> {
+    check_shape(ty, object)?;
     if let Some(api_version) = object["apiVersion"].as_str()
         && api_version != ty.api_version()
     {
@@ -133,6 +162,12 @@ pub(crate) fn prepare_create(ty: &ResourceType, object: &mut Value) {
     }
     if ty.plural == "customresourcedefinitions" {
         establish_crd(object);
+    }
+    if ty.group.is_empty()
+        && ty.plural == "secrets"
+        && object["type"].as_str().is_none_or(str::is_empty)
+    {
+        object["type"] = json!("Opaque");
     }
     if ty.group.is_empty() && ty.plural == "namespaces" {
         object["spec"]["finalizers"] = json!(["kubernetes"]);

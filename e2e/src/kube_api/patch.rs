@@ -61,16 +61,26 @@ pub(crate) fn apply_patch(
                     "the server rejected our request due to an error in our request: {err}"
                 ))
             })?;
-            json_patch::patch(&mut doc, &ops).map_err(|err| {
-                ApiError::new(
-                    422,
-                    "Invalid",
-                    format!(
-                        "the server rejected our request due to an error in our request: {err}"
-                    ),
-                    None,
-                )
-            })?;
+            for op in ops.0 {
+                // As the server's json-patch: testing a missing path against null passes
+                // (kube-runtime's finalizer helper relies on it).
+                if let json_patch::PatchOperation::Test(test) = &op
+                    && test.value.is_null()
+                    && doc.pointer(test.path.as_str()).is_none_or(Value::is_null)
+                {
+                    continue;
+                }
+                json_patch::patch(&mut doc, &[op]).map_err(|err| {
+                    ApiError::new(
+                        422,
+                        "Invalid",
+                        format!(
+                            "the server rejected our request due to an error in our request: {err}"
+                        ),
+                        None,
+                    )
+                })?;
+            }
         }
         PatchType::Strategic => strategic(&mut doc, patch),
         PatchType::Apply => return Err(ApiError::internal("apply is not a plain patch")),
@@ -142,37 +152,56 @@ fn strategic(target: &mut Value, patch: &Value) {
 }
 
 /// Server-side apply: `applied` merged into `current`; fields in `previous` (this manager's
-/// last applied configuration) that `applied` no longer has are removed.
+/// last applied configuration) that `applied` no longer has are removed when `sole_owner`
+/// says this manager alone owns them (a leaf path such as `.spec.interval`).
 pub(crate) fn server_side_apply(
     current: &Value,
     previous: Option<&Value>,
     applied: &Value,
+    sole_owner: &dyn Fn(&str) -> bool,
 ) -> Value {
     let mut doc = current.clone();
     if let Some(previous) = previous {
-        remove_dropped(&mut doc, previous, applied);
+        remove_dropped(&mut doc, previous, applied, "", sole_owner);
     }
     deep_merge(&mut doc, applied);
     doc
 }
 
-fn remove_dropped(doc: &mut Value, previous: &Value, applied: &Value) {
+fn remove_dropped(
+    doc: &mut Value,
+    previous: &Value,
+    applied: &Value,
+    path: &str,
+    sole_owner: &dyn Fn(&str) -> bool,
+) {
     let (Value::Object(fields), Value::Object(before)) = (doc, previous) else {
         return;
     };
     for (key, old) in before {
-        match applied.get(key) {
-            None => {
-                if key != "apiVersion" && key != "kind" {
-                    fields.remove(key);
-                }
-            }
-            Some(now) if old.is_object() && now.is_object() => {
+        if path.is_empty() && (key == "apiVersion" || key == "kind") {
+            continue;
+        }
+        let nested = format!("{path}.{key}");
+        let now = applied.get(key);
+        match (old, now) {
+            (Value::Object(_), Some(now)) if now.is_object() => {
                 if let Some(sub) = fields.get_mut(key) {
-                    remove_dropped(sub, old, now);
+                    remove_dropped(sub, old, now, &nested, sole_owner);
                 }
             }
-            Some(_) => {}
+            (Value::Object(map), None) if !map.is_empty() => {
+                if let Some(sub) = fields.get_mut(key) {
+                    remove_dropped(sub, old, &Value::Object(Map::new()), &nested, sole_owner);
+                    if sub.as_object().is_some_and(Map::is_empty) {
+                        fields.remove(key);
+                    }
+                }
+            }
+            (_, None) if sole_owner(&nested) => {
+                fields.remove(key);
+            }
+            _ => {}
         }
     }
 }
@@ -212,11 +241,27 @@ mod tests {
     }
 
     #[test]
+    fn json_patch_test_of_a_missing_path_against_null_passes() {
+        let patch = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["dray.dev/cleanup"]},
+        ]);
+        let out =
+            apply_patch(&json!({"metadata": {"name": "a"}}), PatchType::Json, &patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["dray.dev/cleanup"]));
+        let stale = json!([{"op": "test", "path": "/metadata/name", "value": "b"}]);
+        assert_eq!(
+            apply_patch(&out, PatchType::Json, &stale).unwrap_err().code,
+            422
+        );
+    }
+
+    #[test]
     fn apply_removes_what_the_manager_dropped() {
         let current = json!({"spec": {"a": 1, "b": 2, "c": 3}});
         let previous = json!({"spec": {"a": 1, "b": 2}});
         let applied = json!({"spec": {"a": 5}});
-        let out = server_side_apply(&current, Some(&previous), &applied);
+        let out = server_side_apply(&current, Some(&previous), &applied, &|_| true);
         assert_eq!(out, json!({"spec": {"a": 5, "c": 3}}));
     }
 }

@@ -53,6 +53,11 @@ impl ResourceType {
         self
     }
 
+    fn in_all(mut self) -> Self {
+        self.categories = vec!["all".to_owned()];
+        self
+    }
+
     fn create_only(mut self) -> Self {
         self.create_only = true;
         self
@@ -94,9 +99,14 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
         b("", "secrets", "Secret", true, &[]),
         b("", "configmaps", "ConfigMap", true, &["cm"]),
         b("", "serviceaccounts", "ServiceAccount", true, &["sa"]),
-        b("", "services", "Service", true, &["svc"]).with_status(),
+        b("", "services", "Service", true, &["svc"])
+            .with_status()
+            .in_all(),
         b("", "events", "Event", true, &["ev"]),
-        b("apps", "deployments", "Deployment", true, &["deploy"]).with_status(),
+        b("events.k8s.io", "events", "Event", true, &[]),
+        b("apps", "deployments", "Deployment", true, &["deploy"])
+            .with_status()
+            .in_all(),
         b(
             "policy",
             "poddisruptionbudgets",
@@ -156,6 +166,14 @@ pub(crate) fn builtins() -> Vec<ResourceType> {
             "authorization.k8s.io",
             "subjectaccessreviews",
             "SubjectAccessReview",
+            false,
+            &[],
+        )
+        .create_only(),
+        b(
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
             false,
             &[],
         )

@@ -9,7 +9,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::response::{IntoResponse, Response};
@@ -157,8 +156,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         inner
             .requests
             .push((verb.to_owned(), path.clone(), Some(user.username.clone())));
+        // Every authenticated user may ask what they may do (system:basic-user).
+        let self_review = target.ty.plural == "selfsubjectaccessreviews";
         let decision = rbac::authorize(&inner.store, &user, &attrs);
-        if !decision.allowed {
+        if !decision.allowed && !self_review {
             let message = rbac::forbidden_message(&user, &attrs);
             return ApiError::forbidden(
                 &target.ty.group,
@@ -169,11 +170,29 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
             .into_response();
         }
     }
+    let mut headers = parts.headers;
+    let mut body = body;
+    let is_protobuf = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with(super::protobuf::MEDIA_TYPE));
+    if is_protobuf && !body.is_empty() {
+        match super::protobuf::to_json(&body) {
+            Ok(object) => {
+                body = bytes::Bytes::from(object.to_string());
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+            }
+            Err(err) => return err.into_response(),
+        }
+    }
     let call = Call {
         target,
         user,
         query,
-        headers: parts.headers,
+        headers,
         body,
     };
     let result = match verb {
@@ -210,9 +229,9 @@ fn k8s_verb(
         Method::DELETE if named => "delete",
         Method::DELETE => "deletecollection",
         _ => {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource"
-            )));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
     };
     if target.ty.create_only && verb != "create" {
@@ -262,7 +281,7 @@ fn resolve(shared: &Shared, path: &str) -> Result<Target, ApiError> {
     let subresource = subresource.unwrap_or_default();
     if (!namespace.is_empty() && !ty.namespaced)
         || (ty.namespaced && namespace.is_empty() && name.is_some())
-        || (!subresource.is_empty() && !(subresource == "status" && ty.status_subresource))
+        || !(subresource.is_empty() || (subresource == "status" && ty.status_subresource))
     {
         return Err(ApiError::no_route());
     }
@@ -391,6 +410,5 @@ fn openapi_doc(
     {
         return ApiError::no_route().into_response();
     }
-    let _ = Body::empty();
     json_response(200, &openapi::document(types, group, version), &[])
 }

@@ -46,8 +46,79 @@ pub(crate) fn check(object: &mut Value, schema: &Value) -> Checked {
             }
         }
     }
+    apply_defaults(fields, schema, "", &mut checked);
     required(fields, schema, "", &mut checked);
     checked
+}
+
+/// Fills absent properties that have a `default` (then defaults and checks inside them),
+/// as the server defaults custom objects after pruning.
+fn apply_defaults(
+    fields: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    checked: &mut Checked,
+) {
+    let Some(properties) = schema["properties"].as_object() else {
+        return;
+    };
+    for (name, sub) in properties {
+        if fields.contains_key(name) || path.is_empty() && name == "metadata" {
+            continue;
+        }
+        if let Some(default) = sub.get("default") {
+            let mut value = default.clone();
+            walk(&mut value, sub, &child(path, name), checked);
+            fields.insert(name.clone(), value);
+        }
+    }
+}
+
+fn number(limit: f64) -> String {
+    if limit.fract() == 0.0 && limit.abs() < 1e15 {
+        format!("{}", limit as i64)
+    } else {
+        limit.to_string()
+    }
+}
+
+/// `minimum`/`maximum` and `minLength`/`maxLength`, worded as the server's.
+fn bounds(value: &Value, schema: &Value, path: &str, checked: &mut Checked) {
+    let mut invalid = |message: String| {
+        checked.causes.push(Cause {
+            reason: "FieldValueInvalid",
+            message: format!("Invalid value: {}: {path} in body {message}", shown(value)),
+            field: path.to_owned(),
+        });
+    };
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema["minimum"].as_f64() {
+            if schema["exclusiveMinimum"] == true && n <= min {
+                invalid(format!("should be greater than {}", number(min)));
+            } else if n < min {
+                invalid(format!(
+                    "should be greater than or equal to {}",
+                    number(min)
+                ));
+            }
+        }
+        if let Some(max) = schema["maximum"].as_f64() {
+            if schema["exclusiveMaximum"] == true && n >= max {
+                invalid(format!("should be less than {}", number(max)));
+            } else if n > max {
+                invalid(format!("should be less than or equal to {}", number(max)));
+            }
+        }
+    }
+    if let Some(text) = value.as_str() {
+        let chars = text.chars().count() as u64;
+        if let Some(min) = schema["minLength"].as_u64().filter(|min| chars < *min) {
+            invalid(format!("should be at least {min} chars long"));
+        }
+        if let Some(max) = schema["maxLength"].as_u64().filter(|max| chars > *max) {
+            invalid(format!("should be at most {max} chars long"));
+        }
+    }
 }
 
 fn child(path: &str, key: &str) -> String {
@@ -143,6 +214,7 @@ fn walk(value: &mut Value, schema: &Value, path: &str, checked: &mut Checked) {
             field: path.to_owned(),
         });
     }
+    bounds(value, schema, path, checked);
     match value {
         Value::Object(fields) => walk_object(fields, schema, path, checked),
         Value::Array(items) => {
@@ -183,6 +255,7 @@ fn walk_object(fields: &mut Map<String, Value>, schema: &Value, path: &str, chec
             }
         }
     }
+    apply_defaults(fields, schema, path, checked);
     required(fields, schema, path, checked);
 }
 
@@ -190,6 +263,28 @@ fn walk_object(fields: &mut Map<String, Value>, schema: &Value, path: &str, chec
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn defaults_absent_fields_and_checks_bounds() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "limit": {"type": "integer", "default": 4, "minimum": 0.0},
+            "policy": {"type": "object", "default": {}, "properties": {"mode": {"type": "string", "default": "Newest"}}},
+            "name": {"type": "string", "minLength": 2}}}}});
+        let mut object = json!({"spec": {"name": "a"}});
+        let checked = check(&mut object, &schema);
+        assert_eq!(object["spec"]["limit"], 4);
+        assert_eq!(object["spec"]["policy"]["mode"], "Newest");
+        assert_eq!(
+            checked.causes[0].message,
+            "Invalid value: \"a\": spec.name in body should be at least 2 chars long"
+        );
+        let mut negative = json!({"spec": {"limit": -1}});
+        let checked = check(&mut negative, &schema);
+        assert_eq!(
+            checked.causes[0].message,
+            "Invalid value: -1: spec.limit in body should be greater than or equal to 0"
+        );
+    }
 
     #[test]
     fn prunes_unknown_and_reports_required_and_types() {
@@ -206,10 +301,10 @@ mod tests {
         assert!(object["spec"].get("foo").is_none());
         assert_eq!(object["spec"]["free"]["any"], 1);
         let fields: Vec<&str> = checked.causes.iter().map(|c| c.field.as_str()).collect();
-        assert_eq!(fields, vec!["spec.n", "spec.mode", "spec.name"]);
+        assert_eq!(fields, vec!["spec.mode", "spec.n", "spec.name"]);
         assert_eq!(checked.causes[2].message, "Required value");
         assert_eq!(
-            checked.causes[0].message,
+            checked.causes[1].message,
             "Invalid value: \"one\": spec.n in body must be of type integer: \"string\""
         );
     }

@@ -138,7 +138,8 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+/// A parsed field selector: `metadata.name`, `metadata.namespace` and any other dotted
+/// path (`involvedObject.name` for events, `spec.nodeName`, …), `=`, `==`, `!=`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
@@ -158,7 +159,7 @@ impl FieldSelector {
                 )));
             };
             let field = field.trim();
-            if field != "metadata.name" && field != "metadata.namespace" {
+            if field.is_empty() || field.split('.').any(str::is_empty) {
                 return Err(ApiError::bad_request(format!(
                     "field label not supported: {field}"
                 )));
@@ -170,12 +171,16 @@ impl FieldSelector {
 
     pub(crate) fn matches(&self, object: &Value) -> bool {
         self.0.iter().all(|(field, equal, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => object["metadata"]["name"].as_str(),
-                _ => object["metadata"]["namespace"].as_str(),
-            }
-            .unwrap_or_default();
-            (actual == value) == *equal
+            let actual = field
+                .split('.')
+                .try_fold(object, |current, part| current.get(part))
+                .map(|found| match found {
+                    Value::String(text) => text.clone(),
+                    Value::Null => String::new(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_default();
+            (actual == *value) == *equal
         })
     }
 }
@@ -224,6 +229,12 @@ mod tests {
                 .unwrap()
                 .matches(&object)
         );
-        assert!(FieldSelector::parse("spec.x=1").is_err());
+        assert!(FieldSelector::parse("spec..x=1").is_err());
+        let event = json!({"involvedObject": {"name": "dev"}});
+        assert!(
+            FieldSelector::parse("involvedObject.name=dev")
+                .unwrap()
+                .matches(&event)
+        );
     }
 }

@@ -28,6 +28,8 @@ pub(crate) struct Inner {
     pub(crate) requests: Vec<RequestRecord>,
     /// Server-side apply: each manager's last applied configuration per object.
     pub(crate) applied: HashMap<(ObjKey, String), Value>,
+    /// Server-side apply: who owns which field of each object.
+    pub(crate) owners: HashMap<ObjKey, super::managed::Owners>,
 }
 
 impl Inner {
@@ -72,6 +74,7 @@ impl Shared {
             admission_calls: Vec::new(),
             requests: Vec::new(),
             applied: HashMap::new(),
+            owners: HashMap::new(),
         };
         inner.refresh_types();
         Self {

@@ -151,7 +151,14 @@ impl Store {
 
     /// Removes the object at the next revision; the DELETED event carries that revision.
     pub(crate) fn remove(&mut self, key: &ObjKey) -> Option<Value> {
-        let mut object = self.objects.remove(key)?;
+        let object = self.objects.get(key)?.clone();
+        self.remove_as(key, object)
+    }
+
+    /// Removes the object, its last state being `object` (an update that removed the last
+    /// finalizer deletes at once: one DELETED event, no MODIFIED before it).
+    pub(crate) fn remove_as(&mut self, key: &ObjKey, mut object: Value) -> Option<Value> {
+        self.objects.remove(key)?;
         self.rv += 1;
         object["metadata"]["resourceVersion"] = Value::String(self.rv.to_string());
         self.record(EventType::Deleted, key.clone(), object.clone());
@@ -205,6 +212,11 @@ impl Store {
             tx,
         });
         Ok(rx)
+    }
+
+    /// The newest revision compaction forgot.
+    pub(crate) fn compacted(&self) -> u64 {
+        self.compacted
     }
 
     /// Whether a list or watch from `rv` asks for forgotten history.
@@ -261,6 +273,17 @@ impl Store {
             .keys()
             .filter(|key| key.namespace == namespace)
             .cloned()
+            .collect()
+    }
+}
+
+impl Store {
+    /// Every object `wanted` accepts, with its key.
+    pub(crate) fn matching(&self, wanted: impl Fn(&Value) -> bool) -> Vec<(ObjKey, Value)> {
+        self.objects
+            .iter()
+            .filter(|(_, object)| wanted(object))
+            .map(|(key, object)| (key.clone(), object.clone()))
             .collect()
     }
 }

@@ -78,6 +78,15 @@ fn columns(ty: &ResourceType) -> Vec<(String, String, String, i64)> {
             )
         })
         .collect();
+    if ty.plural == "customresourcedefinitions" {
+        // The built-in CRD printer: the creation time as written, not an age.
+        return vec![(
+            "Created At".into(),
+            "string".into(),
+            ".metadata.creationTimestamp".into(),
+            0,
+        )];
+    }
     if !columns.iter().any(|(name, ..)| name == "Age") {
         columns.push((
             "Age".into(),

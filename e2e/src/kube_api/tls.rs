@@ -38,11 +38,14 @@ impl std::fmt::Debug for CertAuthority {
     }
 }
 
-/// A serving certificate (leaf only) and its key, both DER.
+/// A serving certificate (leaf only) and its key, DER for [`TlsServer`] and PEM for a
+/// process that reads files (e.g. `dray serve --kubernetes`'s webhook certificate).
 #[derive(Debug)]
 pub struct ServingCert {
     pub cert: CertificateDer<'static>,
     pub key: PrivateKeyDer<'static>,
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 impl CertAuthority {
@@ -89,6 +92,8 @@ impl CertAuthority {
         Ok(ServingCert {
             cert: cert.der().clone(),
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
         })
     }
 }

@@ -9,6 +9,7 @@
 use serde_json::{Value, json};
 
 use super::admission::{self, Operation};
+use super::managed::{self, Writer};
 use super::patch::{self, PatchType};
 use super::routes::Call;
 use super::state::{Inner, Shared};
@@ -25,6 +26,18 @@ fn key(call: &Call, name: &str) -> ObjKey {
         plural: call.target.ty.plural.clone(),
         namespace: call.target.namespace.clone(),
         name: name.to_owned(),
+    }
+}
+
+/// The field manager of a non-apply write: `fieldManager`, else the User-Agent's product.
+fn manager(call: &Call) -> String {
+    if let Some(manager) = call.param("fieldManager") {
+        return manager.to_owned();
+    }
+    let agent = call.header(axum::http::header::USER_AGENT);
+    match agent.split('/').next() {
+        Some(product) if !product.is_empty() => product.to_owned(),
+        _ => "unknown".to_owned(),
     }
 }
 
@@ -74,17 +87,33 @@ pub(crate) fn list(shared: &Shared, call: &Call) -> Outcome {
         .filter(|object| labels.matches(&object["metadata"]["labels"]) && fields.matches(object))
         .map(|object| objects::typed(ty, object.clone()))
         .collect();
-    let rv = inner.store.revision();
+    let limit = call
+        .param("limit")
+        .and_then(|limit| limit.parse::<usize>().ok());
+    let page = super::paging::page(
+        items,
+        limit,
+        call.param("continue"),
+        inner.store.revision(),
+        inner.store.compacted(),
+    )?;
+    let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+        metadata["remainingItemCount"] = json!(page.remaining);
+    }
     if table::wants_table(call.header(axum::http::header::ACCEPT)) {
-        return Ok((200, table::table(ty, &items, rv), Vec::new()));
+        let mut table = table::table(ty, &page.items, page.rv);
+        table["metadata"] = metadata;
+        return Ok((200, table, Vec::new()));
     }
     Ok((
         200,
         json!({
             "kind": format!("{}List", ty.kind),
             "apiVersion": ty.api_version(),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": items,
+            "metadata": metadata,
+            "items": page.items,
         }),
         Vec::new(),
     ))
@@ -161,12 +190,24 @@ pub(crate) async fn create(shared: &Shared, call: &Call) -> Outcome {
                 Vec::new(),
             ));
         }
+        "selfsubjectaccessreviews" => {
+            let mut body = body;
+            if !body["spec"].is_object() {
+                body["spec"] = json!({});
+            }
+            body["spec"]["user"] = json!(call.user.username);
+            body["spec"]["groups"] = json!(call.user.groups);
+            body["spec"]["uid"] = json!(call.user.uid);
+            let mut review = reviews::subject_access_review(&shared.lock(), &body);
+            review["kind"] = json!("SelfSubjectAccessReview");
+            return Ok((201, review, Vec::new()));
+        }
         _ => {}
     }
-    create_object(shared, call, body).await
+    create_object(shared, call, body, Writer::Update(manager(call))).await
 }
 
-async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outcome {
+async fn create_object(shared: &Shared, call: &Call, mut object: Value, writer: Writer) -> Outcome {
     let ty = &call.target.ty;
     if ty.namespaced {
         let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
@@ -176,6 +217,9 @@ async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outco
             ));
         }
         object["metadata"]["namespace"] = json!(call.target.namespace);
+    } else if let Some(metadata) = object["metadata"].as_object_mut() {
+        // A cluster-scoped object has no namespace, whatever the body says.
+        metadata.remove("namespace");
     }
     let name = objects::name_for_create(&mut object).ok_or_else(|| {
         ApiError::invalid(
@@ -209,7 +253,14 @@ async fn create_object(shared: &Shared, call: &Call, mut object: Value) -> Outco
     if inner.store.get(&object_key).is_some() {
         return Err(ApiError::already_exists(&ty.group, &ty.plural, &name));
     }
-    let stored = inner.store.put(object_key, object);
+    let stored = inner.store.put(object_key.clone(), object);
+    managed::record(
+        inner.owners.entry(object_key).or_default(),
+        None,
+        &stored,
+        &writer,
+        true,
+    );
     if ty.plural == "customresourcedefinitions" {
         inner.refresh_types();
     }
@@ -268,7 +319,7 @@ pub(crate) async fn update(shared: &Shared, call: &Call) -> Outcome {
     {
         return Err(conflict(call));
     }
-    write_update(shared, call, current, body).await
+    write_update(shared, call, current, body, Writer::Update(manager(call))).await
 }
 
 fn current(shared: &Shared, call: &Call) -> Result<Value, ApiError> {
@@ -290,7 +341,13 @@ fn conflict(call: &Call) -> ApiError {
 
 /// Turns `body` into the next version of `current` (status subresource rules, generation)
 /// and writes it after admission, unless nothing changed.
-async fn write_update(shared: &Shared, call: &Call, current: Value, body: Value) -> Outcome {
+async fn write_update(
+    shared: &Shared,
+    call: &Call,
+    current: Value,
+    body: Value,
+    writer: Writer,
+) -> Outcome {
     let ty = &call.target.ty;
     let mut next = objects::next_version(ty, &call.target.subresource, &current, body);
     let mut warnings = if call.target.subresource.is_empty() || ty.schema.is_some() {
@@ -329,10 +386,22 @@ async fn write_update(shared: &Shared, call: &Call, current: Value, body: Value)
             .as_array()
             .is_none_or(Vec::is_empty);
     let stored = if finished {
-        inner.store.put(object_key.clone(), next);
-        inner.store.remove(&object_key).unwrap_or_default()
+        inner.owners.remove(&object_key);
+        inner.applied.retain(|(key, _), _| *key != object_key);
+        let removed = inner.store.remove_as(&object_key, next).unwrap_or_default();
+        super::gc::collect(&mut inner.store, &removed, false);
+        removed
     } else {
-        inner.store.put(object_key, next)
+        let stored = inner.store.put(object_key.clone(), next);
+        let force = call.flag("force");
+        managed::record(
+            inner.owners.entry(object_key).or_default(),
+            Some(&current),
+            &stored,
+            &writer,
+            force,
+        );
+        stored
     };
     if ty.plural == "customresourcedefinitions" {
         inner.refresh_types();
@@ -353,10 +422,18 @@ pub(crate) async fn patch(shared: &Shared, call: &Call) -> Outcome {
     }
     let current = current(shared, call)?;
     let patched = patch::apply_patch(&current, kind, &patch_doc)?;
+    objects::check_shape(&call.target.ty, &patched)?;
     if patched["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"] {
         return Err(conflict(call));
     }
-    write_update(shared, call, current, patched).await
+    write_update(
+        shared,
+        call,
+        current,
+        patched,
+        Writer::Update(manager(call)),
+    )
+    .await
 }
 
 /// Server-side apply (`application/apply-patch+yaml`): creates or merges the applied
@@ -369,14 +446,22 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
     };
     objects::check_type(&call.target.ty, &applied)?;
     let object_key = key(call, &call.target.name);
-    let (existing, previous) = {
+    // The status subresource keeps its own applied configuration per manager.
+    let manager = if call.target.subresource.is_empty() {
+        manager
+    } else {
+        format!("{manager}/{}", call.target.subresource)
+    };
+    let (existing, previous, owners) = {
         let inner = shared.lock();
+        let existing = inner.store.get(&object_key).cloned();
         (
-            inner.store.get(&object_key).cloned(),
+            existing,
             inner
                 .applied
                 .get(&(object_key.clone(), manager.clone()))
                 .cloned(),
+            inner.owners.get(&object_key).cloned().unwrap_or_default(),
         )
     };
     let remember = |shared: &Shared| {
@@ -387,7 +472,14 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
                 .insert((object_key.clone(), manager.clone()), applied.clone());
         }
     };
+    let writer = Writer::Apply {
+        manager: manager.clone(),
+        applied: applied.clone(),
+    };
     let Some(current) = existing else {
+        if !call.target.subresource.is_empty() {
+            return Err(not_found(call));
+        }
         let mut object = applied.clone();
         object["metadata"]["name"] = json!(call.target.name);
         objects::set_managed(
@@ -396,11 +488,32 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
             &call.target.ty.api_version(),
             &applied,
         );
-        let outcome = create_object(shared, call, object).await?;
+        let outcome = create_object(shared, call, object, writer).await?;
         remember(shared);
         return Ok((201, outcome.1, outcome.2));
     };
-    let mut merged = patch::server_side_apply(&current, previous.as_ref(), &applied);
+    let sole_owner = |path: &str| {
+        owners
+            .get(path)
+            .is_none_or(|set| set.iter().all(|owner| *owner == manager))
+    };
+    let mut merged = patch::server_side_apply(&current, previous.as_ref(), &applied, &sole_owner);
+    if !call.flag("force") {
+        // Conflicts are judged on what the apply would store (defaults included).
+        let mut next = merged.clone();
+        if let Some(schema) = &call.target.ty.schema {
+            schema::check(&mut next, schema);
+        }
+        let inner = shared.lock();
+        managed::conflicts(
+            inner.owners.get(&object_key),
+            &current,
+            &next,
+            &applied,
+            &manager,
+            &call.target.ty.api_version(),
+        )?;
+    }
     merged["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
     objects::set_managed(
         &mut merged,
@@ -408,7 +521,7 @@ async fn apply(shared: &Shared, call: &Call, applied: Value) -> Outcome {
         &call.target.ty.api_version(),
         &applied,
     );
-    let outcome = write_update(shared, call, current, merged).await?;
+    let outcome = write_update(shared, call, current, merged, writer).await?;
     remember(shared);
     Ok(outcome)
 }
@@ -482,8 +595,24 @@ pub(crate) async fn delete(shared: &Shared, call: &Call) -> Outcome {
             inner.store.remove(&contained);
         }
     }
+    inner.owners.remove(&object_key);
+    inner.applied.retain(|(key, _), _| *key != object_key);
     let removed = inner.store.remove(&object_key).unwrap_or_default();
+    let orphan = options["propagationPolicy"] == "Orphan" || options["orphanDependents"] == true;
+    super::gc::collect(&mut inner.store, &removed, orphan);
     if ty.plural == "customresourcedefinitions" {
+        // Deleting a CRD deletes its custom objects.
+        let group = removed["spec"]["group"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let plural = removed["spec"]["names"]["plural"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        for (contained, _) in inner.store.all(&group, &plural) {
+            inner.store.remove(&contained);
+        }
         inner.refresh_types();
     }
     Ok((200, objects::typed(ty, removed), warnings))

@@ -64,6 +64,8 @@ pub(crate) fn watch(shared: &Arc<Shared>, call: &Call) -> Response {
 
 fn open(shared: &Arc<Shared>, call: &Call) -> Result<Response, ApiError> {
     let ty = call.target.ty.clone();
+    // `kubectl get -w` asks for Tables: each event then carries a one-row Table.
+    let tables = super::table::wants_table(call.header(header::ACCEPT));
     let labels = LabelSelector::parse(call.param("labelSelector").unwrap_or_default())?;
     let fields = FieldSelector::parse(call.param("fieldSelector").unwrap_or_default())?;
     let timeout = call
@@ -128,6 +130,16 @@ fn open(shared: &Arc<Shared>, call: &Call) -> Result<Response, ApiError> {
         async move {
             let msg = tokio::time::timeout_at(deadline, rx.recv()).await.ok()??;
             let bytes = match msg {
+                WatchMsg::Event(kind, object) if tables => {
+                    let rv = object["metadata"]["resourceVersion"]
+                        .as_str()
+                        .and_then(|rv| rv.parse().ok())
+                        .unwrap_or_default();
+                    line(
+                        kind.as_str(),
+                        &super::table::table(&ty, &[objects::typed(&ty, object)], rv),
+                    )
+                }
                 WatchMsg::Event(kind, object) => line(kind.as_str(), &objects::typed(&ty, object)),
                 WatchMsg::Bookmark { rv, initial_end } => {
                     line("BOOKMARK", &bookmark(&ty, rv, initial_end))
