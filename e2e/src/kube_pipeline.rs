@@ -229,8 +229,11 @@ impl KubeParts {
     /// The release manager: user `release-manager` with the chart's `dray-project-admin`
     /// in every namespace.
     fn grant_release_manager(&self) -> Result<()> {
-        self.api
-            .add_token(RELEASE_MANAGER_TOKEN, RELEASE_MANAGER, &["release-managers"]);
+        self.api.add_token(
+            RELEASE_MANAGER_TOKEN,
+            RELEASE_MANAGER,
+            &["release-managers"],
+        );
         self.apply_yaml(&format!(
             "apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

@@ -668,7 +668,12 @@ fn rbac_grants_dray_and_its_users_the_verbs_they_need() -> Result<()> {
         "secrets",
         &["create", "update", "patch", "delete"],
     );
-    assert_grants(dray, "", "namespaces", &["get", "list", "watch", "create", "patch"]);
+    assert_grants(
+        dray,
+        "",
+        "namespaces",
+        &["get", "list", "watch", "create", "patch"],
+    );
     assert_grants(dray, "", "events", &["create", "patch"]);
     assert_grants(
         dray,

@@ -312,3 +312,165 @@ fn relists(k: &KubePipeline) -> usize {
         })
         .count()
 }
+
+/// Kubernetes RBAC decides who may promote: `dray promote` as a user the API server knows
+/// but who has no RoleBinding is a 403 naming user, verb and Stage, asked of the API
+/// server with a SubjectAccessReview; bound to the chart's `dray-promoter` in the
+/// project's namespace, the same user promotes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promote_is_authorised_by_subject_access_review_on_the_stage() -> Result<()> {
+    let k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let (_, alias) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &alias))?;
+    let ann = "ann-token-5d2e9b7c";
+    k.api.add_token(ann, "ann", &["developers"]);
+    dray_e2e::secrets::remember("ann's Kubernetes token", ann);
+    let as_ann = |args: &[&str]| -> Result<std::process::Output> {
+        let mut command = k.q.dray.cli_command();
+        command
+            .env("DRAY_TOKEN", ann)
+            .args(["-p", "demo"])
+            .args(args);
+        Ok(command.output()?)
+    };
+    let refused = tokio::task::block_in_place(|| {
+        as_ann(&["promote", "--stage", "staging", "--alias", &alias])
+    })?;
+    let said = text(&refused);
+    ensure!(!refused.status.success(), "ann has no RoleBinding: {said}");
+    for part in [
+        "ann",
+        "promote",
+        "stages/staging",
+        "demo",
+        "kubectl create rolebinding",
+    ] {
+        ensure!(said.contains(part), "the refusal names `{part}`: {said}");
+    }
+    let asked = k.api.requests().iter().any(|(verb, path, user)| {
+        verb == "create"
+            && path.ends_with("/subjectaccessreviews")
+            && user.as_deref() == Some("system:serviceaccount:dray:dray")
+    });
+    ensure!(
+        asked,
+        "Dray asked the API server with a SubjectAccessReview"
+    );
+    tokio::task::block_in_place(|| {
+        k.kubectl_ok(&[
+            "create",
+            "rolebinding",
+            "ann-promoter",
+            "-n",
+            "demo",
+            "--clusterrole=dray-promoter",
+            "--user=ann",
+        ])
+    })?;
+    // Answers are believed for a few seconds (the cache); the binding counts once it ends.
+    let promoted = tokio::task::block_in_place(|| {
+        k.q.wait_until("ann's promotion to be allowed", || {
+            let output = as_ann(&[
+                "promote",
+                "--stage",
+                "staging",
+                "--alias",
+                &alias,
+                "--wait",
+                "--timeout",
+                "2m",
+            ])?;
+            Ok(output.status.success().then_some(output))
+        })
+    })?;
+    ensure!(
+        text(&promoted).contains("Succeeded") || promoted.status.success(),
+        "{}",
+        text(&promoted)
+    );
+    let staging = k.q.stage("staging")?;
+    assert_eq!(staging["status"]["currentFreight"]["alias"], alias.as_str());
+    Ok(())
+}
+
+/// The one door holds in the cluster: `kubectl create` of a Promotion, by a user allowed
+/// to create Promotions by RBAC, is refused by Dray's validating admission webhook with
+/// the promote path's reason; so is a status write by anyone but Dray; Dray's own
+/// Promotions pass the same webhook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_of_a_promotion_is_refused_by_the_admission_webhook() -> Result<()> {
+    let k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let (freight, alias) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &alias))?;
+    let forged = format!(
+        "apiVersion: dray.dev/v1alpha1
+kind: Promotion
+metadata: {{name: forged-to-prod, namespace: demo}}
+spec:
+  stage: prod
+  freight: {freight}
+  steps:
+    - uses: git-push
+      config: {{path: ./out}}
+"
+    );
+    let file = k.q.world.unique_dir("forged")?.with_extension("yaml");
+    std::fs::write(&file, &forged)?;
+    let created =
+        tokio::task::block_in_place(|| k.kubectl(&["create", "-f", &file.display().to_string()]))?;
+    let said = text(&created);
+    ensure!(
+        !created.status.success(),
+        "a forged Promotion must be refused: {said}"
+    );
+    ensure!(
+        said.contains("admission webhook \"validate.dray.dev\" denied the request"),
+        "kubectl prints the webhook's denial: {said}"
+    );
+    ensure!(
+        said.contains("steps"),
+        "the reason names what is wrong: {said}"
+    );
+    let forged_exists = k
+        .api
+        .get("/apis/dray.dev/v1alpha1/namespaces/demo/promotions/forged-to-prod")
+        .is_some();
+    ensure!(!forged_exists, "nothing was stored");
+    // A status write by a cluster admin is refused the same way.
+    let patched = tokio::task::block_in_place(|| {
+        k.kubectl(&[
+            "patch",
+            "freight",
+            &freight,
+            "-n",
+            "demo",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"verifiedIn":{"prod":{}}}}"#,
+        ])
+    })?;
+    let said = text(&patched);
+    ensure!(
+        !patched.status.success(),
+        "a forged status must be refused: {said}"
+    );
+    ensure!(
+        said.contains("written by Dray's controllers only"),
+        "{said}"
+    );
+    // Dray's own promotion went through the same webhook, as Dray's ServiceAccount.
+    let reviewed = k.api.admission_calls().iter().any(|call| {
+        call["review"]["request"]["kind"]["kind"] == "Promotion"
+            && call["review"]["request"]["operation"] == "CREATE"
+            && call["review"]["request"]["userInfo"]["username"]
+                == "system:serviceaccount:dray:dray"
+    });
+    ensure!(
+        reviewed,
+        "Dray's auto-promotion was reviewed by the webhook and allowed"
+    );
+    Ok(())
+}

@@ -80,14 +80,16 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
     let kube = match &options.kubernetes {
         None => None,
-        Some(kubernetes) => Some(
-            super::kubernetes::kube_client(kubernetes.kubeconfig.as_deref()).await?,
-        ),
+        Some(kubernetes) => {
+            Some(super::kubernetes::kube_client(kubernetes.kubeconfig.as_deref()).await?)
+        }
     };
     // In a cluster, users are who the API server says they are, and may what its RBAC
     // allows (TokenReview, SubjectAccessReview); `--auth none` stays none.
     let auth_mode = match (&kube, options.auth.clone()) {
-        (Some(client), AuthMode::Token) => AuthMode::Kubernetes(Arc::new(KubeAuth::new(client.clone()))),
+        (Some(client), AuthMode::Token) => {
+            AuthMode::Kubernetes(Arc::new(KubeAuth::new(client.clone())))
+        }
         (_, mode) => mode,
     };
     match &auth_mode {

@@ -185,7 +185,8 @@ impl KubeStore {
             }
         }
         objects.retain(|o| self.mirror.admits(&o.key));
-        objects.sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
+        objects
+            .sort_by(|a, b| (&a.key.namespace, &a.key.name).cmp(&(&b.key.namespace, &b.key.name)));
         Ok(objects)
     }
 
