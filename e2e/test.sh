@@ -28,6 +28,8 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 # git signs Dray's commits with SSH keys (`gpg.format=ssh`) through ssh-keygen.
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+# the deploy tests check the chart's generated webhook certificate with `openssl verify`
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # Browser tests of the web UI (e2e/src/browser.rs) drive Debian's Chromium through ChromeDriver;
 # fonts-liberation (otherwise only a recommendation) gives screenshots readable text.
 [ -x /usr/bin/chromium ] || missing+=(chromium fonts-liberation)
