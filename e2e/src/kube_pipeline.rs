@@ -13,8 +13,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::controller::{ControllerOptions, DrayController};
 use crate::kube_api::KubeApi;
-use crate::pipeline::{Pipeline, text};
-use crate::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, workspace_root};
+use crate::pipeline::{Pipeline, Services, text};
+use crate::{Dray, DrayOptions, TestWorld, workspace_root};
 
 /// Dray's ServiceAccount, as the chart names it.
 pub const DRAY_SERVICE_ACCOUNT: (&str, &str) = ("dray", "dray");
@@ -93,14 +93,7 @@ impl KubePipeline {
         );
         pipeline.grant_release_manager()?;
 
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
+        let services = Services::start(&world)?;
         let mut controllers = Vec::new();
         for i in 0..options.controllers.max(1) {
             let mut controller_options = ControllerOptions {
@@ -132,7 +125,7 @@ impl KubePipeline {
             dray_kubeconfig,
         } = pipeline;
         Ok(KubePipeline {
-            q: Pipeline::from_parts(world, registry, git, config, config_url, dray),
+            q: Pipeline::from_parts(world, services, dray),
             api,
             admin,
             dray_kubeconfig,
@@ -262,28 +255,18 @@ struct WebhookTls {
 
 impl WebhookTls {
     fn make(parent: &std::path::Path) -> Result<Self> {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
-        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca_key = KeyPair::generate()?;
-        let ca = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-        let mut params = CertificateParams::new(vec![
-            "dray-webhook.dray.svc".to_owned(),
-            "dray-webhook.dray.svc.cluster.local".to_owned(),
+        let ca = crate::kube_api::tls::CertAuthority::new("Dray webhook CA")?;
+        let cert = ca.issue(&[
+            "dray-webhook.dray.svc",
+            "dray-webhook.dray.svc.cluster.local",
         ])?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &issuer)?;
         let dir = parent.join("admission-tls");
         std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("tls.crt"), cert.pem())?;
-        std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+        std::fs::write(dir.join("tls.crt"), &cert.cert_pem)?;
+        std::fs::write(dir.join("tls.key"), &cert.key_pem)?;
         Ok(WebhookTls {
             dir,
-            ca_pem: ca.pem(),
+            ca_pem: ca.ca_pem().to_owned(),
         })
     }
 

@@ -32,6 +32,39 @@ pub fn text(output: &Output) -> String {
     )
 }
 
+/// The quickstart's services: a registry and the config repository (seeded from
+/// `examples/quickstart/config-repo`) behind `git http-backend`.
+pub struct Services {
+    /// The OCI registry.
+    pub registry: Registry,
+    /// The git server.
+    pub git: GitServer,
+    /// A working copy of the config repository.
+    pub config: GitRepo,
+    /// The config repository's URL.
+    pub config_url: String,
+}
+
+impl Services {
+    /// Starts them in `world`.
+    pub fn start(world: &TestWorld) -> Result<Self> {
+        let registry = Registry::start(world, Default::default())?;
+        let git = GitServer::start(world, Default::default())?;
+        let config_url = git.create_repo("config")?;
+        let (config, _) = GitRepo::seed(
+            world,
+            &config_url,
+            &workspace_root().join("examples/quickstart/config-repo"),
+        )?;
+        Ok(Services {
+            registry,
+            git,
+            config,
+            config_url,
+        })
+    }
+}
+
 /// A world running the quickstart's services.
 pub struct Pipeline {
     /// The world everything runs in.
@@ -57,29 +90,20 @@ impl Pipeline {
     /// Starts the services with `dray serve` started as `options` say.
     pub fn start_with(options: DrayOptions) -> Result<Self> {
         let world = TestWorld::new()?;
-        let registry = Registry::start(&world, Default::default())?;
-        let git = GitServer::start(&world, Default::default())?;
-        let config_url = git.create_repo("config")?;
-        let (config, _) = GitRepo::seed(
-            &world,
-            &config_url,
-            &workspace_root().join("examples/quickstart/config-repo"),
-        )?;
+        let services = Services::start(&world)?;
         let dray = Dray::start(&world, options)?;
-        Ok(Self::from_parts(
-            world, registry, git, config, config_url, dray,
-        ))
+        Ok(Self::from_parts(world, services, dray))
     }
 
-    /// A pipeline of services started elsewhere (the Kubernetes mode's fixture).
-    pub fn from_parts(
-        world: TestWorld,
-        registry: Registry,
-        git: GitServer,
-        config: GitRepo,
-        config_url: String,
-        dray: Dray,
-    ) -> Self {
+    /// A pipeline of `services` and a `dray serve` started elsewhere (the Kubernetes
+    /// mode's fixture).
+    pub fn from_parts(world: TestWorld, services: Services, dray: Dray) -> Self {
+        let Services {
+            registry,
+            git,
+            config,
+            config_url,
+        } = services;
         Pipeline {
             world,
             registry,

@@ -10,29 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-    SanType,
-};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::sync::oneshot;
 
-/// A CA: its PEM certificate (what `certificate-authority-data` holds, base64-encoded).
-fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>> {
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    Ok(CertifiedIssuer::self_signed(params, KeyPair::generate()?)?)
-}
+use crate::kube_api::tls::CertAuthority;
 
 /// A CA that signed nothing the double serves: a kubeconfig trusting it must fail.
 pub fn unrelated_ca_pem() -> Result<String> {
-    Ok(ca("Some other CA")?.pem())
+    Ok(CertAuthority::new("Some other CA")?.ca_pem().to_owned())
 }
 
 /// A TLS front on 127.0.0.1 before `backend`; stopped on drop.
@@ -47,24 +31,13 @@ pub(crate) struct TlsFront {
 impl TlsFront {
     /// Generates the CA and the server certificate, binds a free port and serves.
     pub(crate) fn start(backend: SocketAddr) -> Result<Self> {
-        let issuer = ca("Dray test CA (Argo CD double)")?;
-        let mut params = CertificateParams::new(vec!["localhost".to_owned()])?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress(std::net::Ipv4Addr::LOCALHOST.into()));
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "127.0.0.1");
-        let key = KeyPair::generate()?;
-        let cert = params.signed_by(&key, &issuer)?;
+        let issuer = CertAuthority::new("Dray test CA (Argo CD double)")?;
+        let cert = issuer.issue(&[])?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(cert.der().to_vec())],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
+            .with_single_cert(vec![cert.cert], cert.key)
             .context("the TLS front's certificate does not fit its key")?;
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = std::net::TcpListener::bind("127.0.0.1:0")
@@ -92,7 +65,7 @@ impl TlsFront {
             })?;
         Ok(Self {
             addr,
-            ca_pem: issuer.pem(),
+            ca_pem: issuer.ca_pem().to_owned(),
             shutdown: Some(shutdown),
             thread: Some(thread),
         })
