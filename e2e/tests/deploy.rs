@@ -814,8 +814,13 @@ fn webhook_checks_promotions_and_status_and_fails_closed() -> Result<()> {
     assert!(covers("promotions", "UPDATE"), "{rules:?}");
     assert!(covers("*/status", "UPDATE"), "{rules:?}");
     assert!(
-        !covers("promotions", "DELETE"),
-        "deleting a Promotion needs no door"
+        covers("promotions", "DELETE"),
+        "a running Promotion is deleted only once it ended: {rules:?}"
+    );
+    assert!(covers("freight", "CREATE"), "Freight is minted: {rules:?}");
+    assert!(
+        covers("freight", "UPDATE"),
+        "Freight is immutable: {rules:?}"
     );
     Ok(())
 }

@@ -438,6 +438,30 @@ spec:
         .get("/apis/dray.dev/v1alpha1/namespaces/demo/promotions/forged-to-prod")
         .is_some();
     ensure!(!forged_exists, "nothing was stored");
+    // Freight is minted, never written: a copy under a new name is refused.
+    let minted = k
+        .api
+        .get(&format!(
+            "/apis/dray.dev/v1alpha1/namespaces/demo/freight/{freight}"
+        ))
+        .context("the minted Freight is in the cluster")?;
+    let mut copy = minted.clone();
+    copy["metadata"] = serde_json::json!({"name": "forged-freight", "namespace": "demo"});
+    copy.as_object_mut().map(|m| m.remove("status"));
+    let copy_file =
+        k.q.world
+            .unique_dir("forged-freight")?
+            .with_extension("json");
+    std::fs::write(&copy_file, serde_json::to_vec(&copy)?)?;
+    let created = tokio::task::block_in_place(|| {
+        k.kubectl(&["create", "-f", &copy_file.display().to_string()])
+    })?;
+    let said = text(&created);
+    ensure!(
+        !created.status.success(),
+        "forged Freight must be refused: {said}"
+    );
+    ensure!(said.contains("Freight is minted by Dray"), "{said}");
     // A status write by a cluster admin is refused the same way.
     let patched = tokio::task::block_in_place(|| {
         k.kubectl(&[

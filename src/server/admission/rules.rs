@@ -10,7 +10,10 @@
 //!   door's "written by Dray's controllers only");
 //! - an `UPDATE` of a Promotion that changes its `spec` is denied (the door's "cannot be
 //!   changed once it is requested"); labels and annotations may change;
-//! - everything else is allowed.
+//! - every other write is put to the same door as Dray's API: a `CREATE` or `UPDATE` of
+//!   Freight is denied (minted, never written), a `DELETE` of a Promotion that has not
+//!   ended is denied; the rest is allowed (the chart's webhook configuration sends only
+//!   Promotions, Freight and status writes).
 //!
 //! The words are the pipeline's; this module only maps a review onto its operations.
 
@@ -62,20 +65,33 @@ pub async fn judge(
                 other => Ok(refused(other)),
             }
         }
-        (AdmissionOperation::Update, None, Kind::Promotion) => {
-            let spec = |o: &Option<Value>| o.as_ref().and_then(|o| o.get("spec")).cloned();
-            if spec(&request.object) == spec(&request.old_object) {
-                return Ok(None);
-            }
+        (AdmissionOperation::Update, None, Kind::Promotion)
+            if spec(&request.object) == spec(&request.old_object) =>
+        {
+            // Labels and annotations of a Promotion may change; its spec may not.
+            Ok(None)
+        }
+        (operation, None, _) => {
+            let operation = match operation {
+                AdmissionOperation::Create => Operation::Create,
+                AdmissionOperation::Update => Operation::Update,
+                AdmissionOperation::Delete => Operation::Delete,
+                AdmissionOperation::Connect => return Ok(None),
+            };
+            // Everything else asks the same door as Dray's API: Freight is minted, never
+            // written; a Promotion is changed by no one and deleted only once it ended.
             Ok(refused(door::admit(
-                Operation::Update,
+                operation,
                 &key,
                 request.object.clone(),
                 request.old_object.as_ref(),
             )))
         }
-        _ => Ok(None),
     }
+}
+
+fn spec(object: &Option<Value>) -> Option<Value> {
+    object.as_ref().and_then(|o| o.get("spec")).cloned()
 }
 
 fn object_name(request: &AdmissionRequest) -> String {
