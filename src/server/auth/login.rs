@@ -1,4 +1,5 @@
-//! Logging in with an API token ([`with_token`]), and out ([`logout`]). The token is checked exactly as the API
+//! Logging in with an API token ([`with_token`]; in Kubernetes mode a Kubernetes token,
+//! reviewed by a TokenReview), and out ([`logout`]). The token is checked exactly as the API
 //! checks a bearer token (its SHA-256 against the token store, [`super::check_token`]) and
 //! a valid one starts a session ([`super::sessions::Sessions::create_for_token`]). The
 //! token is never echoed, logged or kept: the session holds its hash only. An unknown,
@@ -40,6 +41,9 @@ pub enum TokenLoginError {
     /// The session could not be stored.
     #[error("the session cannot be stored: {0}")]
     Session(#[source] StoreError),
+    /// Kubernetes mode: the TokenReview did not accept the token, or could not be made.
+    #[error("{0}")]
+    Kubernetes(#[source] super::kubernetes::KubeAuthError),
 }
 
 impl TokenLoginError {
@@ -51,6 +55,10 @@ impl TokenLoginError {
             TokenLoginError::TokenStore(_) | TokenLoginError::Session(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }
+            TokenLoginError::Kubernetes(super::kubernetes::KubeAuthError::Unauthenticated {
+                ..
+            }) => StatusCode::UNAUTHORIZED,
+            TokenLoginError::Kubernetes(_) => StatusCode::BAD_GATEWAY,
         }
     }
 }
@@ -64,6 +72,9 @@ pub async fn with_token(
     let token = token.trim();
     if token.is_empty() {
         return Err(TokenLoginError::Empty);
+    }
+    if let super::AuthMode::Kubernetes(kube) = &auth.mode {
+        return with_kubernetes_token(kube, sessions, token).await;
     }
     let hash = tokens::hash(token);
     let record = match check_token(auth, &hash).await {
@@ -84,6 +95,29 @@ pub async fn with_token(
         .await
         .map_err(TokenLoginError::Session)?;
     tracing::info!(user = %record.user, "logged in to the UI");
+    Ok(TokenLogin { id, session })
+}
+
+/// Kubernetes mode: a session for the user a TokenReview says `token` stands for (the
+/// token is not kept; what the user may do is asked of Kubernetes RBAC on every request).
+async fn with_kubernetes_token(
+    kube: &super::kubernetes::KubeAuth,
+    sessions: &Sessions,
+    token: &str,
+) -> Result<TokenLogin, TokenLoginError> {
+    let reviewed = kube.review_token(token).await.map_err(|error| {
+        tracing::info!(%error, "login refused by Kubernetes");
+        TokenLoginError::Kubernetes(error)
+    })?;
+    let identity = super::sessions::Identity::Kubernetes {
+        user: reviewed.user.clone(),
+        groups: reviewed.groups,
+    };
+    let (id, session) = sessions
+        .create(identity, &reviewed.user, super::sessions::SESSION_TTL)
+        .await
+        .map_err(TokenLoginError::Session)?;
+    tracing::info!(user = %reviewed.user, "logged in to the UI with a Kubernetes token");
     Ok(TokenLogin { id, session })
 }
 

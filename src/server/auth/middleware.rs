@@ -101,6 +101,16 @@ pub async fn caller_for_session(
 ) -> Result<Option<Caller>, ApiError> {
     match &session.identity {
         Identity::Token { token_hash } => caller_for_token_hash(auth, token_hash).await,
+        // Only a Kubernetes-mode server takes these (its middleware asks Kubernetes RBAC
+        // about them); anywhere else the session stands for no one.
+        Identity::Kubernetes { user, groups } => Ok(matches!(auth.mode, AuthMode::Kubernetes(_))
+            .then(|| Caller {
+                user: user.clone(),
+                groups: groups.clone(),
+                cluster_roles: Vec::new(),
+                unrestricted: false,
+                authority: Default::default(),
+            })),
         Identity::Oidc { user, groups } => {
             let cluster_roles = auth.tokens.cluster_roles(user, groups).await?;
             Ok(Some(Caller {

@@ -56,6 +56,14 @@ pub enum Identity {
         /// The groups, from the configured groups claim.
         groups: Vec<String>,
     },
+    /// A user the Kubernetes API vouched for (a TokenReview of the token they logged in
+    /// with, `dray serve --kubernetes`); the token itself is not kept.
+    Kubernetes {
+        /// `status.user.username`.
+        user: String,
+        /// `status.user.groups`.
+        groups: Vec<String>,
+    },
 }
 
 /// One logged-in browser. Its `Debug` hides the CSRF token, so no log can show it.

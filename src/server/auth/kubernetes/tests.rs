@@ -429,3 +429,36 @@ async fn a_subject_access_review_dray_may_not_make_is_a_502_saying_what_to_grant
     );
     assert!(message.contains("grant Dray's ServiceAccount"), "{message}");
 }
+
+#[tokio::test]
+async fn a_ui_login_with_a_kubernetes_token_is_a_session_asked_about_by_kubernetes_rbac() {
+    use crate::server::auth::login::{TokenLoginError, with_token};
+    use crate::server::auth::sessions::COOKIE_NAME;
+    let (fresh, cluster) = world().await;
+    let refused = with_token(&fresh.state.auth, &fresh.state.sessions, "not-a-token-7").await;
+    match refused {
+        Err(error @ TokenLoginError::Kubernetes(_)) => {
+            assert_eq!(error.status(), StatusCode::UNAUTHORIZED);
+            assert!(!error.to_string().contains("not-a-token-7"), "{error}");
+        }
+        other => panic!("an unknown token makes no session: {other:?}"),
+    }
+    let login = with_token(&fresh.state.auth, &fresh.state.sessions, " ann-token ")
+        .await
+        .unwrap();
+    cluster.allow("ann", "demo", "list", "stages");
+    let request = axum::http::Request::get("/api/v1/projects/demo/stages")
+        .header("cookie", format!("{COOKIE_NAME}={}", login.id))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = test_support::send(&fresh.state, request).await;
+    assert_eq!(reply.status, StatusCode::OK, "{:?}", reply.json());
+    let asked = cluster.last_access.lock().unwrap().clone();
+    assert_eq!(asked["user"], "ann");
+    assert_eq!(asked["groups"], json!(["dev-team"]));
+    assert_eq!(
+        cluster.token_reviews(),
+        2,
+        "the refused login and ann's: the session's request reviews no token"
+    );
+}
