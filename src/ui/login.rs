@@ -42,6 +42,17 @@ fn form_page(state: &AppState, error: Option<&str>) -> Markup {
         .oidc
         .as_ref()
         .map(|oidc| (oidc.issuer_host(), oidc.unavailable()));
+    // In Kubernetes mode the token is a Kubernetes one, reviewed by the API server.
+    let (token_name, token_hint) = match state.auth.mode {
+        AuthMode::Kubernetes(_) => (
+            "Kubernetes token",
+            html! { "Use your kubeconfig's token, or make one with " code { "kubectl create token <serviceaccount> -n <namespace>" } "." },
+        ),
+        _ => (
+            "API token",
+            html! { "Create a token with " code { "dray token create --user <you>" } "." },
+        ),
+    };
     layout::page(
         "Log in",
         None,
@@ -56,20 +67,20 @@ fn form_page(state: &AppState, error: Option<&str>) -> Markup {
                     @if let Some(why) = unavailable {
                         p.error #oidc-unavailable role="status" {
                             "OIDC login is unavailable: " (why)
-                            ". The button tries the provider again; an API token works meanwhile."
+                            ". The button tries the provider again; a token works meanwhile."
                         }
                     }
-                    p.hint { "or with an API token:" }
+                    p.hint { "or with a " (token_name) ":" }
                 }
                 form method="post" action="/login" {
-                    label for="token" { "API token" }
+                    label for="token" { (token_name) }
                     input #token type="password" name="token" autocomplete="off" required autofocus[oidc.is_none()];
                     button #login type="submit" { "Log in" }
                 }
                 @if let Some(error) = error {
                     p.error #login-error role="alert" { (error) }
                 }
-                p.hint { "Create a token with " code { "dray token create --user <you>" } "." }
+                p.hint { (token_hint) }
             }
         },
     )

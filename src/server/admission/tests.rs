@@ -226,6 +226,42 @@ async fn a_promotions_spec_never_changes_but_its_labels_may() {
 }
 
 #[tokio::test]
+async fn freight_is_never_written_and_a_running_promotion_never_deleted_by_a_user() {
+    let hook = hook().await;
+    let freight = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                         "metadata": {"name": "forged", "namespace": "demo"},
+                         "origin": {"kind": "Warehouse", "name": "app"}});
+    for operation in ["CREATE", "UPDATE"] {
+        let asked = request(operation, "Freight", "freight", "ann", freight.clone());
+        let (code, _, message) = denial(&hook.judge(asked.clone()).await);
+        assert_eq!(code, 405, "{operation}: {message}");
+        assert!(message.contains("Freight `forged`"), "{message}");
+        let mut by_dray = asked;
+        by_dray["userInfo"]["username"] = json!(DRAY);
+        assert_eq!(
+            hook.judge(by_dray).await["allowed"],
+            true,
+            "Dray mints Freight"
+        );
+    }
+    let mut running = promotion("dev", json!({}));
+    running["status"] = json!({"phase": "Running"});
+    let mut delete = request("DELETE", "Promotion", "promotions", "ann", Value::Null);
+    delete["name"] = json!("by-hand");
+    delete["oldObject"] = running.clone();
+    let (code, _, message) = denial(&hook.judge(delete.clone()).await);
+    assert_eq!(code, 409, "{message}");
+    assert!(message.contains("by-hand"), "{message}");
+    running["status"] = json!({"phase": "Succeeded"});
+    delete["oldObject"] = running;
+    assert_eq!(
+        hook.judge(delete).await["allowed"],
+        true,
+        "an ended Promotion may be deleted"
+    );
+}
+
+#[tokio::test]
 async fn everything_else_is_allowed() {
     let hook = hook().await;
     let stage = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",

@@ -462,3 +462,17 @@ async fn a_ui_login_with_a_kubernetes_token_is_a_session_asked_about_by_kubernet
         "the refused login and ann's: the session's request reviews no token"
     );
 }
+
+#[tokio::test]
+async fn the_login_page_asks_for_a_kubernetes_token_in_kubernetes_mode() {
+    let (fresh, _) = world().await;
+    let request = axum::http::Request::get("/login")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = test_support::send(&fresh.state, request).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let page = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(page.contains("Kubernetes token"), "{page}");
+    assert!(page.contains("kubectl create token"), "{page}");
+    assert!(!page.contains("dray token create"), "{page}");
+}
