@@ -384,13 +384,15 @@ async fn promote_is_authorised_by_subject_access_review_on_the_stage() -> Result
             Ok(output.status.success().then_some(output))
         })
     })?;
-    ensure!(
-        text(&promoted).contains("Succeeded") || promoted.status.success(),
-        "{}",
-        text(&promoted)
+    let name = dray_e2e::pipeline::promotion_name(&promoted);
+    let promotion = tokio::task::block_in_place(|| k.q.promotion(&name))?;
+    assert_eq!(promotion["status"]["phase"], "Succeeded", "{promotion:#}");
+    assert_eq!(
+        promotion["metadata"]["annotations"]["dray.dev/actor"], "ann",
+        "the reviewed user is the actor: {promotion:#}"
     );
-    let staging = k.q.stage("staging")?;
-    assert_eq!(staging["status"]["currentFreight"]["alias"], alias.as_str());
+    // The Stage's status is written after the promotion ends: wait for it.
+    tokio::task::block_in_place(|| k.q.wait_for_stage("staging", &alias))?;
     Ok(())
 }
 
