@@ -406,6 +406,11 @@ async fn supersede_running(
     by: &str,
 ) -> Result<(), StoreError> {
     for running in in_stage(store, project, stage, PromotionPhase::Running).await? {
+        // `by` itself may be running already: the queue can pick it up before this runs
+        // (in a cluster, the controller sees it the moment it is created).
+        if running.key.name == by {
+            continue;
+        }
         // Written against the version checked: one that moved on to a writing step in
         // between is read again and left alone.
         modify_object(store, running, |current, object| {
@@ -649,6 +654,20 @@ mod tests {
         running(store, &rollback, "Succeeded", "Running").await;
         promote(store, "f3").await;
         assert_eq!(abort_note(store, &rollback).await, None);
+    }
+
+    #[tokio::test]
+    async fn supersede_never_aborts_the_promotion_it_is_for() {
+        // In a cluster the controller can start a new promotion before its request
+        // returns: superseding then finds it Running, and must leave it alone.
+        let (_dir, store) = world("Supersede").await;
+        let store = store.as_ref();
+        let new = promote(store, "f1").await;
+        running(store, &new, "Running", "Pending").await;
+        supersede_running(store, "demo", "prod", &new.key.name)
+            .await
+            .unwrap();
+        assert_eq!(abort_note(store, &new).await, None);
     }
 
     #[tokio::test]

@@ -230,17 +230,41 @@ impl KubeStore {
         let created = stored(key.kind, &created)?;
         // The API server drops `status` on create when the kind has a status subresource;
         // the embedded store keeps it, so it is written next.
-        let created = match status.filter(|s| !s.is_null()) {
-            Some(status) => {
-                self.update_status(&key, status, Some(created.resource_version))
-                    .await?
-            }
-            None => {
-                self.delivered(&created).await;
-                created
-            }
+        let Some(status) = status.filter(|s| !s.is_null()) else {
+            self.delivered(&created).await;
+            return Ok(created);
         };
-        Ok(created)
+        let mut version = created.resource_version;
+        for _ in 0..STATUS_RETRIES {
+            match self
+                .update_status(&key, status.clone(), Some(version))
+                .await
+            {
+                Err(StoreError::Conflict { .. }) => {
+                    let current =
+                        resources::stored_value(self.fetch(&self.api(&key), &key).await?)?;
+                    let has_status = current
+                        .object
+                        .get("status")
+                        .is_some_and(|s| s.as_object().is_some_and(|o| !o.is_empty()));
+                    if has_status {
+                        // A controller saw the new object and wrote its status first (a
+                        // Promotion the queue picked up at once): that status is newer than
+                        // the one it was created with, so it stays.
+                        self.delivered(&current).await;
+                        return Ok(current);
+                    }
+                    // Someone changed the object itself (a label): write the status on it.
+                    version = current.resource_version;
+                }
+                written => return written,
+            }
+        }
+        Err(StoreError::Conflict {
+            key: key.clone(),
+            expected: version,
+            actual: self.mirror.version_of(&key).unwrap_or_default(),
+        })
     }
 
     async fn update(&self, object: Value) -> Result<StoredObject, StoreError> {
