@@ -66,7 +66,7 @@ impl KubePipeline {
         std::fs::create_dir_all(&dir)?;
         let admin = dir.join("admin.kubeconfig");
         api.write_kubeconfig(&admin, &api.admin_token())?;
-        let dray_token = format!("dray-sa-{}", uuid_like());
+        let dray_token = format!("dray-sa-{}", uuid::Uuid::new_v4().simple());
         api.add_service_account_token(&dray_token, DRAY_SERVICE_ACCOUNT.0, DRAY_SERVICE_ACCOUNT.1);
         let dray_kubeconfig = dir.join("dray.kubeconfig");
         api.write_kubeconfig(&dray_kubeconfig, &dray_token)?;
@@ -297,13 +297,4 @@ fn kubectl_ok(api: &KubeApi, kubeconfig: &std::path::Path, args: &[&str]) -> Res
         bail!("kubectl {args:?} failed: {}", text(&output));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-fn uuid_like() -> String {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    format!("{nanos:x}{:x}", std::process::id())
 }
