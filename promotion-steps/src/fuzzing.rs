@@ -64,7 +64,7 @@ pub fn yaml_edit(data: &[u8]) {
         return;
     };
     let (key, file) = text.split_once('\n').unwrap_or(("image.tag", text));
-    let _ = yaml_update::parse_key(key);
+    let _ = crate::steps::key_path::parse("yaml-update", key);
     if let Ok(edit) = crate::steps::yaml_doc::YamlEdit::parse(file, "fuzz.yaml") {
         let _ = edit.finish(&edit.before, "fuzz.yaml");
     }

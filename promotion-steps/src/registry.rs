@@ -58,6 +58,19 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::helm_template::HelmTemplate));
     steps.push(Arc::new(crate::steps::copy::CopyFiles));
     steps.push(Arc::new(crate::steps::delete::Delete));
+    steps.push(Arc::new(crate::steps::json_update::JsonUpdate));
+    steps.push(Arc::new(crate::steps::toml_update::TomlUpdate));
+    steps.push(Arc::new(crate::steps::yaml_merge::YamlMerge));
+    steps.push(Arc::new(crate::steps::file_write::FileWrite));
+    steps.push(Arc::new(crate::steps::tar::Tar));
+    steps.push(Arc::new(crate::steps::untar::Untar));
+    // read values into outputs
+    steps.push(Arc::new(crate::steps::json_parse::JsonParse));
+    steps.push(Arc::new(crate::steps::toml_parse::TomlParse));
+    steps.push(Arc::new(crate::steps::yaml_parse::YamlParse));
+    steps.push(Arc::new(crate::steps::compose_output::ComposeOutput));
+    // control
+    steps.push(Arc::new(crate::steps::fail::Fail));
     // gates
     steps.push(Arc::new(crate::steps::http::Http));
     // deploy

@@ -12,15 +12,32 @@ mod pr;
 // render
 pub(crate) mod copy;
 pub(crate) mod delete;
+pub(crate) mod file_write;
 pub(crate) mod helm_template;
+pub(crate) mod json_update;
 pub(crate) mod kustomize_build;
 pub(crate) mod kustomize_set_image;
+pub(crate) mod tar;
+pub(crate) mod toml_update;
+pub(crate) mod untar;
+pub(crate) mod yaml_merge;
 pub(crate) mod yaml_update;
+// read values into outputs
+pub(crate) mod compose_output;
+pub(crate) mod json_parse;
+pub(crate) mod toml_parse;
+pub(crate) mod yaml_parse;
+// control
+pub(crate) mod fail;
 // gates and deploy
 pub(crate) mod argocd_update;
 pub(crate) mod http;
 // helpers of the render steps (not steps)
+mod archive;
 mod files;
+mod json_text;
+pub(crate) mod key_path;
+mod parsed_outputs;
 mod tool;
 pub(crate) mod typed;
 pub(crate) mod yaml_doc;

@@ -12,6 +12,7 @@ use std::str::FromStr;
 use yaml_edit::{AsYaml, ScalarValue, YamlFile, YamlNode};
 
 use super::files::{read_text, resolve, write_if_changed};
+use super::key_path;
 use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, plain, string_like};
 use crate::{StepContext, StepOutcome, Writes};
@@ -74,7 +75,7 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     let keys = config
         .updates
         .iter()
-        .map(|u| parse_key(&u.key))
+        .map(|u| key_path::parse(KIND, &u.key))
         .collect::<Result<Vec<_>, _>>()?;
     let file = resolve(ctx, &config.path, true)?;
     let text = read_text(&file, &config.path)?;
@@ -94,41 +95,11 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
     } else {
         ctx.log(&format!("`{}` already had these values", config.path));
     }
-    let changes = config
-        .updates
-        .iter()
-        .map(|u| format!("{} = {}", u.key, shown(&u.value)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let mut outputs = Map::new();
-    outputs.insert(
-        "commitMessage".to_owned(),
-        Json::from(format!("update {}: {changes}", config.path)),
+    let outputs = key_path::commit_message(
+        &config.path,
+        config.updates.iter().map(|u| (u.key.as_str(), &u.value)),
     );
     Ok(StepOutcome::succeeded(outputs))
-}
-
-/// Splits `a.b\.c.0` into `["a", "b.c", "0"]`.
-pub(crate) fn parse_key(key: &str) -> Result<Vec<String>, StepOutcome> {
-    let mut parts = vec![String::new()];
-    let mut chars = key.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.clone().next() == Some('.') => {
-                chars.next();
-                parts.last_mut().into_iter().for_each(|p| p.push('.'));
-            }
-            '.' => parts.push(String::new()),
-            c => parts.last_mut().into_iter().for_each(|p| p.push(c)),
-        }
-    }
-    if parts.iter().any(String::is_empty) {
-        return Err(StepOutcome::failed(format!(
-            "invalid `{KIND}` config: key `{key}` has an empty part; separate keys with single \
-             dots, e.g. `image.tag`"
-        )));
-    }
-    Ok(parts)
 }
 
 /// Sets `key` to `value` in the lossless tree and, in step, in `expected` (the plain data
@@ -157,7 +128,7 @@ fn apply(
     };
     let mut plain_node = expected;
     for (depth, part) in key.iter().enumerate() {
-        let at = key[..depth].join(".");
+        let at = key_path::place(&key[..depth]);
         let last = depth + 1 == key.len();
         let child = match &node {
             YamlNode::Mapping(m) => {
@@ -166,7 +137,7 @@ fn apply(
                     if child.is_none() && !create {
                         return Err(format!(
                             "{} has no key `{part}`; check the key, or set `create: true` to add it",
-                            place(&at)
+                            at
                         ));
                     }
                     let new = nested(&key[depth + 1..], value)?;
@@ -185,15 +156,12 @@ fn apply(
             }
             YamlNode::Sequence(s) => {
                 let index: usize = part.parse().map_err(|_| {
-                    format!(
-                        "{} is a list: use an item number instead of `{part}`",
-                        place(&at)
-                    )
+                    format!("{} is a list: use an item number instead of `{part}`", at)
                 })?;
                 let Some(child) = s.get(index) else {
                     return Err(format!(
                         "{} has {} items, so there is no item {index} (lists never grow)",
-                        place(&at),
+                        at,
                         s.len()
                     ));
                 };
@@ -213,14 +181,14 @@ fn apply(
         let Some(child) = child else {
             return Err(format!(
                 "{} is a single value, not a map or list, so it has no `{part}`",
-                place(&at)
+                at
             ));
         };
         plain_node = match plain_node {
             Value::Sequence(items) => part.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
             other => other.get_mut(part.as_str()),
         }
-        .ok_or_else(|| format!("{} could not be followed to `{part}`", place(&at)))?;
+        .ok_or_else(|| format!("{} could not be followed to `{part}`", at))?;
         node = child;
     }
     Ok(())
@@ -280,23 +248,6 @@ fn to_yaml(old: Option<&YamlNode>, value: &Json) -> Box<dyn AsYaml> {
                 None => Box::new(ScalarValue::null()),
             }
         }
-    }
-}
-
-/// "the file" or "`a.b`", for messages.
-fn place(at: &str) -> String {
-    if at.is_empty() {
-        "the top level".to_owned()
-    } else {
-        format!("`{at}`")
-    }
-}
-
-/// A value as a commit message shows it: strings bare, the rest as JSON.
-fn shown(value: &Json) -> String {
-    match value {
-        Json::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
