@@ -73,6 +73,7 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::fail::Fail));
     // gates
     steps.push(Arc::new(crate::steps::http::Http));
+    steps.push(Arc::new(crate::steps::http_download::HttpDownload));
     // deploy
     steps.push(Arc::new(crate::steps::argocd_update::ArgocdUpdate));
     StepRegistry::new(steps)

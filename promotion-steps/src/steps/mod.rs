@@ -32,6 +32,7 @@ pub(crate) mod fail;
 // gates and deploy
 pub(crate) mod argocd_update;
 pub(crate) mod http;
+pub(crate) mod http_download;
 // helpers of the render steps (not steps)
 mod archive;
 mod files;

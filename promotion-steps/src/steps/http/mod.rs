@@ -31,12 +31,14 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use super::typed::TypedStep;
+use request::{NameValue, Parts, Request, bounded, read, reqwest_error};
+
+pub(crate) mod request;
 use crate::{StepContext, StepOutcome, Writes};
 
 /// How a true `failureExpression` or `errorExpression` ends an attempt.
@@ -51,40 +53,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// The shortest `pollInterval`: a gate must not hammer the service it asks.
 const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
-/// The largest body read from a response.
-const MAX_BODY: usize = 4 << 20;
-/// How much of the body a summary shows.
-const SUMMARY_BYTES: usize = 200;
 /// How much of an expression's evaluation error a message shows.
 const ERROR_BYTES: usize = 300;
-/// What a secret is replaced with.
-const REDACTED: &str = "<redacted>";
-/// Secrets shorter than this are not looked for in messages (they would mangle them).
-const MIN_SECRET_LEN: usize = 4;
-/// Parts of header and query parameter names whose values are secrets.
-const SECRET_NAME_PARTS: &[&str] = &[
-    "auth",
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "key",
-    "cookie",
-    "session",
-    "signature",
-    "credential",
-];
-
-/// A header or a query parameter.
-#[derive(Deserialize, JsonSchema, Debug, Clone)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NameValue {
-    /// The name (header names are case-insensitive).
-    name: String,
-    /// The value.
-    value: String,
-}
-
 /// An output computed from the response.
 #[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -144,139 +114,51 @@ impl TypedStep for Http {
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
-        let request = match Request::prepare(ctx, &config) {
-            Ok(request) => request,
+        let prepared = poll_interval(&config).and_then(|poll| {
+            let parts = Parts {
+                method: config.method.as_deref(),
+                url: &config.url,
+                headers: &config.headers,
+                query_params: &config.query_params,
+                timeout: config.timeout.as_deref(),
+                default_timeout: DEFAULT_TIMEOUT,
+            };
+            Ok((Request::prepare(ctx, &parts)?, poll))
+        });
+        let (request, poll) = match prepared {
+            Ok(prepared) => prepared,
             Err(reason) => {
                 return StepOutcome::failed(format!("invalid `{KIND}` config: {reason}"));
             }
         };
-        let outcome = attempt(ctx, &config, &request).await;
+        let outcome = attempt(ctx, &config, &request, poll).await;
         request.secrets.scrub_outcome(outcome)
     }
 }
 
-/// Everything about the request, checked once before it is sent.
-struct Request {
-    method: reqwest::Method,
-    url: reqwest::Url,
-    headers: HeaderMap,
-    timeout: Duration,
-    poll: Duration,
-    /// `GET http://host/path?…` for messages: no user info, no secrets.
-    shown: String,
-    secrets: Secrets,
-}
-
-impl Request {
-    fn prepare(ctx: &StepContext, config: &Config) -> Result<Self, String> {
-        let timeout = duration_or(config.timeout.as_deref(), DEFAULT_TIMEOUT, "timeout")?;
-        if timeout.is_zero() {
-            return Err("`timeout` must be longer than 0s; hint: leave it out for 10s".into());
-        }
-        let poll = duration_or(
-            config.poll_interval.as_deref(),
-            DEFAULT_POLL_INTERVAL,
-            "pollInterval",
-        )?;
-        if poll < MIN_POLL_INTERVAL {
-            return Err(format!(
-                "`pollInterval` must be at least 100ms, not `{}`; hint: leave it out for 5s",
-                config.poll_interval.as_deref().unwrap_or_default()
-            ));
-        }
-        let method = config
-            .method
-            .as_deref()
-            .unwrap_or("GET")
-            .trim()
-            .to_ascii_uppercase();
-        let method = reqwest::Method::from_bytes(method.as_bytes())
-            .map_err(|_| format!("`method` `{method}` is not an HTTP method"))?;
-        let mut secrets = Secrets::default();
-        let mut url = reqwest::Url::parse(&config.url).map_err(|e| {
-            format!(
-                "`url` `{}` is not a URL: {e}",
-                without_userinfo(&config.url)
-            )
-        })?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "`url` `{}` is not http(s)",
-                without_userinfo(&config.url)
-            ));
-        }
-        if let Some(password) = url.password() {
-            secrets.add_encoded(password);
-        }
-        if !config.query_params.is_empty() {
-            let mut pairs = url.query_pairs_mut();
-            for param in &config.query_params {
-                pairs.append_pair(&param.name, &param.value);
-            }
-        }
-        // Every spelling of a secret parameter's value: as written in the URL, decoded,
-        // and encoded the way `queryParams` are.
-        for raw in url.query().unwrap_or_default().split('&') {
-            let (name, value) = raw.split_once('=').unwrap_or((raw, ""));
-            let decoded = reqwest::Url::parse(&format!("http://x/?{raw}"))
-                .ok()
-                .and_then(|u| {
-                    u.query_pairs()
-                        .next()
-                        .map(|(n, v)| (n.into_owned(), v.into_owned()))
-                });
-            let (decoded_name, decoded_value) =
-                decoded.unwrap_or_else(|| (name.to_owned(), value.to_owned()));
-            if is_secret_name(&decoded_name) {
-                secrets.add(value);
-                secrets.add_encoded(&decoded_value);
-            }
-        }
-        let mut headers = HeaderMap::new();
-        for (i, header) in config.headers.iter().enumerate() {
-            let name = HeaderName::from_bytes(header.name.trim().as_bytes()).map_err(|_| {
-                format!(
-                    "`headers[{i}].name` `{}` is not a header name; hint: use letters, digits and `-`",
-                    header.name
-                )
-            })?;
-            let mut value = HeaderValue::from_str(header.value.trim()).map_err(|_| {
-                format!(
-                    "`headers[{i}].value` (header `{name}`) is not a valid header value; hint: \
-                     remove line breaks and control characters"
-                )
-            })?;
-            if is_secret_name(name.as_str()) {
-                secrets.add(&header.value);
-                // `Bearer <token>`, `Basic <base64>`: the credentials alone, too.
-                if let Some((_, credentials)) = header.value.trim().split_once(' ') {
-                    secrets.add(credentials);
-                }
-                value.set_sensitive(true);
-            }
-            headers.append(name, value);
-        }
-        if let Some(token) = ctx.credentials.token(&config.url) {
-            secrets.add(&token);
-        }
-        let mut visible = url.clone();
-        let _ = visible.set_username("");
-        let _ = visible.set_password(None);
-        let shown = secrets.scrub(&format!("{method} {visible}"));
-        Ok(Request {
-            method,
-            url,
-            headers,
-            timeout,
-            poll,
-            shown,
-            secrets,
-        })
-    }
-}
-
 /// One request and the decision on its response.
-async fn attempt(ctx: &StepContext, config: &Config, request: &Request) -> StepOutcome {
+/// `pollInterval`, checked: at least [`MIN_POLL_INTERVAL`].
+fn poll_interval(config: &Config) -> Result<Duration, String> {
+    let poll = duration_or(
+        config.poll_interval.as_deref(),
+        DEFAULT_POLL_INTERVAL,
+        "pollInterval",
+    )?;
+    if poll < MIN_POLL_INTERVAL {
+        return Err(format!(
+            "`pollInterval` must be at least 100ms, not `{}`; hint: leave it out for 5s",
+            config.poll_interval.as_deref().unwrap_or_default()
+        ));
+    }
+    Ok(poll)
+}
+
+async fn attempt(
+    ctx: &StepContext,
+    config: &Config,
+    request: &Request,
+    poll: Duration,
+) -> StepOutcome {
     let shown = &request.shown;
     let call = async {
         let mut builder = ctx
@@ -318,7 +200,7 @@ async fn attempt(ctx: &StepContext, config: &Config, request: &Request) -> StepO
         None => "a 2xx status".to_owned(),
     };
     let waiting = |why: Option<String>| StepOutcome::Running {
-        retry_after: request.poll,
+        retry_after: poll,
         waiting_for: match why {
             None => format!("`{shown}` to satisfy {wanted} (last response: {summary})"),
             Some(why) => {
@@ -388,227 +270,6 @@ async fn attempt(ctx: &StepContext, config: &Config, request: &Request) -> StepO
     StepOutcome::succeeded(outputs)
 }
 
-/// A response as the expressions see it, and its summary for messages.
-struct Read {
-    status: u16,
-    value: Value,
-    summary: String,
-}
-
-async fn read(mut response: reqwest::Response, secrets: &Secrets) -> Result<Read, String> {
-    let status = response.status().as_u16();
-    let headers = headers_of(response.headers());
-    let is_json = headers
-        .get("content-type")
-        .and_then(Value::as_str)
-        .is_none_or(|t| t.to_ascii_lowercase().contains("json"));
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(reqwest_error)? {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() > MAX_BODY {
-            return Err(format!("the body is larger than {} MiB", MAX_BODY >> 20));
-        }
-    }
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    // Scrubbed before it is cut, so that no part of a secret survives the cut.
-    let summary = summarise(status, &secrets.scrub(&text));
-    let body = if is_json {
-        serde_json::from_str(&text).unwrap_or(Value::String(text))
-    } else {
-        Value::String(text)
-    };
-    Ok(Read {
-        status,
-        value: json!({"status": status, "headers": headers, "body": body}),
-        summary,
-    })
-}
-
-/// The response headers: lower-case names, and the canonical form (`Content-Type`) too,
-/// so that an expression may spell a name either way; repeated headers joined with `, `.
-fn headers_of(headers: &HeaderMap) -> Map<String, Value> {
-    let mut lower = Map::new();
-    for (name, value) in headers {
-        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        match lower.get_mut(name.as_str()) {
-            Some(Value::String(joined)) => {
-                joined.push_str(", ");
-                joined.push_str(&value);
-            }
-            _ => {
-                lower.insert(name.as_str().to_ascii_lowercase(), Value::String(value));
-            }
-        }
-    }
-    let mut all = lower.clone();
-    for (name, value) in lower {
-        let canonical = canonical_header(&name);
-        if canonical != name {
-            all.insert(canonical, value);
-        }
-    }
-    all
-}
-
-/// `content-type` → `Content-Type` (as Go's `http.CanonicalHeaderKey`).
-fn canonical_header(name: &str) -> String {
-    name.split('-')
-        .map(|part| {
-            let mut chars = part.chars();
-            match chars.next() {
-                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
-/// `status 503, body `{"ready":false}``: the status and the first [`SUMMARY_BYTES`] of the
-/// body on one line (control characters and runs of white space become one space).
-fn summarise(status: u16, body: &str) -> String {
-    let flat = body
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ");
-    if flat.is_empty() {
-        return format!("status {status}, empty body");
-    }
-    format!("status {status}, body `{}`", bounded(&flat, SUMMARY_BYTES))
-}
-
-/// At most `limit` bytes of `text` (cut at a character boundary), `…` when cut.
-fn bounded(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_owned();
-    }
-    let cut = (0..=limit)
-        .rev()
-        .find(|i| text.is_char_boundary(*i))
-        .unwrap_or(0);
-    format!("{}…", &text[..cut])
-}
-
-/// Whether a header or query parameter of this name carries a secret
-/// (`Authorization`, `X-Api-Key`, `access_token`, `Cookie`, …). Case-insensitive.
-fn is_secret_name(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    SECRET_NAME_PARTS.iter().any(|part| name.contains(part))
-}
-
-/// `https://user:pass@host/` → `https://host/`, for text that is not a valid URL.
-fn without_userinfo(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let authority_end = url[start..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| start + i);
-    match url[start..authority_end].rfind('@') {
-        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
-        None => url.to_owned(),
-    }
-}
-
-/// The secret strings of one request, replaced by `<redacted>` in every message and log
-/// line the step writes.
-#[derive(Default)]
-struct Secrets(Vec<String>);
-
-impl Secrets {
-    fn add(&mut self, secret: &str) {
-        let secret = secret.trim();
-        if secret.len() >= MIN_SECRET_LEN && !self.0.iter().any(|s| s == secret) {
-            self.0.push(secret.to_owned());
-            // Longest first, so that a secret containing another is replaced whole.
-            self.0.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        }
-    }
-
-    /// The secret as given and as it appears in a URL.
-    fn add_encoded(&mut self, secret: &str) {
-        self.add(secret);
-        let encoded: String = reqwest::Url::parse_with_params("http://x/", [("v", secret)])
-            .ok()
-            .and_then(|u| u.query().map(|q| q.trim_start_matches("v=").to_owned()))
-            .unwrap_or_default();
-        self.add(&encoded);
-    }
-
-    fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
-        for secret in &self.0 {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
-            }
-        }
-        text
-    }
-
-    fn scrub_json(&self, value: Value) -> Value {
-        match value {
-            Value::String(text) => Value::String(self.scrub(&text)),
-            Value::Array(items) => {
-                Value::Array(items.into_iter().map(|v| self.scrub_json(v)).collect())
-            }
-            Value::Object(fields) => Value::Object(
-                fields
-                    .into_iter()
-                    .map(|(k, v)| (k, self.scrub_json(v)))
-                    .collect(),
-            ),
-            other => other,
-        }
-    }
-
-    /// The outcome with every message scrubbed (outputs are the user's to choose).
-    fn scrub_outcome(&self, outcome: StepOutcome) -> StepOutcome {
-        if self.0.is_empty() {
-            return outcome;
-        }
-        match outcome {
-            StepOutcome::Running {
-                retry_after,
-                waiting_for,
-                state,
-            } => StepOutcome::Running {
-                retry_after,
-                waiting_for: self.scrub(&waiting_for),
-                state: state.map(|s| self.scrub_json(s)),
-            },
-            StepOutcome::Failed { reason } => StepOutcome::Failed {
-                reason: self.scrub(&reason),
-            },
-            StepOutcome::Errored { reason } => StepOutcome::Errored {
-                reason: self.scrub(&reason),
-            },
-            StepOutcome::Skipped { reason } => StepOutcome::Skipped {
-                reason: self.scrub(&reason),
-            },
-            succeeded @ StepOutcome::Succeeded { .. } => succeeded,
-        }
-    }
-}
-
-/// A reqwest error with its causes, without the URL (which may hold a secret; messages
-/// name the request themselves).
-fn reqwest_error(error: reqwest::Error) -> String {
-    let timed_out = error.is_timeout();
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    if timed_out {
-        text.push_str(" (the request's `timeout` passed)");
-    }
-    text
-}
-
 /// Parses `90s`, `1m30s`, `500ms`, `2h` (see [`crate::duration`]), or nothing: `default`.
 pub(crate) fn duration_or(
     text: Option<&str>,
@@ -631,9 +292,11 @@ mod tests {
     use axum::http::{HeaderMap, StatusCode};
     use axum::routing::{get, post};
 
+    use super::request::*;
     use super::*;
     use crate::testing::{context, context_with_log, errored, failed, outputs};
     use crate::{CredentialProvider, GitCredentials, Step};
+    use serde_json::Value;
 
     /// What `/leak` echoes besides the request: the token of the Credential in
     /// [`ProjectToken`].
