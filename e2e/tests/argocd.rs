@@ -1,7 +1,8 @@
 //! `argocd-update` against the Argo CD double, backed by a real git server, through both
 //! doors (Argo CD's API server, and the Kubernetes API with the double's simulated
 //! controller): the happy path, image overrides, and each cause it must name while it waits
-//! (KARGO-LESSONS 8 and 9).
+//! (KARGO-LESSONS 8 and 9). `argocd-wait` through both doors: a sync someone else started,
+//! a selector, and an Application that degrades while it is watched.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -170,7 +171,12 @@ impl Setup {
 
     /// Runs the step once, carrying its saved state forward as the engine does.
     async fn run(&mut self, config: &Value) -> StepOutcome {
-        let step = builtin_steps().get("argocd-update").expect("registered");
+        self.run_step("argocd-update", config).await
+    }
+
+    /// Runs the step `kind` once, carrying its saved state forward as the engine does.
+    async fn run_step(&mut self, kind: &str, config: &Value) -> StepOutcome {
+        let step = builtin_steps().get(kind).expect("registered");
         let outcome = step.run(&self.ctx, config.clone()).await;
         if let StepOutcome::Running {
             state: Some(state), ..
@@ -1321,5 +1327,116 @@ async fn a_failing_exec_plugin_is_named_with_its_stderr_not_its_stdout() -> Resu
         "{reason}"
     );
     assert!(s.argocd.requests().is_empty(), "{:?}", s.argocd.requests());
+    Ok(())
+}
+
+#[tokio::test]
+async fn argocd_wait_waits_out_an_operation_someone_else_started_and_needs_no_annotation()
+-> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        let update = s.config(&s.commit);
+        s.run_to_success(&update, 3).await;
+        let syncs = s.argocd.syncs_started("shop-prod");
+        s.argocd.start_foreign_operation("shop-prod", "carol", 2);
+        let config = s.with_door(json!({"apps": [{"name": "shop-prod"}], "pollInterval": "1s"}));
+        let first = waiting_for(&s.run_step("argocd-wait", &config).await);
+        assert!(
+            first.starts_with("Application `shop-prod` to be ")
+                && first.ends_with("idle (an operation is running)"),
+            "{door:?}: {first}"
+        );
+        let mut outcome = s.run_step("argocd-wait", &config).await;
+        for _ in 0..4 {
+            if !matches!(outcome, StepOutcome::Running { .. }) {
+                break;
+            }
+            outcome = s.run_step("argocd-wait", &config).await;
+        }
+        let StepOutcome::Succeeded { outputs, .. } = outcome else {
+            panic!("{door:?}: expected Succeeded, got {outcome:?}");
+        };
+        assert_eq!(outputs["apps"][0]["name"], "shop-prod", "{door:?}");
+        assert_eq!(outputs["apps"][0]["health"], "Healthy", "{door:?}");
+        assert_eq!(outputs["apps"][0]["sync"], "Synced", "{door:?}");
+        assert_eq!(
+            s.argocd.syncs_started("shop-prod"),
+            syncs,
+            "{door:?}: it never syncs"
+        );
+        // It only reads: an Application without `dray.dev/authorized-stage` is fine.
+        s.argocd
+            .add_app(&AppSpec::new("other", &s.url, "stage/prod", None));
+        let other = s.with_door(json!({"apps": [{"name": "other", "waitFor": ["operation"]}]}));
+        let outcome = s.run_step("argocd-wait", &other).await;
+        assert!(
+            matches!(outcome, StepOutcome::Succeeded { .. }),
+            "{door:?}: {outcome:?}"
+        );
+        assert!(
+            s.argocd.patches("other").is_empty(),
+            "{door:?}: it never patches"
+        );
+        // A selector that matches nothing waits, naming it; an unknown name too.
+        let none = s.with_door(
+            json!({"apps": [{"selector": "team=nobody"}, {"name": "gone"}], "pollInterval": "1s"}),
+        );
+        let cause = waiting_for(&s.run_step("argocd-wait", &none).await);
+        assert!(
+            cause.contains("an Application matching `team=nobody`"),
+            "{door:?}: {cause}"
+        );
+        assert!(
+            cause.contains("Application `gone` to exist"),
+            "{door:?}: {cause}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn argocd_wait_fails_at_once_when_a_watched_application_degrades() -> Result<()> {
+    for door in DOORS {
+        let mut s = setup_through(Some("shop:prod"), door)?;
+        s.argocd.set_sync_polls("shop-prod", 1);
+        s.argocd
+            .degrade_after_sync("shop-prod", "Deployment app: CrashLoopBackOff");
+        let update = s.config(&s.commit);
+        waiting_for(&s.run(&update).await);
+        let wait = s.with_door(json!({"apps": [{"name": "shop-prod"}], "pollInterval": "1s"}));
+        // Missing while it syncs (a new Application), then the sync ends Degraded: a
+        // failure, not a wait.
+        let first = waiting_for(&s.run_step("argocd-wait", &wait).await);
+        assert!(
+            first.contains("idle (an operation is running)"),
+            "{door:?}: {first}"
+        );
+        let mut outcome = s.run_step("argocd-wait", &wait).await;
+        for _ in 0..3 {
+            if !matches!(outcome, StepOutcome::Running { .. }) {
+                break;
+            }
+            outcome = s.run_step("argocd-wait", &wait).await;
+        }
+        let StepOutcome::Failed { reason } = outcome else {
+            panic!("{door:?}: expected Failed, got {outcome:?}");
+        };
+        assert!(
+            reason.contains("Application `shop-prod` turned Degraded (it was Missing)")
+                && reason.ends_with("Deployment app: CrashLoopBackOff"),
+            "{door:?}: {reason}"
+        );
+        // Waiting for `degraded` itself is satisfied by it.
+        let degraded =
+            s.with_door(json!({"apps": [{"name": "shop-prod", "waitFor": ["degraded"]}]}));
+        s.ctx.saved_state = None;
+        assert!(
+            matches!(
+                s.run_step("argocd-wait", &degraded).await,
+                StepOutcome::Succeeded { .. }
+            ),
+            "{door:?}"
+        );
+    }
     Ok(())
 }

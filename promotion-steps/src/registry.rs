@@ -76,6 +76,7 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::http_download::HttpDownload));
     // deploy
     steps.push(Arc::new(crate::steps::argocd_update::ArgocdUpdate));
+    steps.push(Arc::new(crate::steps::argocd_wait::ArgocdWait));
     StepRegistry::new(steps)
 }
 

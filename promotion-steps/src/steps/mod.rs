@@ -31,6 +31,7 @@ pub(crate) mod yaml_parse;
 pub(crate) mod fail;
 // gates and deploy
 pub(crate) mod argocd_update;
+pub(crate) mod argocd_wait;
 pub(crate) mod http;
 pub(crate) mod http_download;
 // helpers of the render steps (not steps)

@@ -100,9 +100,12 @@ pub(crate) struct Config {
     pub(super) poll_interval: Option<String>,
 }
 
-/// The step's own `apiServer`, else the project's `spec.argocd`.
-pub(super) fn target(ctx: &StepContext, config: &Config) -> Result<ArgocdTarget, String> {
-    let target = match (&config.api_server, &ctx.argocd) {
+/// The step's own `apiServer`, else the project's `spec.argocd` (shared by `argocd-wait`).
+pub(crate) fn target(
+    ctx: &StepContext,
+    api_server: Option<&String>,
+) -> Result<ArgocdTarget, String> {
+    let target = match (api_server, &ctx.argocd) {
         (Some(url), _) => ArgocdTarget::ApiServer { url: url.clone() },
         (None, Some(target)) => target.clone(),
         (None, None) => {
@@ -117,7 +120,7 @@ pub(super) fn target(ctx: &StepContext, config: &Config) -> Result<ArgocdTarget,
         }
     };
     target.check().map_err(|e| match &target {
-        ArgocdTarget::ApiServer { url } if config.api_server.is_some() => {
+        ArgocdTarget::ApiServer { url } if api_server.is_some() => {
             format!(
                 "`apiServer` `{}` is not an http(s) URL",
                 url.trim_end_matches('/')

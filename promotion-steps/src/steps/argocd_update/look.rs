@@ -21,7 +21,7 @@ pub(super) enum Look {
 
 /// Why a look ended early: with the step's outcome, or because Argo CD cannot be asked
 /// now (the step waits and asks again, until its timeout).
-pub(super) enum Stop {
+pub(crate) enum Stop {
     Outcome(StepOutcome),
     Unavailable(String),
 }

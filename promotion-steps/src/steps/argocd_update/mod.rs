@@ -55,9 +55,11 @@ mod decide;
 mod look;
 mod patch;
 
-pub(crate) use config::Config;
-use config::{AppConfig, check_apps, target};
-use look::{Look, Stop, look};
+use config::{AppConfig, check_apps};
+pub(crate) use config::{Config, target};
+pub(crate) use look::Stop;
+
+use look::{Look, look};
 
 /// The name used in `uses:`.
 pub(crate) const KIND: &str = "argocd-update";
@@ -83,7 +85,7 @@ impl TypedStep for ArgocdUpdate {
 }
 
 /// What the step waits for while Argo CD cannot be asked.
-fn unavailable(message: &str) -> String {
+pub(crate) fn unavailable(message: &str) -> String {
     format!("Argo CD to answer again ({message}); Dray asks again")
 }
 
@@ -96,7 +98,7 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
         "pollInterval",
     )
     .map_err(invalid)?;
-    let target = target(ctx, &config).map_err(invalid)?;
+    let target = target(ctx, config.api_server.as_ref()).map_err(invalid)?;
     check_apps(&config.apps).map_err(invalid)?;
     let token = target
         .token_url()
