@@ -254,3 +254,145 @@ async fn apply_refuses_a_short_or_empty_webhook_secret_with_a_hint() {
         "{answer}"
     );
 }
+
+/// Projects `a` and `b`, each with a Warehouse `app` on the same repository and a
+/// `gitea` receiver over its own Credential `hook` (`a`'s secret is `secret_a`).
+fn two_projects(secret_a: &str, secret_b: &str) -> String {
+    let mut yaml = String::new();
+    for (project, secret) in [("a", secret_a), ("b", secret_b)] {
+        yaml.push_str(&format!(
+            "apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {{name: {project}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata: {{name: app, namespace: {project}}}
+spec:
+  interval: 1h
+  subscriptions:
+    - git: {{repoURL: 'https://git.example.com/team/app.git'}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {{name: {project}, namespace: {project}}}
+spec:
+  webhookReceivers:
+    - {{name: forge, gitea: {{secretRef: hook}}}}
+    - {{name: hub, dockerhub: {{secretRef: hook}}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Credential
+metadata: {{name: hook, namespace: {project}}}
+spec: {{type: webhook, token: '{secret}'}}
+---
+"
+        ));
+    }
+    yaml
+}
+
+async fn refresh_token_of(fresh: &Fresh, project: &str) -> Option<String> {
+    let key = ObjectKey::namespaced(Kind::Warehouse, project, "app");
+    let stored = fresh.state.store.get(&key).await.unwrap().unwrap();
+    stored
+        .object
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            REFRESH_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+async fn gitea_shared(fresh: &Fresh, secret: &str, delivery: &str) -> (StatusCode, Value) {
+    let body = json!({"ref": "refs/heads/main", "repository": {"clone_url": "https://git.example.com/team/app.git"}, "after": delivery})
+        .to_string();
+    let signature = sign(secret, body.as_bytes());
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri("/webhooks/-/gitea")
+        .header("x-gitea-event", "push")
+        .header("x-gitea-delivery", delivery)
+        .header("x-gitea-signature", signature.trim_start_matches("sha256="))
+        .body(Body::from(body))
+        .unwrap();
+    let reply = send(&fresh.state, request).await;
+    (reply.status, reply.json())
+}
+
+#[tokio::test]
+async fn the_project_independent_receiver_refreshes_only_the_projects_the_secret_covers() {
+    const A: &str = "secret-of-project-a-0123456789";
+    const B: &str = "secret-of-project-b-0123456789";
+    let fresh = test_support::fresh(crate::server::AuthMode::Token).await;
+    let (status, body) = apply(&fresh, &two_projects(A, B)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let before_b = refresh_token_of(&fresh, "b").await;
+
+    // `a`'s secret: `a` is refreshed, `b` is neither refreshed nor named.
+    let (status, answer) = gitea_shared(&fresh, A, "d-1").await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["refreshed"], 1, "{answer}");
+    assert_eq!(answer["projects"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(answer["projects"][0]["project"], "a", "{answer}");
+    assert!(!answer.to_string().contains("\"b\""), "{answer}");
+    let after_a = refresh_token_of(&fresh, "a").await;
+    assert!(after_a.is_some());
+    assert_eq!(refresh_token_of(&fresh, "b").await, before_b);
+
+    // The same delivery again is a replay for `a`.
+    let (status, answer) = gitea_shared(&fresh, A, "d-1").await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["projects"][0]["replay"], true, "{answer}");
+    assert_eq!(refresh_token_of(&fresh, "a").await, after_a);
+
+    // A secret no project has: 401, nothing refreshed.
+    let (status, answer) = gitea_shared(&fresh, "a-secret-nobody-has-0123", "d-2").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{answer}");
+    assert_eq!(refresh_token_of(&fresh, "a").await, after_a);
+    assert_eq!(refresh_token_of(&fresh, "b").await, before_b);
+
+    // An unknown kind, and a path-token kind without or with a wrong token: 401.
+    for uri in [
+        "/webhooks/-/nosuch",
+        "/webhooks/-/dockerhub",
+        "/webhooks/-/dockerhub/wrong-token-0123456789",
+    ] {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .body(Body::from(
+                json!({"repository": {"repo_name": "acme/app"}}).to_string(),
+            ))
+            .unwrap();
+        let reply = send(&fresh.state, request).await;
+        assert_eq!(reply.status, StatusCode::UNAUTHORIZED, "{uri}");
+    }
+    // `b`'s token in the path reaches `b` only.
+    let request = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/webhooks/-/dockerhub/{B}"))
+        .body(Body::from(
+            json!({"repository": {"repo_name": "acme/app"}}).to_string(),
+        ))
+        .unwrap();
+    let reply = send(&fresh.state, request).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let answer = reply.json();
+    assert_eq!(answer["projects"][0]["project"], "b", "{answer}");
+    assert_eq!(answer["projects"].as_array().unwrap().len(), 1, "{answer}");
+}
+
+#[tokio::test]
+async fn one_secret_shared_by_two_projects_refreshes_both() {
+    const SHARED: &str = "a-secret-two-projects-share-01";
+    let fresh = test_support::fresh(crate::server::AuthMode::Token).await;
+    let (status, body) = apply(&fresh, &two_projects(SHARED, SHARED)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, answer) = gitea_shared(&fresh, SHARED, "d-1").await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert_eq!(answer["refreshed"], 2, "{answer}");
+    assert!(refresh_token_of(&fresh, "a").await.is_some());
+    assert!(refresh_token_of(&fresh, "b").await.is_some());
+}
