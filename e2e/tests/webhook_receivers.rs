@@ -136,58 +136,75 @@ fn forged_path_tokens<'a>(receiver: &str, body: &[u8]) -> Vec<Knock<'a>> {
     ]
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gitea_takes_its_signed_push_once_and_refuses_forgeries() -> Result<()> {
-    let doors = start().await?;
-    let body = fixture("gitea-push.json")?
-        .replace("http://localhost:3000/gitea/webhooks", &doors.config_repo())
-        .into_bytes();
-    let path = "/webhooks/demo/gitea";
-    let event = ("X-Gitea-Event", "push".to_owned());
-    let delivery = |id: &str| ("X-Gitea-Delivery", id.to_owned());
+/// A receiver that takes the secret in the path: the forgeries are refused, then `body`
+/// with the secret in the path refreshes exactly `expected`.
+async fn takes_the_path_token(
+    doors: &Doors,
+    receiver: &str,
+    what: &str,
+    body: &[u8],
+    expected: &[&str],
+) -> Result<()> {
+    doors.refused(&forged_path_tokens(receiver, body)).await?;
+    let at = format!("/webhooks/demo/{receiver}/{SECRET}");
+    doors
+        .admitted(&knock(what, &at, vec![], body), expected)
+        .await?;
+    doors.logs_keep_the_secret();
+    Ok(())
+}
+
+/// How a signing service sends a delivery: its event header, the header carrying the
+/// signature and the signature's prefix, and the header carrying the delivery id.
+struct Signing {
+    event: (&'static str, &'static str),
+    signature: (&'static str, &'static str),
+    id: &'static str,
+}
+
+const GITEA: Signing = Signing {
+    event: ("X-Gitea-Event", "push"),
+    signature: ("X-Gitea-Signature", ""),
+    id: "X-Gitea-Delivery",
+};
+
+/// A signing receiver at `path`: the forgeries are refused; `body` signed with the secret
+/// under delivery id `id` refreshes exactly `expected`; its replays (the same id, and the
+/// same body under another id) refresh nothing.
+async fn takes_one_signed_delivery(
+    doors: &Doors,
+    path: &str,
+    how: &Signing,
+    id: &str,
+    body: &[u8],
+    expected: &[&str],
+) -> Result<()> {
+    let event = (how.event.0, how.event.1.to_owned());
+    let (header, prefix) = how.signature;
     doors
         .refused(&forged_signatures(
             path,
             event.clone(),
-            "X-Gitea-Signature",
-            "",
-            &body,
+            header,
+            prefix,
+            body,
         ))
         .await?;
-    let signed = ("X-Gitea-Signature", hmac_hex(SECRET, &body));
-    let first = knock(
-        "signed",
-        path,
-        vec![
-            event.clone(),
-            delivery("f6266f16-1bf3-46a5-9ea4-602e06ead473"),
-            signed.clone(),
-        ],
-        &body,
-    );
-    doors.admitted(&first, &["app"]).await?;
+    let signed = (header, format!("{prefix}{}", hmac_hex(SECRET, body)));
+    let delivery = |id: &str| (how.id, id.to_owned());
+    let first = vec![event.clone(), delivery(id), signed.clone()];
+    doors
+        .admitted(&knock("signed", path, first.clone(), body), expected)
+        .await?;
+    let other_id = vec![
+        event,
+        delivery("7c5b0a44-0f5e-4b5a-9c62-1d2a3b4c5d6e"),
+        signed,
+    ];
     doors
         .replayed(&[
-            knock(
-                "replay",
-                path,
-                vec![
-                    event.clone(),
-                    delivery("f6266f16-1bf3-46a5-9ea4-602e06ead473"),
-                    signed.clone(),
-                ],
-                &body,
-            ),
-            knock(
-                "replay, new id",
-                path,
-                vec![
-                    event.clone(),
-                    delivery("7c5b0a44-0f5e-4b5a-9c62-1d2a3b4c5d6e"),
-                    signed.clone(),
-                ],
-                &body,
-            ),
+            knock("replay", path, first, body),
+            knock("replay, new id", path, other_id, body),
         ])
         .await?;
     doors.logs_keep_the_secret();
@@ -195,7 +212,17 @@ async fn gitea_takes_its_signed_push_once_and_refuses_forgeries() -> Result<()> 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bitbucket_cloud_and_server_pushes_refresh_and_forgeries_are_refused() -> Result<()> {
+async fn gitea_takes_its_signed_push_once_and_refuses_forgeries() -> Result<()> {
+    let doors = start().await?;
+    let body = fixture("gitea-push.json")?
+        .replace("http://localhost:3000/gitea/webhooks", &doors.config_repo())
+        .into_bytes();
+    let id = "f6266f16-1bf3-46a5-9ea4-602e06ead473";
+    takes_one_signed_delivery(&doors, "/webhooks/demo/gitea", &GITEA, id, &body, &["app"]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bitbucket_cloud_and_server_pushes_refresh_once_and_forgeries_are_refused() -> Result<()> {
     let doors = start().await?;
     let path = "/webhooks/demo/bitbucket";
     // Cloud names the repository by its html link.
@@ -205,23 +232,13 @@ async fn bitbucket_cloud_and_server_pushes_refresh_and_forgeries_are_refused() -
             &doors.config_repo(),
         )
         .into_bytes();
-    let push = ("X-Event-Key", "repo:push".to_owned());
-    doors
-        .refused(&forged_signatures(
-            path,
-            push.clone(),
-            "X-Hub-Signature",
-            "sha256=",
-            &cloud,
-        ))
-        .await?;
     // GitHub's header is not Bitbucket's.
     doors
         .refused(&[knock(
             "signed in X-Hub-Signature-256",
             path,
             vec![
-                push.clone(),
+                ("X-Event-Key", "repo:push".to_owned()),
                 (
                     "X-Hub-Signature-256",
                     format!("sha256={}", hmac_hex(SECRET, &cloud)),
@@ -230,31 +247,13 @@ async fn bitbucket_cloud_and_server_pushes_refresh_and_forgeries_are_refused() -
             &cloud,
         )])
         .await?;
-    let signed = |body: &[u8]| {
-        (
-            "X-Hub-Signature",
-            format!("sha256={}", hmac_hex(SECRET, body)),
-        )
+    let how = Signing {
+        event: ("X-Event-Key", "repo:push"),
+        signature: ("X-Hub-Signature", "sha256="),
+        id: "X-Request-UUID",
     };
-    let uuid = (
-        "X-Request-UUID",
-        "afe2bd41-cfc8-4bc7-9b36-66f0c8c52d0f".to_owned(),
-    );
-    let first = knock(
-        "Cloud push",
-        path,
-        vec![push.clone(), uuid.clone(), signed(&cloud)],
-        &cloud,
-    );
-    doors.admitted(&first, &["app"]).await?;
-    doors
-        .replayed(&[knock(
-            "Cloud replay",
-            path,
-            vec![push.clone(), uuid, signed(&cloud)],
-            &cloud,
-        )])
-        .await?;
+    let id = "afe2bd41-cfc8-4bc7-9b36-66f0c8c52d0f";
+    takes_one_signed_delivery(&doors, path, &how, id, &cloud, &["app"]).await?;
 
     // Server names it by its clone links.
     let server = fixture("bitbucket-server-refs-changed.json")?
@@ -263,42 +262,25 @@ async fn bitbucket_cloud_and_server_pushes_refresh_and_forgeries_are_refused() -
             &doors.p.config_url,
         )
         .into_bytes();
-    let refs_changed = ("X-Event-Key", "repo:refs_changed".to_owned());
-    doors
-        .refused(&forged_signatures(
-            path,
-            refs_changed.clone(),
-            "X-Hub-Signature",
-            "sha256=",
-            &server,
-        ))
-        .await?;
-    let request_id = (
-        "X-Request-Id",
-        "d4d1a3f0-2a1d-4c8e-9b4c-5a1e2b3c4d5e".to_owned(),
-    );
-    let first = knock(
-        "Server push",
-        path,
-        vec![refs_changed.clone(), request_id.clone(), signed(&server)],
-        &server,
-    );
-    doors.admitted(&first, &["app"]).await?;
-    doors
-        .replayed(&[knock(
-            "Server replay",
-            path,
-            vec![refs_changed, request_id, signed(&server)],
-            &server,
-        )])
-        .await?;
+    let how = Signing {
+        event: ("X-Event-Key", "repo:refs_changed"),
+        signature: ("X-Hub-Signature", "sha256="),
+        id: "X-Request-Id",
+    };
+    let id = "d4d1a3f0-2a1d-4c8e-9b4c-5a1e2b3c4d5e";
+    takes_one_signed_delivery(&doors, path, &how, id, &server, &["app"]).await?;
+
     // Bitbucket Server's "Test connection".
     let ping = br#"{"test": true}"#;
+    let signed = format!("sha256={}", hmac_hex(SECRET, ping));
     let (status, answer) = doors
         .send(&knock(
             "ping",
             path,
-            vec![("X-Event-Key", "diagnostics:ping".to_owned()), signed(ping)],
+            vec![
+                ("X-Event-Key", "diagnostics:ping".to_owned()),
+                ("X-Hub-Signature", signed),
+            ],
             ping,
         ))
         .await?;
@@ -307,7 +289,6 @@ async fn bitbucket_cloud_and_server_pushes_refresh_and_forgeries_are_refused() -
         (200, &serde_json::json!(0)),
         "{answer}"
     );
-    doors.logs_keep_the_secret();
     Ok(())
 }
 
@@ -318,24 +299,14 @@ async fn azure_container_registry_and_devops_refresh_by_the_path_token() -> Resu
         .replace("myregistry.azurecr.io", &doors.p.registry.host())
         .replace("\"hello-world\"", "\"demo/app\"")
         .into_bytes();
-    doors.refused(&forged_path_tokens("azure", &acr)).await?;
-    let at = format!("/webhooks/demo/azure/{SECRET}");
-    doors
-        .admitted(&knock("ACR push", &at, vec![], &acr), &["app"])
-        .await?;
-
+    takes_the_path_token(&doors, "azure", "ACR push", &acr, &["app"]).await?;
     let devops = fixture("azure-devops-git-push.json")?
         .replace(
             "https://dev.azure.com/my-org/my-project/_git/my-repo",
             &doors.config_repo(),
         )
         .into_bytes();
-    doors.refused(&forged_path_tokens("azure", &devops)).await?;
-    doors
-        .admitted(&knock("Azure DevOps push", &at, vec![], &devops), &["app"])
-        .await?;
-    doors.logs_keep_the_secret();
-    Ok(())
+    takes_the_path_token(&doors, "azure", "Azure DevOps push", &devops, &["app"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,15 +315,7 @@ async fn docker_hub_refreshes_the_warehouse_of_the_hub_repository_by_the_path_to
     let doors = start().await?;
     // Docker Hub's example names `svendowideit/testhook`: only `hub` subscribes to it.
     let body = fixture("dockerhub-push.json")?.into_bytes();
-    doors
-        .refused(&forged_path_tokens("dockerhub", &body))
-        .await?;
-    let at = format!("/webhooks/demo/dockerhub/{SECRET}");
-    doors
-        .admitted(&knock("Docker Hub push", &at, vec![], &body), &["hub"])
-        .await?;
-    doors.logs_keep_the_secret();
-    Ok(())
+    takes_the_path_token(&doors, "dockerhub", "Docker Hub push", &body, &["hub"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -364,13 +327,7 @@ async fn quay_refreshes_by_the_path_token() -> Result<()> {
             &format!("{}/demo/app", doors.p.registry.host()),
         )
         .into_bytes();
-    doors.refused(&forged_path_tokens("quay", &body)).await?;
-    let at = format!("/webhooks/demo/quay/{SECRET}");
-    doors
-        .admitted(&knock("Quay push", &at, vec![], &body), &["app"])
-        .await?;
-    doors.logs_keep_the_secret();
-    Ok(())
+    takes_the_path_token(&doors, "quay", "Quay push", &body, &["app"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,32 +461,8 @@ async fn the_project_independent_receiver_takes_what_a_project_secret_authentica
     let body = fixture("gitea-push.json")?
         .replace("http://localhost:3000/gitea/webhooks", &doors.config_repo())
         .into_bytes();
-    let path = "/webhooks/-/gitea";
-    let event = ("X-Gitea-Event", "push".to_owned());
-    doors
-        .refused(&forged_signatures(
-            path,
-            event.clone(),
-            "X-Gitea-Signature",
-            "",
-            &body,
-        ))
-        .await?;
-    let signed = ("X-Gitea-Signature", hmac_hex(SECRET, &body));
-    let delivery = (
-        "X-Gitea-Delivery",
-        "0b7e7f5c-4a4e-4d0c-8f43-2f0f3c1d9e11".to_owned(),
-    );
-    let first = knock(
-        "signed",
-        path,
-        vec![event.clone(), delivery.clone(), signed.clone()],
-        &body,
-    );
-    doors.admitted(&first, &["app"]).await?;
-    doors
-        .replayed(&[knock("replay", path, vec![event, delivery, signed], &body)])
-        .await?;
+    let id = "0b7e7f5c-4a4e-4d0c-8f43-2f0f3c1d9e11";
+    takes_one_signed_delivery(&doors, "/webhooks/-/gitea", &GITEA, id, &body, &["app"]).await?;
     // A path-token kind: the token in the path, nowhere else.
     let hub = fixture("dockerhub-push.json")?.into_bytes();
     doors

@@ -123,23 +123,25 @@ impl Target {
     }
 }
 
+/// The receivers a ProjectConfig of `project` configures.
+fn targets_in(project: &str, config: &ProjectConfig) -> Vec<Target> {
+    config
+        .spec
+        .webhook_receivers
+        .iter()
+        .filter_map(|r| Target::of(project, r))
+        .collect()
+}
+
 /// The receivers of `project`'s ProjectConfig.
 async fn receivers_of(state: &AppState, project: &str) -> Result<Vec<Target>, ApiError> {
     let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
     let config: Option<ProjectConfig> =
         state.store.get(&key).await?.and_then(|c| c.to_typed().ok());
-    Ok(config
-        .map(|c| {
-            c.spec
-                .webhook_receivers
-                .iter()
-                .filter_map(|r| Target::of(project, r))
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(config.map(|c| targets_in(project, &c)).unwrap_or_default())
 }
 
-/// Every project's receivers of `provider`.
+/// Every project's receivers of `provider` (a project's ProjectConfig is named like it).
 async fn receivers_of_kind(
     state: &AppState,
     provider: WebhookProvider,
@@ -156,11 +158,8 @@ async fn receivers_of_kind(
             continue;
         };
         targets.extend(
-            config
-                .spec
-                .webhook_receivers
-                .iter()
-                .filter_map(|r| Target::of(&project, r))
+            targets_in(&project, &config)
+                .into_iter()
                 .filter(|t| t.provider == provider),
         );
     }

@@ -63,16 +63,7 @@ async fn server() -> Fresh {
 
 /// The Warehouse's refresh token: a new value is what a refresh is.
 async fn refresh_token(fresh: &Fresh) -> Option<String> {
-    let key = ObjectKey::namespaced(Kind::Warehouse, "demo", "app");
-    let stored = fresh.state.store.get(&key).await.unwrap().unwrap();
-    stored
-        .object
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            REFRESH_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    refresh_token_of(fresh, "demo").await
 }
 
 fn push_body() -> Vec<u8> {
@@ -292,6 +283,7 @@ spec: {{type: webhook, token: '{secret}'}}
     yaml
 }
 
+/// Warehouse `app`'s refresh token in `project`.
 async fn refresh_token_of(fresh: &Fresh, project: &str) -> Option<String> {
     let key = ObjectKey::namespaced(Kind::Warehouse, project, "app");
     let stored = fresh.state.store.get(&key).await.unwrap().unwrap();
@@ -395,4 +387,73 @@ async fn one_secret_shared_by_two_projects_refreshes_both() {
     assert_eq!(answer["refreshed"], 2, "{answer}");
     assert!(refresh_token_of(&fresh, "a").await.is_some());
     assert!(refresh_token_of(&fresh, "b").await.is_some());
+}
+
+#[tokio::test]
+async fn gitea_and_bitbucket_pull_requests_decided_wake_promotions_and_refresh_nothing() {
+    let fresh = server().await;
+    let config = "apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  webhookReceivers:
+    - {name: gitea, gitea: {secretRef: hook}}
+    - {name: bitbucket, bitbucket: {secretRef: hook}}
+";
+    let (status, body) = apply(&fresh, config).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let before = refresh_token(&fresh).await;
+    let cases = [
+        (
+            "/webhooks/demo/gitea",
+            "x-gitea-event",
+            "pull_request",
+            "x-gitea-signature",
+            "",
+        ),
+        (
+            "/webhooks/demo/bitbucket",
+            "x-event-key",
+            "pullrequest:fulfilled",
+            "x-hub-signature",
+            "sha256=",
+        ),
+        (
+            "/webhooks/demo/bitbucket",
+            "x-event-key",
+            "pr:declined",
+            "x-hub-signature",
+            "sha256=",
+        ),
+    ];
+    for (number, (uri, event_header, event, signature_header, prefix)) in
+        cases.into_iter().enumerate()
+    {
+        let body = json!({"action": "closed", "number": number, "pull_request": {"merged": true}, "repository": {"clone_url": "https://git.example.com/team/app.git"}}).to_string();
+        let signature = format!(
+            "{prefix}{}",
+            sign(SECRET, body.as_bytes()).trim_start_matches("sha256=")
+        );
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header(event_header, event)
+            .header(signature_header, signature)
+            .body(Body::from(body))
+            .unwrap();
+        let reply = send(&fresh.state, request).await;
+        let answer = reply.json();
+        assert_eq!(reply.status, StatusCode::OK, "{event}: {answer}");
+        assert_eq!(answer["wokenPromotions"], 0, "{event}: {answer}");
+        assert_eq!(answer["refreshed"], 0, "{event}: {answer}");
+    }
+    assert_eq!(refresh_token(&fresh).await, before);
+}
+
+#[test]
+fn the_project_independent_receivers_secret_path_segment_is_not_logged() {
+    assert_eq!(
+        crate::server::loggable_path("/webhooks/-/dockerhub/s3cr3t"),
+        "/webhooks/-/dockerhub/<secret>"
+    );
 }
