@@ -31,6 +31,9 @@ pub fn hmac_hex(secret: &str, body: &[u8]) -> String {
         .collect()
 }
 
+/// A secret no receiver has.
+pub const WRONG_SECRET: &str = "a-wrong-secret-of-some-length";
+
 /// A documented example payload from `tests/fixtures/webhooks`.
 pub fn fixture(name: &str) -> Result<String> {
     let path = workspace_root().join("tests/fixtures/webhooks").join(name);
@@ -247,6 +250,78 @@ impl Doors {
             );
         }
         Ok(())
+    }
+
+    /// As long as the secret, its last byte different.
+    pub fn forged_secret(&self) -> String {
+        let mut forged = self.secret.clone();
+        let last = forged
+            .pop()
+            .map_or('X', |c| if c == 'X' { 'Y' } else { 'X' });
+        forged.push(last);
+        forged
+    }
+
+    /// The forged, unsigned, empty and wrong-secret knocks on a receiver at `path` whose
+    /// door is the `header` carrying `prefix` and the hex HMAC-SHA256 of the body; each
+    /// also sends `base` (the event header, a delivery id).
+    pub fn forged_signatures<'a>(
+        &self,
+        path: &str,
+        base: &[(&'a str, String)],
+        (header, prefix): (&'a str, &str),
+        body: &[u8],
+    ) -> Vec<Knock<'a>> {
+        let with = |extra: Option<(&'a str, String)>| {
+            let mut headers = base.to_vec();
+            headers.extend(extra);
+            headers
+        };
+        let signed = |secret: &str| Some((header, format!("{prefix}{}", hmac_hex(secret, body))));
+        vec![
+            knock("forged", path, with(signed(&self.forged_secret())), body),
+            knock("unsigned", path, with(None), body),
+            knock(
+                "empty signature",
+                path,
+                with(Some((header, String::new()))),
+                body,
+            ),
+            knock(
+                "empty digest",
+                path,
+                with(Some((header, prefix.to_owned()))),
+                body,
+            ),
+            knock("wrong secret", path, with(signed(WRONG_SECRET)), body),
+            knock("the empty key's signature", path, with(signed("")), body),
+            knock(
+                "signed, then the body changed",
+                path,
+                with(signed(&self.secret)),
+                &[body, b" "].concat(),
+            ),
+        ]
+    }
+
+    /// The forged, missing, empty and wrong path tokens on a receiver of project `demo`
+    /// that takes the secret as the last segment of `/webhooks/demo/{receiver}/…`.
+    pub fn forged_path_tokens<'a>(&self, receiver: &str, body: &[u8]) -> Vec<Knock<'a>> {
+        let bare = format!("/webhooks/demo/{receiver}");
+        let at = |token: &str| format!("{bare}/{token}");
+        let prefix = &self.secret[..self.secret.len() / 2];
+        vec![
+            knock("forged", &at(&self.forged_secret()), vec![], body),
+            knock("no token", &bare, vec![], body),
+            knock(
+                "no token, the secret as a bearer token",
+                &bare,
+                vec![("Authorization", format!("Bearer {}", self.secret))],
+                body,
+            ),
+            knock("wrong secret", &at(WRONG_SECRET), vec![], body),
+            knock("a prefix of the secret", &at(prefix), vec![], body),
+        ]
     }
 
     /// The config repository's URL without `.git`.

@@ -12,14 +12,12 @@
 //! `svendowideit/testhook`, the repository Docker Hub's example names).
 
 use anyhow::Result;
-use dray_e2e::webhooks::{Doors, Knock, fixture, hmac_hex, knock};
+use dray_e2e::webhooks::{Doors, WRONG_SECRET, fixture, hmac_hex, knock};
 
 /// The receivers' shared secret (35 bytes).
 const SECRET: &str = "webhook-receivers-secret-0123456789";
 /// As long as [`SECRET`], one byte different.
 const FORGED: &str = "webhook-receivers-secret-012345678X";
-/// Another secret altogether.
-const WRONG: &str = "a-wrong-secret-of-some-length";
 
 /// Every Warehouse a knock is checked against.
 const WATCHED: [&str; 3] = ["app", "unrelated", "hub"];
@@ -67,75 +65,6 @@ async fn start() -> Result<Doors> {
     Doors::start(&world_yaml(), SECRET, &WATCHED).await
 }
 
-/// The forged, unsigned, empty and wrong-secret knocks on a receiver whose door is a
-/// header carrying the HMAC-SHA256 of the body (`prefix` + hex).
-fn forged_signatures<'a>(
-    path: &str,
-    event: (&'a str, String),
-    header: &'a str,
-    prefix: &str,
-    body: &[u8],
-) -> Vec<Knock<'a>> {
-    let signed = |secret: &str| (header, format!("{prefix}{}", hmac_hex(secret, body)));
-    vec![
-        knock("forged", path, vec![event.clone(), signed(FORGED)], body),
-        knock("unsigned", path, vec![event.clone()], body),
-        knock(
-            "empty signature",
-            path,
-            vec![event.clone(), (header, String::new())],
-            body,
-        ),
-        knock(
-            "empty digest",
-            path,
-            vec![event.clone(), (header, prefix.to_owned())],
-            body,
-        ),
-        knock(
-            "wrong secret",
-            path,
-            vec![event.clone(), signed(WRONG)],
-            body,
-        ),
-        knock(
-            "the empty key's signature",
-            path,
-            vec![event.clone(), signed("")],
-            body,
-        ),
-        knock(
-            "signed, then the body changed",
-            path,
-            vec![event.clone(), signed(SECRET)],
-            &[body, b" "].concat(),
-        ),
-    ]
-}
-
-/// The forged, missing, empty and wrong path tokens on a receiver that takes the secret
-/// in the path.
-fn forged_path_tokens<'a>(receiver: &str, body: &[u8]) -> Vec<Knock<'a>> {
-    let at = |token: &str| format!("/webhooks/demo/{receiver}/{token}");
-    vec![
-        knock("forged", &at(FORGED), vec![], body),
-        knock(
-            "no token",
-            &format!("/webhooks/demo/{receiver}"),
-            vec![],
-            body,
-        ),
-        knock(
-            "no token, the secret as a bearer token",
-            &format!("/webhooks/demo/{receiver}"),
-            vec![("Authorization", format!("Bearer {SECRET}"))],
-            body,
-        ),
-        knock("wrong secret", &at(WRONG), vec![], body),
-        knock("a prefix of the secret", &at(&SECRET[..20]), vec![], body),
-    ]
-}
-
 /// A receiver that takes the secret in the path: the forgeries are refused, then `body`
 /// with the secret in the path refreshes exactly `expected`.
 async fn takes_the_path_token(
@@ -145,7 +74,9 @@ async fn takes_the_path_token(
     body: &[u8],
     expected: &[&str],
 ) -> Result<()> {
-    doors.refused(&forged_path_tokens(receiver, body)).await?;
+    doors
+        .refused(&doors.forged_path_tokens(receiver, body))
+        .await?;
     let at = format!("/webhooks/demo/{receiver}/{SECRET}");
     doors
         .admitted(&knock(what, &at, vec![], body), expected)
@@ -181,17 +112,13 @@ async fn takes_one_signed_delivery(
 ) -> Result<()> {
     let event = (how.event.0, how.event.1.to_owned());
     let (header, prefix) = how.signature;
+    let delivery = |id: &str| (how.id, id.to_owned());
+    // The forgeries name the genuine delivery's id: none of them may use it up.
+    let base = [event.clone(), delivery(id)];
     doors
-        .refused(&forged_signatures(
-            path,
-            event.clone(),
-            header,
-            prefix,
-            body,
-        ))
+        .refused(&doors.forged_signatures(path, &base, how.signature, body))
         .await?;
     let signed = (header, format!("{prefix}{}", hmac_hex(SECRET, body)));
-    let delivery = |id: &str| (how.id, id.to_owned());
     let first = vec![event.clone(), delivery(id), signed.clone()];
     doors
         .admitted(&knock("signed", path, first.clone(), body), expected)
@@ -351,7 +278,12 @@ async fn harbor_takes_its_auth_header_and_refuses_anything_else() -> Result<()> 
                 vec![auth(String::new())],
                 &body,
             ),
-            knock("wrong secret", path, vec![auth(WRONG.to_owned())], &body),
+            knock(
+                "wrong secret",
+                path,
+                vec![auth(WRONG_SECRET.to_owned())],
+                &body,
+            ),
             knock(
                 "the secret as a bearer token",
                 path,
@@ -413,7 +345,7 @@ async fn artifactory_takes_its_secret_token_or_its_signature() -> Result<()> {
             knock(
                 "wrong secret",
                 path,
-                vec![event_auth(WRONG.to_owned())],
+                vec![event_auth(WRONG_SECRET.to_owned())],
                 &body,
             ),
             knock(
@@ -470,7 +402,7 @@ async fn the_project_independent_receiver_takes_what_a_project_secret_authentica
             knock("no token", "/webhooks/-/dockerhub", vec![], &hub),
             knock(
                 "wrong token",
-                &format!("/webhooks/-/dockerhub/{WRONG}"),
+                &format!("/webhooks/-/dockerhub/{WRONG_SECRET}"),
                 vec![],
                 &hub,
             ),
