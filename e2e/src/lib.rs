@@ -55,6 +55,7 @@ mod process;
 pub mod prometheus;
 mod registry;
 pub mod secrets;
+pub mod webhooks;
 mod world;
 
 pub use credentials::Credentials;

@@ -9,14 +9,10 @@
 //! receiver before it answers. The payloads are the forges' and the registry's documented
 //! examples (`tests/fixtures/webhooks`), pointed at this world's repositories.
 
-use std::time::{Duration, Instant};
-
-use anyhow::{Context, Result, bail};
-use dray_e2e::pipeline::{Pipeline, text};
-use dray_e2e::workspace_root;
-use hmac::{Hmac, Mac};
-use serde_json::{Value, json};
-use sha2::Sha256;
+use anyhow::Result;
+use dray_e2e::pipeline::text;
+use dray_e2e::webhooks::{Doors, fixture, hmac_hex, knock};
+use serde_json::json;
 
 /// The receivers' shared secret (32 bytes).
 const SECRET: &str = "webhook-doors-secret-0123456789ab";
@@ -46,178 +42,18 @@ spec:
 }
 
 fn github_signature(secret: &str, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256={hex}")
-}
-
-fn fixture(name: &str) -> Result<String> {
-    let path = workspace_root().join("tests/fixtures/webhooks").join(name);
-    std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))
+    format!("sha256={}", hmac_hex(secret, body))
 }
 
 /// The quickstart's Warehouse `app` (the registry's `demo/app` and the config repository)
 /// and the four receivers over [`SECRET`].
-struct Doors {
-    p: Pipeline,
-    client: reqwest::Client,
-}
-
-/// One request to a receiver.
-struct Knock<'a> {
-    what: &'a str,
-    path: String,
-    headers: Vec<(&'a str, String)>,
-    body: Vec<u8>,
-}
-
-impl Doors {
-    async fn start() -> Result<Self> {
-        let p = tokio::task::block_in_place(|| -> Result<Pipeline> {
-            let p = Pipeline::start()?;
-            p.apply_base()?;
-            p.apply(&receivers())?;
-            Ok(p)
-        })?;
-        Ok(Doors {
-            p,
-            client: dray_e2e::http_client()?,
-        })
-    }
-
-    async fn warehouse(&self) -> Result<Value> {
-        let url = format!("{}/api/v1/projects/demo/warehouses/app", self.p.dray.url());
-        let reply = self
-            .client
-            .get(url)
-            .bearer_auth(self.p.dray.token())
-            .send()
-            .await?
-            .error_for_status()?;
-        Ok(reply.json().await?)
-    }
-
-    /// The Warehouse's `dray.dev/refresh` annotation: a new value is a refresh.
-    async fn refresh_token(&self) -> Result<Option<String>> {
-        Ok(
-            self.warehouse().await?["metadata"]["annotations"]["dray.dev/refresh"]
-                .as_str()
-                .map(str::to_owned),
-        )
-    }
-
-    async fn send(&self, knock: &Knock<'_>) -> Result<(u16, Value)> {
-        let mut request = self
-            .client
-            .post(format!("{}{}", self.p.dray.url(), knock.path))
-            .header("Content-Type", "application/json")
-            .body(knock.body.clone());
-        for (name, value) in &knock.headers {
-            request = request.header(*name, value);
-        }
-        let reply = request.send().await?;
-        let status = reply.status().as_u16();
-        let text = reply.text().await?;
-        Ok((status, serde_json::from_str(&text).unwrap_or(json!(text))))
-    }
-
-    /// Every knock answers 401 `unauthenticated` and refreshes nothing.
-    async fn refused(&self, knocks: &[Knock<'_>]) -> Result<()> {
-        let before = self.refresh_token().await?;
-        for knock in knocks {
-            let (status, body) = self.send(knock).await?;
-            assert_eq!(status, 401, "{}: {body}", knock.what);
-            assert_eq!(body["error"]["code"], "unauthenticated", "{}", knock.what);
-            assert!(!body.to_string().contains(SECRET), "{}: {body}", knock.what);
-            assert_eq!(
-                self.refresh_token().await?,
-                before,
-                "{} refreshed the Warehouse",
-                knock.what
-            );
-        }
-        Ok(())
-    }
-
-    /// The knock answers 200, refreshes the Warehouse, and discovery answers the refresh.
-    async fn admitted(&self, knock: &Knock<'_>) -> Result<String> {
-        let before = self.refresh_token().await?;
-        let (status, body) = self.send(knock).await?;
-        assert_eq!(status, 200, "{}: {body}", knock.what);
-        assert_eq!(body["refreshed"], 1, "{}: {body}", knock.what);
-        assert_eq!(body["warehouses"], json!(["app"]), "{}: {body}", knock.what);
-        let token = self
-            .refresh_token()
-            .await?
-            .with_context(|| format!("{} set no refresh token", knock.what))?;
-        assert_ne!(Some(&token), before.as_ref(), "{}", knock.what);
-        self.wait_handled(&token).await?;
-        Ok(token)
-    }
-
-    /// Waits (at most 30s) until the Warehouse reports the refresh `token` handled.
-    async fn wait_handled(&self, token: &str) -> Result<()> {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let warehouse = self.warehouse().await?;
-            if warehouse["status"]["lastHandledRefresh"] == token {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "waited 30s in vain for discovery to answer refresh `{token}`: {warehouse:#}"
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Every knock answers 200 `replay: true`, and the refresh token stays `token`.
-    async fn replayed(&self, knocks: &[Knock<'_>], token: &str) -> Result<()> {
-        for knock in knocks {
-            let (status, answer) = self.send(knock).await?;
-            assert_eq!(status, 200, "{}: {answer}", knock.what);
-            assert_eq!(answer["replay"], true, "{}: {answer}", knock.what);
-            assert_eq!(answer["refreshed"], 0, "{}: {answer}", knock.what);
-            assert_eq!(
-                self.refresh_token().await?.as_deref(),
-                Some(token),
-                "{} refreshed the Warehouse",
-                knock.what
-            );
-        }
-        Ok(())
-    }
-
-    fn config_repo(&self) -> String {
-        self.p.config_url.trim_end_matches(".git").to_owned()
-    }
-
-    /// No secret in any log line.
-    fn logs_keep_the_secret(&self) {
-        let log = self.p.dray.log();
-        assert!(!log.contains(SECRET), "the secret is in the server's log");
-    }
-}
-
-fn knock<'a>(what: &'a str, path: &str, headers: Vec<(&'a str, String)>, body: &[u8]) -> Knock<'a> {
-    Knock {
-        what,
-        path: path.to_owned(),
-        headers,
-        body: body.to_vec(),
-    }
+async fn start() -> Result<Doors> {
+    Doors::start(&receivers(), SECRET, &["app"]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_refuses_forged_unsigned_empty_wrong_and_replayed_deliveries() -> Result<()> {
-    let mut doors = Doors::start().await?;
+    let mut doors = start().await?;
     let body = fixture("github-push.json")?
         .replace(
             "https://github.com/jessesuen/test-repo",
@@ -228,48 +64,9 @@ async fn github_refuses_forged_unsigned_empty_wrong_and_replayed_deliveries() ->
     let event = || ("X-GitHub-Event", "push".to_owned());
     let delivery = |id: &str| ("X-GitHub-Delivery", id.to_owned());
     let signed = |secret: &str| ("X-Hub-Signature-256", github_signature(secret, &body));
+    let base = [event(), delivery("d-1")];
     doors
-        .refused(&[
-            knock(
-                "forged",
-                path,
-                vec![event(), delivery("d-1"), signed(FORGED)],
-                &body,
-            ),
-            knock("unsigned", path, vec![event(), delivery("d-1")], &body),
-            knock(
-                "empty signature header",
-                path,
-                vec![
-                    event(),
-                    delivery("d-1"),
-                    ("X-Hub-Signature-256", String::new()),
-                ],
-                &body,
-            ),
-            knock(
-                "empty digest",
-                path,
-                vec![
-                    event(),
-                    delivery("d-1"),
-                    ("X-Hub-Signature-256", "sha256=".into()),
-                ],
-                &body,
-            ),
-            knock(
-                "wrong secret",
-                path,
-                vec![event(), delivery("d-1"), signed(WRONG)],
-                &body,
-            ),
-            knock(
-                "signed, then the body changed",
-                path,
-                vec![event(), delivery("d-1"), signed(SECRET)],
-                &[body.as_slice(), b" "].concat(),
-            ),
-        ])
+        .refused(&doors.forged_signatures(path, &base, ("X-Hub-Signature-256", "sha256="), &body))
         .await?;
 
     // The refused knocks named `d-1`; none of them took it.
@@ -279,7 +76,7 @@ async fn github_refuses_forged_unsigned_empty_wrong_and_replayed_deliveries() ->
         vec![event(), delivery("d-1"), signed(SECRET)],
         &body,
     );
-    let token = doors.admitted(&first).await?;
+    doors.admitted(&first, &["app"]).await?;
 
     // The same delivery again, and the same signed body under another id or none: replays.
     let replays = [
@@ -297,10 +94,10 @@ async fn github_refuses_forged_unsigned_empty_wrong_and_replayed_deliveries() ->
         ),
         knock("replay, no id", path, vec![event(), signed(SECRET)], &body),
     ];
-    doors.replayed(&replays, &token).await?;
+    doors.replayed(&replays).await?;
     // The delivery log is in the store: a restart does not reopen the window.
     tokio::task::block_in_place(|| doors.p.dray.restart())?;
-    doors.replayed(&replays, &token).await?;
+    doors.replayed(&replays).await?;
 
     // A new delivery (another body) still refreshes.
     let other = String::from_utf8(body.clone())?
@@ -319,14 +116,14 @@ async fn github_refuses_forged_unsigned_empty_wrong_and_replayed_deliveries() ->
         ],
         &other,
     );
-    doors.admitted(&second).await?;
+    doors.admitted(&second, &["app"]).await?;
     doors.logs_keep_the_secret();
     Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gitlab_refuses_forged_missing_empty_and_wrong_tokens() -> Result<()> {
-    let doors = Doors::start().await?;
+    let doors = start().await?;
     let body = fixture("gitlab-push.json")?
         .replace("http://example.com/mike/diaspora", &doors.config_repo())
         .into_bytes();
@@ -354,12 +151,10 @@ async fn gitlab_refuses_forged_missing_empty_and_wrong_tokens() -> Result<()> {
         ])
         .await?;
     doors
-        .admitted(&knock(
-            "the secret",
-            path,
-            vec![event(), token(SECRET)],
-            &body,
-        ))
+        .admitted(
+            &knock("the secret", path, vec![event(), token(SECRET)], &body),
+            &["app"],
+        )
         .await?;
     doors.logs_keep_the_secret();
     Ok(())
@@ -368,7 +163,7 @@ async fn gitlab_refuses_forged_missing_empty_and_wrong_tokens() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_registry_receiver_refuses_forged_missing_empty_and_wrong_bearer_tokens() -> Result<()>
 {
-    let doors = Doors::start().await?;
+    let doors = start().await?;
     let body = fixture("registry-push.json")?
         .replace("registrycluster.local", &doors.p.registry.host())
         .replace("library/test", "demo/app")
@@ -396,7 +191,10 @@ async fn the_registry_receiver_refuses_forged_missing_empty_and_wrong_bearer_tok
         ])
         .await?;
     doors
-        .admitted(&knock("the secret", path, vec![bearer(SECRET)], &body))
+        .admitted(
+            &knock("the secret", path, vec![bearer(SECRET)], &body),
+            &["app"],
+        )
         .await?;
     doors.logs_keep_the_secret();
     Ok(())
@@ -404,25 +202,14 @@ async fn the_registry_receiver_refuses_forged_missing_empty_and_wrong_bearer_tok
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_generic_receiver_refuses_forged_missing_empty_and_wrong_path_tokens() -> Result<()> {
-    let doors = Doors::start().await?;
+    let doors = start().await?;
     let body = serde_json::to_vec(&json!({"repoURL": doors.p.config_url}))?;
     let at = |token: &str| format!("/webhooks/demo/ci/{token}");
     doors
-        .refused(&[
-            knock("forged", &at(FORGED), vec![], &body),
-            knock("no token", "/webhooks/demo/ci", vec![], &body),
-            knock(
-                "no token, the secret as a bearer token",
-                "/webhooks/demo/ci",
-                vec![("Authorization", format!("Bearer {SECRET}"))],
-                &body,
-            ),
-            knock("wrong secret", &at(WRONG), vec![], &body),
-            knock("a prefix of the secret", &at(&SECRET[..16]), vec![], &body),
-        ])
+        .refused(&doors.forged_path_tokens("ci", &body))
         .await?;
     // An empty path segment is no token: the route is not there at all.
-    let before = doors.refresh_token().await?;
+    let before = doors.refresh_token("app").await?;
     let (status, body_of) = doors
         .send(&knock("empty token", &at(""), vec![], &body))
         .await?;
@@ -431,12 +218,12 @@ async fn the_generic_receiver_refuses_forged_missing_empty_and_wrong_path_tokens
         "empty token: {status} {body_of}"
     );
     assert_eq!(
-        doors.refresh_token().await?,
+        doors.refresh_token("app").await?,
         before,
         "an empty token refreshed"
     );
     doors
-        .admitted(&knock("the secret", &at(SECRET), vec![], &body))
+        .admitted(&knock("the secret", &at(SECRET), vec![], &body), &["app"])
         .await?;
     doors.logs_keep_the_secret();
     Ok(())
@@ -444,7 +231,7 @@ async fn the_generic_receiver_refuses_forged_missing_empty_and_wrong_path_tokens
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_refuses_a_short_or_empty_webhook_secret_with_a_hint() -> Result<()> {
-    let doors = Doors::start().await?;
+    let doors = start().await?;
     let credential = |token: &str| {
         format!(
             "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: hook, namespace: demo}}\nspec: {{type: webhook, token: '{token}'}}\n"
@@ -474,7 +261,7 @@ async fn apply_refuses_a_short_or_empty_webhook_secret_with_a_hint() -> Result<(
     let body = serde_json::to_vec(&json!({"repoURL": doors.p.config_url}))?;
     let path = format!("/webhooks/demo/ci/{SECRET}");
     doors
-        .admitted(&knock("the stored secret", &path, vec![], &body))
+        .admitted(&knock("the stored secret", &path, vec![], &body), &["app"])
         .await?;
     doors
         .refused(&[knock(

@@ -197,7 +197,8 @@ pub struct PromotionPolicy {
     pub selection_policy: SelectionPolicy,
 }
 
-/// A webhook receiver. Exactly one of the provider blocks is set.
+/// A webhook receiver. Exactly one of the provider blocks is set; each names the
+/// Credential (type `webhook`) whose `token` is the shared secret.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookReceiverConfig {
@@ -209,12 +210,156 @@ pub struct WebhookReceiverConfig {
     /// GitLab: `X-Gitlab-Token` must equal the named secret.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gitlab: Option<WebhookSecretRef>,
+    /// Gitea (and Forgejo): `X-Gitea-Signature` HMAC-SHA256 of the body with the named
+    /// secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitea: Option<WebhookSecretRef>,
+    /// Bitbucket Cloud and Bitbucket Server (Data Center): `X-Hub-Signature: sha256=…`
+    /// HMAC of the body with the named secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitbucket: Option<WebhookSecretRef>,
+    /// Azure Container Registry and Azure DevOps service hooks: they sign nothing, so the
+    /// secret is part of the URL path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azure: Option<WebhookSecretRef>,
+    /// Docker Hub: it signs nothing, so the secret is part of the URL path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dockerhub: Option<WebhookSecretRef>,
+    /// Quay: it signs nothing, so the secret is part of the URL path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quay: Option<WebhookSecretRef>,
+    /// Harbor: the `Authorization` header must equal the named secret (Harbor's "Auth
+    /// Header" setting, sent as it is written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harbor: Option<WebhookSecretRef>,
+    /// JFrog Artifactory: `X-JFrog-Event-Auth` is the named secret, or its HMAC-SHA256 of
+    /// the body when the webhook signs its payloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifactory: Option<ArtifactoryReceiver>,
     /// Generic: the secret is part of the URL path.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generic: Option<WebhookSecretRef>,
     /// A CNCF distribution registry's notifications, with a bearer token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<WebhookSecretRef>,
+}
+
+/// The services a webhook receiver takes deliveries from: one per provider block of
+/// [`WebhookReceiverConfig`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WebhookProvider {
+    /// `github`.
+    GitHub,
+    /// `gitlab`.
+    GitLab,
+    /// `gitea`.
+    Gitea,
+    /// `bitbucket`.
+    Bitbucket,
+    /// `azure`.
+    Azure,
+    /// `dockerhub`.
+    DockerHub,
+    /// `quay`.
+    Quay,
+    /// `harbor`.
+    Harbor,
+    /// `artifactory`.
+    Artifactory,
+    /// `generic`.
+    Generic,
+    /// `registry`.
+    Registry,
+}
+
+impl WebhookProvider {
+    /// Every provider, in the order the docs list them.
+    pub const ALL: [WebhookProvider; 11] = [
+        WebhookProvider::GitHub,
+        WebhookProvider::GitLab,
+        WebhookProvider::Gitea,
+        WebhookProvider::Bitbucket,
+        WebhookProvider::Azure,
+        WebhookProvider::DockerHub,
+        WebhookProvider::Quay,
+        WebhookProvider::Harbor,
+        WebhookProvider::Artifactory,
+        WebhookProvider::Generic,
+        WebhookProvider::Registry,
+    ];
+
+    /// The provider block's field name, which is also the kind in the
+    /// project-independent receiver's URL (`/webhooks/-/{kind}`).
+    pub fn field(self) -> &'static str {
+        match self {
+            WebhookProvider::GitHub => "github",
+            WebhookProvider::GitLab => "gitlab",
+            WebhookProvider::Gitea => "gitea",
+            WebhookProvider::Bitbucket => "bitbucket",
+            WebhookProvider::Azure => "azure",
+            WebhookProvider::DockerHub => "dockerhub",
+            WebhookProvider::Quay => "quay",
+            WebhookProvider::Harbor => "harbor",
+            WebhookProvider::Artifactory => "artifactory",
+            WebhookProvider::Generic => "generic",
+            WebhookProvider::Registry => "registry",
+        }
+    }
+
+    /// The provider whose field is `field`.
+    pub fn from_field(field: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.field() == field)
+    }
+}
+
+impl WebhookReceiverConfig {
+    /// The provider blocks set, each with the name of its secret (exactly one in a valid
+    /// receiver).
+    pub fn providers(&self) -> Vec<(WebhookProvider, &str)> {
+        let blocks = [
+            (WebhookProvider::GitHub, self.github.as_ref()),
+            (WebhookProvider::GitLab, self.gitlab.as_ref()),
+            (WebhookProvider::Gitea, self.gitea.as_ref()),
+            (WebhookProvider::Bitbucket, self.bitbucket.as_ref()),
+            (WebhookProvider::Azure, self.azure.as_ref()),
+            (WebhookProvider::DockerHub, self.dockerhub.as_ref()),
+            (WebhookProvider::Quay, self.quay.as_ref()),
+            (WebhookProvider::Harbor, self.harbor.as_ref()),
+            (WebhookProvider::Generic, self.generic.as_ref()),
+            (WebhookProvider::Registry, self.registry.as_ref()),
+        ];
+        let mut set: Vec<(WebhookProvider, &str)> = blocks
+            .into_iter()
+            .filter_map(|(p, r)| r.map(|r| (p, r.secret_ref.as_str())))
+            .collect();
+        if let Some(a) = &self.artifactory {
+            set.push((WebhookProvider::Artifactory, a.secret_ref.as_str()));
+        }
+        set
+    }
+
+    /// The one provider and its secret's name; `None` unless exactly one block is set.
+    pub fn provider(&self) -> Option<(WebhookProvider, &str)> {
+        match self.providers().as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+}
+
+/// An Artifactory receiver: its secret, and optionally the virtual repository the
+/// Warehouses pull through.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactoryReceiver {
+    /// The name of the secret in the project.
+    pub secret_ref: String,
+    /// The virtual repository the Warehouses' images are pulled through (e.g.
+    /// `docker-virtual`): a push to one of its local repositories names the image under
+    /// this repository key instead, so `host/docker-virtual/app` is refreshed by a push
+    /// to `docker-local`. Default: the repository key the event names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtual_repo_name: Option<String>,
 }
 
 /// Names the Credential that holds a webhook receiver's shared secret.

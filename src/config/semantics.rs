@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::api::{
     BUILTIN_ROLES, Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion,
     PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD, Warehouse,
-    rule_resources,
+    WebhookProvider, rule_resources,
 };
 
 use super::durations;
@@ -249,16 +249,30 @@ fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
     let mut names = std::collections::BTreeSet::new();
     for (i, receiver) in config.spec.webhook_receivers.iter().enumerate() {
         let at = receivers.index(i);
-        let providers = [
-            receiver.github.is_some(),
-            receiver.gitlab.is_some(),
-            receiver.generic.is_some(),
-            receiver.registry.is_some(),
-        ];
-        if providers.iter().filter(|set| **set).count() != 1 {
+        let set = receiver.providers();
+        if set.len() != 1 {
+            let all: Vec<String> = WebhookProvider::ALL
+                .iter()
+                .map(|p| format!("`{}`", p.field()))
+                .collect();
+            let found = if set.is_empty() {
+                "none is set".to_owned()
+            } else {
+                let named: Vec<String> = set
+                    .iter()
+                    .map(|(p, _)| format!("`{}`", p.field()))
+                    .collect();
+                format!("{} are set", named.join(" and "))
+            };
             issues.push(
-                Issue::new(at.clone(), "a webhook receiver must set exactly one of `github`, `gitlab`, `generic`, `registry`")
-                    .hint("e.g. `github: {secretRef: github-webhook}` naming a Credential of type `webhook`"),
+                Issue::new(
+                    at.clone(),
+                    format!(
+                        "a webhook receiver must set exactly one of {}; {found}",
+                        all.join(", ")
+                    ),
+                )
+                .hint("keep one provider block per receiver, e.g. `github: {secretRef: github-webhook}` naming a Credential of type `webhook`; add another receiver for another service"),
             );
         }
         if !names.insert(receiver.name.as_str()) {

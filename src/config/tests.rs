@@ -523,18 +523,41 @@ spec:
     gitlab: {secretRef: gl-secret}
   - name: gh
     generic: {secretRef: token}
+  - name: none
+  - name: hub
+    dockerhub: {secretRef: token}
+  - name: jfrog
+    artifactory: {secretRef: token, virtualRepoName: docker-virtual}
 ";
     let errors = load_new_errors(&[file("p.yaml", PROJECT), file("c.yaml", config)]);
-    let found: Vec<_> = summary(&errors)
-        .into_iter()
-        .map(|(_, field, _)| field)
-        .collect();
+    let found = summary(&errors);
+    let fields: Vec<_> = found.iter().map(|(_, field, _)| field.as_str()).collect();
     assert_eq!(
-        found,
+        fields,
         vec![
-            "spec.webhookReceivers[0]".to_owned(),
-            "spec.webhookReceivers[1].name".to_owned()
+            "spec.webhookReceivers[0]",
+            "spec.webhookReceivers[1].name",
+            "spec.webhookReceivers[2]"
         ]
+    );
+    // The message names every kind and what is wrong; the hint says what to do.
+    assert!(
+        found[0].2.contains("`github` and `gitlab` are set"),
+        "{}",
+        found[0].2
+    );
+    assert!(
+        found[0].2.contains("`bitbucket`") && found[0].2.contains("`artifactory`"),
+        "{}",
+        found[0].2
+    );
+    assert!(found[2].2.ends_with("none is set"), "{}", found[2].2);
+    assert!(
+        errors[0]
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("add another receiver")
     );
 }
 

@@ -7,7 +7,7 @@
 //! names is the server's (`server::webhooks`); asking a Warehouse to look again is the
 //! refresh annotation the Warehouse controller answers.
 
-use crate::api::{RepoUrl, Warehouse};
+use crate::api::{RepoUrl, SubscriptionKind, Warehouse};
 
 /// What a delivery says changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,14 +30,17 @@ impl Announced {
     }
 }
 
-/// The repositories a Warehouse subscribes to (images and git).
+/// The repositories a Warehouse subscribes to: image references read as Docker reads
+/// them ([`RepoUrl::image`]: `nginx` is `docker.io/library/nginx`), every other kind's
+/// URL as it is written (`oci://host/path/chart` is `host/path/chart`, so an image
+/// registry's webhook naming that path refreshes a chart subscription too).
 pub fn subscribed(warehouse: &Warehouse) -> impl Iterator<Item = RepoUrl> + '_ {
     warehouse.spec.subscriptions.iter().filter_map(|s| {
-        s.image
-            .as_ref()
-            .map(|i| &i.repo_url)
-            .or_else(|| s.git.as_ref().map(|g| &g.repo_url))
-            .map(RepoUrl::from)
+        let url = s.repo_url()?;
+        Some(match s.kind() {
+            Some(SubscriptionKind::Image) => RepoUrl::image(url),
+            _ => RepoUrl::new(url),
+        })
     })
 }
 
@@ -101,6 +104,17 @@ mod tests {
             &Announced::from_urls(&["ghcr.io/acme/app"])
         ));
         assert!(!refreshes(&image, &Announced::from_urls(&["acme/app2"])));
+    }
+
+    #[test]
+    fn docker_hub_images_match_however_the_warehouse_writes_them() {
+        let named = Announced::Repositories(vec![RepoUrl::image("library/nginx")]);
+        for subscribed in ["nginx", "docker.io/nginx", "index.docker.io/library/nginx"] {
+            let image = warehouse(&format!("    - image: {{repoURL: '{subscribed}'}}\n"));
+            assert!(refreshes(&image, &named), "{subscribed}");
+        }
+        let other = warehouse("    - image: {repoURL: 'acme/nginx'}\n");
+        assert!(!refreshes(&other, &named));
     }
 
     #[test]

@@ -237,6 +237,19 @@ pub fn edge_routes() -> Vec<Route> {
     vec![
         Route::new(Method::GET, "/healthz", Door::Open, healthz),
         Route::new(Method::GET, "/metrics", Door::Open, metrics::serve),
+        // The project-independent receiver; `-` is never a project's name.
+        Route::new(
+            Method::POST,
+            "/webhooks/-/{kind}",
+            Door::Webhook,
+            webhooks::shared_signed,
+        ),
+        Route::new(
+            Method::POST,
+            "/webhooks/-/{kind}/{token}",
+            Door::Webhook,
+            webhooks::shared_with_token,
+        ),
         Route::new(
             Method::POST,
             "/webhooks/{project}/{receiver}",
@@ -247,7 +260,7 @@ pub fn edge_routes() -> Vec<Route> {
             Method::POST,
             "/webhooks/{project}/{receiver}/{token}",
             Door::Webhook,
-            webhooks::generic,
+            webhooks::with_token,
         ),
     ]
 }

@@ -117,6 +117,8 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/projects/{project}/promotions/{name}/abort", [401, 403, 200, 403, 200]),
     ("GET /healthz", [200, 200, 200, 200, 200]),
     ("GET /metrics", [200, 200, 200, 200, 200]),
+    ("POST /webhooks/-/{kind}", [401, 401, 401, 401, 401]),
+    ("POST /webhooks/-/{kind}/{token}", [401, 401, 401, 401, 401]),
     ("POST /webhooks/{project}/{receiver}", [401, 401, 401, 401, 401]),
     ("POST /webhooks/{project}/{receiver}/{token}", [401, 401, 401, 401, 401]),
     ("GET /", [303, 303, 303, 200, 303]),
