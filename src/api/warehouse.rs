@@ -218,6 +218,25 @@ pub struct GitSubscription {
     pub since: Option<String>,
 }
 
+impl GitSubscription {
+    /// `since` as a time: `None` when unset or blank, an error naming the cause when it is
+    /// not RFC 3339 with an offset (`2026-01-31T00:00:00Z`).
+    pub fn since_time(&self) -> Result<Option<jiff::Timestamp>, String> {
+        match self
+            .since
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|e: jiff::Error| e.to_string()),
+            None => Ok(None),
+        }
+    }
+}
+
 fn default_true() -> bool {
     true
 }

@@ -30,8 +30,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCreationPolicy, FreightImage, Kind, ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind,
-    SubscriptionStatus, Time, Warehouse, WarehouseStatus, parse_duration,
+    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCreationPolicy, FreightImage, Kind,
+    ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time,
+    Warehouse, WarehouseStatus, parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
@@ -148,9 +149,9 @@ impl WarehouseController {
             .collect();
         if failures.is_empty() {
             let candidate = criteria::newest(&status.subscriptions);
-            let decision = candidate.as_ref().map(|c| {
-                criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), c)
-            });
+            let decision = candidate
+                .as_ref()
+                .map(|c| criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), c));
             if let Some(decision) = &decision {
                 status
                     .conditions
@@ -164,8 +165,8 @@ impl WarehouseController {
                     ));
                 }
             }
-            let mintable = candidate
-                .filter(|_| decision.as_ref().is_some_and(criteria::Decision::allows));
+            let mintable =
+                candidate.filter(|_| decision.as_ref().is_some_and(criteria::Decision::allows));
             match self.mint(&key, &warehouse, mintable).await {
                 Ok(Some((id, warnings))) => {
                     status.last_freight_id = Some(id);

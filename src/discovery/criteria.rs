@@ -245,7 +245,10 @@ mod tests {
             Decision::NoCriteria
         );
         assert!(Decision::NoCriteria.condition(None).is_none());
-        let decision = decide(Some(&criteria("imageFrom('reg/gone').tag == ''")), &candidate);
+        let decision = decide(
+            Some(&criteria("imageFrom('reg/gone').tag == ''")),
+            &candidate,
+        );
         let Decision::Failed(message) = &decision else {
             panic!("{decision:?}")
         };

@@ -151,10 +151,15 @@ pub(crate) fn free_names(expr: &IdedExpr, bound: &mut Vec<String>, found: &mut V
             if let Some(target) = &call.target {
                 free_names(target, bound, found);
             }
-            call.args.iter().for_each(|arg| free_names(arg, bound, found));
+            call.args
+                .iter()
+                .for_each(|arg| free_names(arg, bound, found));
         }
         Expr::Select(select) => free_names(&select.operand, bound, found),
-        Expr::List(list) => list.elements.iter().for_each(|e| free_names(e, bound, found)),
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .for_each(|e| free_names(e, bound, found)),
         Expr::Map(_) | Expr::Struct(_) => visit_children_free(expr, bound, found),
         Expr::Literal(_) | Expr::Unspecified => {}
     }
@@ -187,7 +192,8 @@ pub(crate) fn literal_calls(expr: &IdedExpr, functions: &[&str]) -> Vec<(String,
             && call.target.is_none()
             && functions.contains(&call.func_name.as_str())
         {
-            if let Some(Expr::Literal(LiteralValue::String(arg))) = call.args.first().map(|a| &a.expr)
+            if let Some(Expr::Literal(LiteralValue::String(arg))) =
+                call.args.first().map(|a| &a.expr)
             {
                 calls.push((call.func_name.clone(), arg.inner().to_owned()));
             } else if call.args.is_empty() {

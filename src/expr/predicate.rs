@@ -16,6 +16,29 @@ use super::explain::explain;
 use super::functions;
 use super::why::why_false;
 
+/// The variables a git subscription's `expressionFilter` sees (one commit's fields).
+pub const COMMIT_FIELDS: &[&str] = &[
+    "id",
+    "subject",
+    "message",
+    "author",
+    "committer",
+    "commitDate",
+    "branch",
+    "tag",
+];
+
+/// Checks a git subscription's `expressionFilter`: syntax, and only [`COMMIT_FIELDS`].
+pub fn check_commit_filter(expression: &str) -> Result<(), ExprError> {
+    check_predicate(
+        expression,
+        &PredicateScope {
+            variables: COMMIT_FIELDS,
+            ..PredicateScope::default()
+        },
+    )
+}
+
 /// What a predicate said about a candidate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -222,15 +245,21 @@ mod tests {
 
     #[test]
     fn a_false_conjunction_names_its_false_part() {
-        let expr = "imageFrom('reg/app').tag.startsWith('v') && !(imageFrom('reg/app').tag in ['v1.3.0'])";
+        let expr =
+            "imageFrom('reg/app').tag.startsWith('v') && !(imageFrom('reg/app').tag in ['v1.3.0'])";
         let Verdict::Refused(why) = verdict(expr, &artifacts("v1.3.0", "")).unwrap() else {
             panic!("refused")
         };
         assert_eq!(why, "`imageFrom('reg/app').tag in ['v1.3.0']` is true");
-        let Verdict::Refused(why) = verdict("size(imageFrom('reg/app').tag) > 9", &artifacts("v1", "")).unwrap() else {
+        let Verdict::Refused(why) =
+            verdict("size(imageFrom('reg/app').tag) > 9", &artifacts("v1", "")).unwrap()
+        else {
             panic!("refused")
         };
-        assert!(why.contains("`size(imageFrom('reg/app').tag)` is 2"), "{why}");
+        assert!(
+            why.contains("`size(imageFrom('reg/app').tag)` is 2"),
+            "{why}"
+        );
     }
 
     #[test]
@@ -238,11 +267,17 @@ mod tests {
         let err = verdict("imageFrom('reg/other').tag == ''", &artifacts("v1", ""))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("imageFrom(): no image from `reg/other`"), "{err}");
+        assert!(
+            err.contains("imageFrom(): no image from `reg/other`"),
+            "{err}"
+        );
         let err = verdict("imageFrom('reg/app').tag", &artifacts("v1", ""))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("must evaluate to a bool, not a string"), "{err}");
+        assert!(
+            err.contains("must evaluate to a bool, not a string"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -276,7 +311,9 @@ mod tests {
             err.contains("`imageFrom('reg/ap')` names no image subscription of this Warehouse (its image subscriptions: `reg/app`)"),
             "{err}"
         );
-        let err = check_predicate("tag == 'x'", &criteria).unwrap_err().to_string();
+        let err = check_predicate("tag == 'x'", &criteria)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("no variable `tag`"), "{err}");
         let err = check_predicate("imageFor('reg/app') == 1", &criteria)
             .unwrap_err()
@@ -292,8 +329,16 @@ mod tests {
         let err = check_predicate("commitFrom('g').id == ''", &filter)
             .unwrap_err()
             .to_string();
-        assert!(err.contains("only defined in a Warehouse's freightCreationCriteria"), "{err}");
-        let err = check_predicate("msg == ''", &filter).unwrap_err().to_string();
-        assert!(err.contains("no variable `msg` (known: subject, tag)"), "{err}");
+        assert!(
+            err.contains("only defined in a Warehouse's freightCreationCriteria"),
+            "{err}"
+        );
+        let err = check_predicate("msg == ''", &filter)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no variable `msg` (known: subject, tag)"),
+            "{err}"
+        );
     }
 }

@@ -113,11 +113,7 @@ fn text(program: &Program, node: &IdedExpr) -> String {
         end = stop + i + c.len_utf8();
     }
     stop = end;
-    source
-        .get(start..stop)
-        .unwrap_or(source)
-        .trim()
-        .to_owned()
+    source.get(start..stop).unwrap_or(source).trim().to_owned()
 }
 
 /// How many brackets `text` opens and does not close, outside string literals.
@@ -160,7 +156,6 @@ fn visit(node: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
         Expr::Select(select) => visit(&select.operand, f),
         Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
         Expr::Comprehension(c) => visit(&c.iter_range, f),
-        Expr::Map(_) | Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {
-        }
+        Expr::Map(_) | Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }

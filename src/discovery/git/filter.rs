@@ -1,6 +1,6 @@
 //! A git subscription's `expressionFilter` and `since`, compiled: whether one commit counts.
 //!
-//! `expressionFilter` is CEL over the commit's fields ([`COMMIT_FIELDS`]): `id`,
+//! `expressionFilter` is CEL over the commit's fields ([`crate::expr::COMMIT_FIELDS`]): `id`,
 //! `subject` (the first line), `message` (all of it), `author` and `committer`
 //! (`Name <email>`), `commitDate` (RFC 3339, compare with `timestamp(commitDate)`),
 //! `branch` and `tag` (`""` when not found that way). `since` is an RFC 3339 time; commits
@@ -12,19 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::error::{GitDiscoveryError, redact_url};
 use super::history::CommitInfo;
-use crate::expr::{ExprCache, ExprError, FreightView, PredicateScope, Verdict, check_predicate};
-
-/// The variables an `expressionFilter` sees.
-pub const COMMIT_FIELDS: &[&str] = &[
-    "id",
-    "subject",
-    "message",
-    "author",
-    "committer",
-    "commitDate",
-    "branch",
-    "tag",
-];
+use crate::api::GitSubscription;
+use crate::expr::{ExprCache, FreightView, Verdict, check_commit_filter};
 
 /// How `since` is written, for hints.
 const SINCE_HINT: &str = "write an RFC 3339 time such as `2026-01-31T00:00:00Z`";
@@ -37,33 +26,16 @@ pub(crate) struct CommitFilter {
     cache: ExprCache,
 }
 
-/// Checks `expressionFilter` for `dray apply`: syntax, and only [`COMMIT_FIELDS`].
-pub fn check_expression(expression: &str) -> Result<(), ExprError> {
-    check_predicate(
-        expression,
-        &PredicateScope {
-            variables: COMMIT_FIELDS,
-            ..PredicateScope::default()
-        },
-    )
-}
-
-/// Parses `since`: an RFC 3339 time with an offset (`2026-01-31T00:00:00Z`).
-pub fn parse_since(text: &str) -> Result<jiff::Timestamp, String> {
-    text.trim()
-        .parse::<jiff::Timestamp>()
-        .map_err(|e| e.to_string())
-}
-
 impl CommitFilter {
     /// Compiles the subscription's `expressionFilter` and parses its `since`.
-    pub(crate) fn new(
-        expression: Option<&str>,
-        since: Option<&str>,
-    ) -> Result<Self, GitDiscoveryError> {
-        let expression = expression.map(str::trim).filter(|e| !e.is_empty());
+    pub(crate) fn new(sub: &GitSubscription) -> Result<Self, GitDiscoveryError> {
+        let expression = sub
+            .expression_filter
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty());
         if let Some(text) = expression {
-            check_expression(text).map_err(|e| GitDiscoveryError::InvalidFilter {
+            check_commit_filter(text).map_err(|e| GitDiscoveryError::InvalidFilter {
                 field: "expressionFilter",
                 value: text.to_owned(),
                 reason: e.to_string(),
@@ -71,17 +43,14 @@ impl CommitFilter {
                        and tag, e.g. `!subject.startsWith('wip')`",
             })?;
         }
-        let since = match since.map(str::trim).filter(|s| !s.is_empty()) {
-            Some(text) => Some(parse_since(text).map_err(|reason| {
-                GitDiscoveryError::InvalidFilter {
-                    field: "since",
-                    value: text.to_owned(),
-                    reason,
-                    hint: SINCE_HINT,
-                }
-            })?),
-            None => None,
-        };
+        let since = sub
+            .since_time()
+            .map_err(|reason| GitDiscoveryError::InvalidFilter {
+                field: "since",
+                value: sub.since.clone().unwrap_or_default(),
+                reason,
+                hint: SINCE_HINT,
+            })?;
         Ok(Self {
             expression: expression.map(str::to_owned),
             since,
@@ -149,35 +118,46 @@ mod tests {
         }
     }
 
+    fn filter(
+        expression: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<CommitFilter, GitDiscoveryError> {
+        CommitFilter::new(&GitSubscription {
+            expression_filter: expression.map(str::to_owned),
+            since: since.map(str::to_owned),
+            ..GitSubscription::default()
+        })
+    }
+
     #[test]
     fn the_expression_sees_the_commit_fields() {
-        let filter = CommitFilter::new(
+        let found = filter(
             Some("!subject.startsWith('wip') && author.contains('ann@') && branch == 'main'"),
             None,
         )
         .unwrap();
         let ok = commit("feat: x\n\nbody", "2026-01-02T00:00:00Z");
-        assert!(filter.accepts("u", &ok, Some("main"), None).unwrap());
+        assert!(found.accepts("u", &ok, Some("main"), None).unwrap());
         let wip = commit("wip: x", "2026-01-02T00:00:00Z");
-        assert!(!filter.accepts("u", &wip, Some("main"), None).unwrap());
-        let filter = CommitFilter::new(
+        assert!(!found.accepts("u", &wip, Some("main"), None).unwrap());
+        let found = filter(
             Some("timestamp(commitDate) > timestamp('2026-01-01T00:00:00Z') && tag == 'v1'"),
             None,
         )
         .unwrap();
-        assert!(filter.accepts("u", &ok, None, Some("v1")).unwrap());
+        assert!(found.accepts("u", &ok, None, Some("v1")).unwrap());
     }
 
     #[test]
     fn since_drops_older_commits() {
-        let filter = CommitFilter::new(None, Some("2026-01-01T00:00:00Z")).unwrap();
+        let found = filter(None, Some("2026-01-01T00:00:00Z")).unwrap();
         assert!(
-            filter
+            found
                 .accepts("u", &commit("a", "2026-01-01T00:00:00Z"), None, None)
                 .unwrap()
         );
         assert!(
-            !filter
+            !found
                 .accepts("u", &commit("a", "2025-12-31T23:59:59Z"), None, None)
                 .unwrap()
         );
@@ -185,20 +165,19 @@ mod tests {
 
     #[test]
     fn bad_filters_are_named() {
-        let err = CommitFilter::new(None, Some("yesterday"))
-            .unwrap_err()
-            .to_string();
+        let err = filter(None, Some("yesterday")).unwrap_err().to_string();
         assert!(err.starts_with("invalid since `yesterday`"), "{err}");
         assert!(err.contains("RFC 3339"), "{err}");
-        let err = CommitFilter::new(Some("msg == ''"), None)
-            .unwrap_err()
-            .to_string();
+        let err = filter(Some("msg == ''"), None).unwrap_err().to_string();
         assert!(err.contains("no variable `msg`"), "{err}");
-        let filter = CommitFilter::new(Some("int(tag) > 1"), None).unwrap();
-        let err = filter
+        let found = filter(Some("int(tag) > 1"), None).unwrap();
+        let err = found
             .accepts("u", &commit("a", "2026-01-01T00:00:00Z"), None, Some("v1"))
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("expressionFilter failed on commit `0123456"), "{err}");
+        assert!(
+            err.starts_with("expressionFilter failed on commit `0123456"),
+            "{err}"
+        );
     }
 }

@@ -254,7 +254,7 @@ impl Rules {
         Ok(Self {
             paths: PathFilter::new(&sub.include_paths, &sub.exclude_paths)?,
             tags: TagFilter::new(&sub.allow_tags, &sub.ignore_tags)?,
-            commits: CommitFilter::new(sub.expression_filter.as_deref(), sub.since.as_deref())?,
+            commits: CommitFilter::new(sub)?,
             semver,
             limit: sub.discovery_limit.clamp(1, MAX_DISCOVERY_LIMIT) as usize,
             sub: sub.clone(),

@@ -667,7 +667,11 @@ async fn expression_filter_and_since_choose_commits_and_discovery_limit_counts_o
     };
     let discoverer = origin.discoverer();
     let found = discoverer.discover(&sub, None, None).await.unwrap();
-    assert_eq!(ids(&found), vec![kept.as_str()], "the wip commit does not count");
+    assert_eq!(
+        ids(&found),
+        vec![kept.as_str()],
+        "the wip commit does not count"
+    );
 
     sub.discovery_limit = 20;
     let found = discoverer.discover(&sub, None, None).await.unwrap();
@@ -675,7 +679,11 @@ async fn expression_filter_and_since_choose_commits_and_discovery_limit_counts_o
 
     sub.since = Some("2026-01-01T00:00:00Z".into());
     let found = discoverer.discover(&sub, None, None).await.unwrap();
-    assert_eq!(ids(&found), vec![kept.as_str()], "the old commit is before since");
+    assert_eq!(
+        ids(&found),
+        vec![kept.as_str()],
+        "the old commit is before since"
+    );
 
     // Tags: the filter sees `tag`.
     origin.tag("v1.0.0", None);
@@ -693,12 +701,23 @@ async fn expression_filter_and_since_choose_commits_and_discovery_limit_counts_o
         expression_filter: Some("subject == 'nothing'".into()),
         ..origin.sub()
     };
-    let err = discoverer.discover(&sub, None, None).await.unwrap_err().to_string();
+    let err = discoverer
+        .discover(&sub, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("passes expressionFilter and since"), "{err}");
     let sub = GitSubscription {
         expression_filter: Some("int(subject) > 0".into()),
         ..origin.sub()
     };
-    let err = discoverer.discover(&sub, None, None).await.unwrap_err().to_string();
-    assert!(err.starts_with("expressionFilter failed on commit `"), "{err}");
+    let err = discoverer
+        .discover(&sub, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("expressionFilter failed on commit `"),
+        "{err}"
+    );
 }
