@@ -92,7 +92,8 @@ pub enum Decision {
     NoCriteria,
     /// The expression is true.
     Satisfied,
-    /// The expression is false: the message names it, the artifacts and why.
+    /// The expression is false: the message names it, the artifacts and why (the
+    /// condition adds what to do).
     Refused(String),
     /// The expression could not be evaluated (it errs, or is not a bool).
     Failed(String),
@@ -113,8 +114,22 @@ impl Decision {
                 "CriteriaSatisfied",
                 "the newest artifacts satisfy freightCreationCriteria".to_owned(),
             ),
-            Decision::Refused(message) => ("False", "CriteriaNotSatisfied", message.clone()),
-            Decision::Failed(message) => ("False", "CriteriaEvaluationFailed", message.clone()),
+            Decision::Refused(message) => (
+                "False",
+                "CriteriaNotSatisfied",
+                format!(
+                    "{message}; hint: Freight is minted when newer artifacts satisfy it, or \
+                     create it by hand with `dray freight create --warehouse <name> --newest`"
+                ),
+            ),
+            Decision::Failed(message) => (
+                "False",
+                "CriteriaEvaluationFailed",
+                format!(
+                    "{message}; hint: fix spec.freightCreationCriteria.expression and \
+                     `dray apply` the Warehouse"
+                ),
+            ),
         };
         Some(Condition {
             type_: CONDITION.into(),
@@ -140,13 +155,11 @@ pub fn decide(criteria: Option<&FreightCreationCriteria>, candidate: &Candidate)
     match verdict {
         Ok(Verdict::Accepted) => Decision::Satisfied,
         Ok(Verdict::Refused(why)) => Decision::Refused(format!(
-            "freightCreationCriteria refused {}: {why}; hint: Freight is minted when newer \
-             artifacts satisfy it, or create it by hand with `dray freight create`",
+            "freightCreationCriteria refused {}: {why}",
             candidate.describe()
         )),
         Err(error) => Decision::Failed(format!(
-            "freightCreationCriteria could not be evaluated over {}: {error}; hint: fix the \
-             expression in the Warehouse's spec.freightCreationCriteria and `dray apply` it",
+            "freightCreationCriteria could not be evaluated over {}: {error}",
             candidate.describe()
         )),
     }
