@@ -205,7 +205,7 @@ pub(crate) fn literal_calls(expr: &IdedExpr, functions: &[&str]) -> Vec<(String,
 }
 
 /// Calls `f` on `expr` and every expression in it.
-fn visit(expr: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
+pub(crate) fn visit(expr: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
     f(expr);
     match &expr.expr {
         Expr::Call(call) => {

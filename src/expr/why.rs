@@ -10,6 +10,7 @@ use cel::common::ast::{Expr, IdedExpr, operators};
 use cel::{Context, Program};
 
 use super::context::cel_to_json;
+use super::explain::visit;
 
 /// The comparisons whose two sides are worth showing.
 const COMPARISONS: &[&str] = &[
@@ -141,21 +142,4 @@ fn unclosed(text: &str) -> usize {
         }
     }
     open
-}
-
-/// Calls `f` on `node` and every expression in it.
-fn visit(node: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
-    f(node);
-    match &node.expr {
-        Expr::Call(call) => {
-            if let Some(target) = &call.target {
-                visit(target, f);
-            }
-            call.args.iter().for_each(|arg| visit(arg, f));
-        }
-        Expr::Select(select) => visit(&select.operand, f),
-        Expr::List(list) => list.elements.iter().for_each(|e| visit(e, f)),
-        Expr::Comprehension(c) => visit(&c.iter_range, f),
-        Expr::Map(_) | Expr::Struct(_) | Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-    }
 }
