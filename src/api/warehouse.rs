@@ -34,6 +34,10 @@ pub struct WarehouseSpec {
     pub freight_creation_criteria: Option<FreightCreationCriteria>,
 }
 
+/// The Warehouse condition that carries `freightCreationCriteria`'s verdict on the newest
+/// combination (`CriteriaSatisfied`, `CriteriaNotSatisfied`, `CriteriaEvaluationFailed`).
+pub const CRITERIA_CONDITION: &str = "FreightCreationCriteriaSatisfied";
+
 /// When discovery may mint the combination it found.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -17,7 +17,7 @@ use crate::api::{
 use crate::expr::{ExprCache, FreightView, Verdict};
 
 /// The condition type that carries the criteria's verdict.
-pub const CONDITION: &str = "FreightCreationCriteriaSatisfied";
+pub use crate::api::CRITERIA_CONDITION as CONDITION;
 
 /// A combination of artifacts that may become Freight.
 #[derive(Clone, Debug, Default, PartialEq)]

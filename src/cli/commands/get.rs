@@ -194,7 +194,7 @@ fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
 fn criteria_verdict(warehouse: &Value) -> String {
     let condition = array(warehouse, "/status/conditions")
         .iter()
-        .find(|c| text(c, "/type") == crate::discovery::criteria::CONDITION);
+        .find(|c| text(c, "/type") == crate::api::CRITERIA_CONDITION);
     match condition {
         None => "-".to_owned(),
         Some(c) if text(c, "/status") == "True" => "satisfied".to_owned(),
