@@ -29,7 +29,9 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The artifacts as `imageFrom()` and `commitFrom()` see them.
+    /// The artifacts as `imageFrom()` and `commitFrom()` see them. (Chart subscriptions:
+    /// a `charts` field here, filled in [`newest`] and passed on below, is all `chartFrom()`
+    /// needs from this module.)
     fn view(&self) -> FreightView {
         FreightView {
             images: self.images.clone(),
@@ -118,8 +120,8 @@ impl Decision {
                 "False",
                 "CriteriaNotSatisfied",
                 format!(
-                    "{message}; hint: Freight is minted when newer artifacts satisfy it, or \
-                     create it by hand with `dray freight create --warehouse <name> --newest`"
+                    "{message}; hint: wait for artifacts that satisfy it, or mint these by \
+                     hand with `dray freight create --warehouse <name> --newest`"
                 ),
             ),
             Decision::Failed(message) => (
