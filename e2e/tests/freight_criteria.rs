@@ -429,3 +429,35 @@ async fn a_manual_warehouse_records_discoveries_and_a_person_mints_the_newest() 
         Ok(())
     })
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_expression_filter_skips_tags_before_anything_is_pinned() -> Result<()> {
+    let w = tokio::task::block_in_place(World::start)?;
+    let kept = oci::push_image(&w.registry, "demo/app", "build-1").await?;
+    oci::push_image(&w.registry, "demo/app", "build-2-debug").await?;
+    let spec = format!(
+        "  subscriptions:
+    - image:
+        repoURL: {image}
+        insecure: true
+        imageSelectionStrategy: Lexical
+        expressionFilter: \"!tag.endsWith('-debug')\"
+",
+        image = w.image_repo()
+    );
+    tokio::task::block_in_place(|| -> Result<()> {
+        w.apply_ok(&w.warehouse_yaml(&spec))?;
+        w.refresh()?;
+        let warehouse = w.warehouse()?;
+        let images: Vec<&str> = warehouse["status"]["subscriptions"][0]["images"]
+            .as_array()
+            .context("discovered images")?
+            .iter()
+            .filter_map(|i| i["tag"].as_str())
+            .collect();
+        assert_eq!(images, vec!["build-1"], "{warehouse:#}");
+        let freight = w.freight()?;
+        assert_eq!(freight[0]["images"][0]["digest"], kept.as_str());
+        Ok(())
+    })
+}

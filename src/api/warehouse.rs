@@ -165,6 +165,10 @@ pub struct ImageSubscription {
     /// Talk plain HTTP to this registry (for loopback registries in tests).
     #[serde(default)]
     pub insecure: bool,
+    /// A CEL expression over the tag (`tag`); only tags for which it is true are
+    /// considered, e.g. `int(tag.split('-')[1]) >= 100`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_filter: Option<String>,
 }
 
 /// How the config commit is chosen.

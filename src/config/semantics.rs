@@ -12,7 +12,7 @@ use crate::api::{
     Warehouse, rule_resources,
 };
 
-use crate::expr::{COMMIT_FIELDS, PredicateScope, check_commit_filter, check_predicate};
+use crate::expr::{COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, check_filter, check_predicate};
 
 use super::durations;
 use super::error::Issue;
@@ -391,7 +391,7 @@ fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
 /// A git subscription's `expressionFilter` and `since`.
 fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
     if let Some(expression) = git.expression_filter.as_deref().map(str::trim)
-        && let Err(error) = check_commit_filter(expression)
+        && let Err(error) = check_filter(expression, COMMIT_FIELDS)
     {
         issues.push(
             Issue::new(at.key("expressionFilter"), error.to_string()).hint(format!(
@@ -442,6 +442,17 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
     }
     if let Some(git) = &sub.git {
         commit_filters(git, &at, issues);
+    }
+    if let Some(expression) = sub
+        .image
+        .as_ref()
+        .and_then(|i| i.expression_filter.as_deref())
+        && let Err(error) = check_filter(expression.trim(), IMAGE_FIELDS)
+    {
+        issues.push(
+            Issue::new(at.key("expressionFilter"), error.to_string())
+                .hint("use CEL over the tag (`tag`), e.g. `!tag.endsWith('-debug')`"),
+        );
     }
     if !(1..=MAX_DISCOVERY_LIMIT).contains(&limit) {
         issues.push(
@@ -660,7 +671,7 @@ mod tests {
             json!({"metadata": {"name": "app"}, "spec": {
             "freightCreationCriteria": {"expression": "imageFrom('reg/ap').tag == commitFrom('https://git/cfg.git').tag"},
             "subscriptions": [
-                {"image": {"repoURL": "reg/app"}},
+                {"image": {"repoURL": "reg/app", "expressionFilter": "digest == ''"}},
                 {"git": {"repoURL": "https://git/cfg.git", "expressionFilter": "msg.startsWith('wip')", "since": "last week"}},
                 {"git": {"repoURL": "https://git/other.git", "expressionFilter": "subject ==", "since": "2026-01-31T00:00:00Z"}},
             ]}}),
@@ -669,6 +680,7 @@ mod tests {
         assert_eq!(
             paths,
             vec![
+                "spec.subscriptions[0].image.expressionFilter",
                 "spec.subscriptions[1].git.expressionFilter",
                 "spec.subscriptions[1].git.since",
                 "spec.subscriptions[2].git.expressionFilter",
@@ -676,28 +688,33 @@ mod tests {
             ]
         );
         assert!(
-            found[0]
-                .1
-                .contains("no variable `msg` (known: id, subject,"),
+            found[0].1.contains("no variable `digest` (known: tag)"),
             "{}",
             found[0].1
         );
         assert!(
-            found[1].1.starts_with("`since` is not an RFC 3339 time"),
+            found[1]
+                .1
+                .contains("no variable `msg` (known: id, subject,"),
             "{}",
             found[1].1
         );
         assert!(
-            found[2]
-                .1
-                .contains("syntax error in expression `subject ==`"),
+            found[2].1.starts_with("`since` is not an RFC 3339 time"),
             "{}",
             found[2].1
         );
         assert!(
-            found[3].1.contains("`imageFrom('reg/ap')` names no image subscription of this Warehouse (its image subscriptions: `reg/app`)"),
+            found[3]
+                .1
+                .contains("syntax error in expression `subject ==`"),
             "{}",
             found[3].1
+        );
+        assert!(
+            found[4].1.contains("`imageFrom('reg/ap')` names no image subscription of this Warehouse (its image subscriptions: `reg/app`)"),
+            "{}",
+            found[4].1
         );
         let fine = issues(
             Kind::Warehouse,

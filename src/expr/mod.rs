@@ -40,7 +40,9 @@ pub(crate) use compile::on_cel_stack;
 pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
 pub use context::{ExprContext, FreightView, cel_to_json, json_to_cel};
 pub use error::ExprError;
-pub use predicate::{COMMIT_FIELDS, PredicateScope, Verdict, check_commit_filter, check_predicate};
+pub use predicate::{
+    COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, Verdict, check_filter, check_predicate,
+};
 pub use template::{ExprSegment, Segment, Template, has_expressions, to_text};
 
 /// The condition of a step without `if`: run unless an earlier step failed.

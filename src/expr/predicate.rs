@@ -28,12 +28,17 @@ pub const COMMIT_FIELDS: &[&str] = &[
     "tag",
 ];
 
-/// Checks a git subscription's `expressionFilter`: syntax, and only [`COMMIT_FIELDS`].
-pub fn check_commit_filter(expression: &str) -> Result<(), ExprError> {
+/// The variables an image subscription's `expressionFilter` sees (a tag, before anything
+/// is read from the registry).
+pub const IMAGE_FIELDS: &[&str] = &["tag"];
+
+/// Checks a subscription's `expressionFilter` whose variables are `fields`
+/// ([`COMMIT_FIELDS`], [`IMAGE_FIELDS`]): syntax, and only those variables.
+pub fn check_filter(expression: &str, fields: &[&str]) -> Result<(), ExprError> {
     check_predicate(
         expression,
         &PredicateScope {
-            variables: COMMIT_FIELDS,
+            variables: fields,
             ..PredicateScope::default()
         },
     )

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::error::{GitDiscoveryError, redact_url};
 use super::history::CommitInfo;
 use crate::api::GitSubscription;
-use crate::expr::{ExprCache, FreightView, Verdict, check_commit_filter};
+use crate::expr::{COMMIT_FIELDS, ExprCache, FreightView, Verdict, check_filter};
 
 /// How `since` is written, for hints.
 const SINCE_HINT: &str = "write an RFC 3339 time such as `2026-01-31T00:00:00Z`";
@@ -35,7 +35,7 @@ impl CommitFilter {
             .map(str::trim)
             .filter(|e| !e.is_empty());
         if let Some(text) = expression {
-            check_commit_filter(text).map_err(|e| GitDiscoveryError::InvalidFilter {
+            check_filter(text, COMMIT_FIELDS).map_err(|e| GitDiscoveryError::InvalidFilter {
                 field: "expressionFilter",
                 value: text.to_owned(),
                 reason: e.to_string(),
