@@ -68,6 +68,21 @@ spec:
         )
     }
 
+    /// A spec whose criteria want the image's tag to equal the config's (SemVer) tag.
+    fn same_tag_spec(&self, policy: &str) -> String {
+        format!(
+            "  freightCreationPolicy: {policy}
+  freightCreationCriteria:
+    expression: imageFrom('{image}').tag == commitFrom('{git}').tag
+  subscriptions:
+    - image: {{repoURL: {image}, insecure: true}}
+    - git: {{repoURL: {git}, commitSelectionStrategy: SemVer}}
+",
+            image = self.image_repo(),
+            git = self.config_url
+        )
+    }
+
     fn apply(&self, yaml: &str) -> Result<Output> {
         let file = self.world.unique_dir("manifests")?.with_extension("yaml");
         std::fs::write(&file, yaml)?;
@@ -145,16 +160,7 @@ fn tags_of(freight: &Value) -> (String, String) {
 async fn criteria_mint_only_an_image_and_a_config_tag_that_match() -> Result<()> {
     let w = tokio::task::block_in_place(World::start)?;
     oci::push_image(&w.registry, "demo/app", "1.0.0").await?;
-    let spec = format!(
-        "  freightCreationCriteria:
-    expression: imageFrom('{image}').tag == commitFrom('{git}').tag
-  subscriptions:
-    - image: {{repoURL: {image}, insecure: true}}
-    - git: {{repoURL: {git}, commitSelectionStrategy: SemVer}}
-",
-        image = w.image_repo(),
-        git = w.config_url
-    );
+    let spec = w.same_tag_spec("Automatic");
     tokio::task::block_in_place(|| -> Result<()> {
         w.tag_config("1.0.0")?;
         w.apply_ok(&w.warehouse_yaml(&spec))?;
@@ -352,17 +358,7 @@ async fn expression_filter_and_since_choose_the_config_commit() -> Result<()> {
 async fn a_manual_warehouse_records_discoveries_and_a_person_mints_the_newest() -> Result<()> {
     let w = tokio::task::block_in_place(World::start)?;
     let digest = oci::push_image(&w.registry, "demo/app", "1.1.0").await?;
-    let spec = format!(
-        "  freightCreationPolicy: Manual
-  freightCreationCriteria:
-    expression: imageFrom('{image}').tag == commitFrom('{git}').tag
-  subscriptions:
-    - image: {{repoURL: {image}, insecure: true}}
-    - git: {{repoURL: {git}, commitSelectionStrategy: SemVer}}
-",
-        image = w.image_repo(),
-        git = w.config_url
-    );
+    let spec = w.same_tag_spec("Manual");
     tokio::task::block_in_place(|| -> Result<()> {
         w.tag_config("1.0.0")?;
         w.apply_ok(&w.warehouse_yaml(&spec))?;
