@@ -28,6 +28,24 @@ pub struct WarehouseSpec {
     /// `Automatic` (default) mints Freight on discovery; `Manual` only records what it found.
     #[serde(default)]
     pub freight_creation_policy: FreightCreationPolicy,
+    /// A condition the newest combination of artifacts must meet to be minted
+    /// automatically (e.g. the image tag equals the config tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freight_creation_criteria: Option<FreightCreationCriteria>,
+}
+
+/// The Warehouse condition that carries `freightCreationCriteria`'s verdict on the newest
+/// combination (`CriteriaSatisfied`, `CriteriaNotSatisfied`, `CriteriaEvaluationFailed`).
+pub const CRITERIA_CONDITION: &str = "FreightCreationCriteriaSatisfied";
+
+/// When discovery may mint the combination it found.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightCreationCriteria {
+    /// A CEL expression over the candidate's artifacts (`imageFrom(repoURL)`,
+    /// `commitFrom(repoURL)`) that must be true, e.g.
+    /// `imageFrom('reg/app').tag == commitFrom('https://git/cfg.git').tag`.
+    pub expression: String,
 }
 
 /// Whether discovery mints Freight by itself.
@@ -147,6 +165,10 @@ pub struct ImageSubscription {
     /// Talk plain HTTP to this registry (for loopback registries in tests).
     #[serde(default)]
     pub insecure: bool,
+    /// A CEL expression over the tag (`tag`); only tags for which it is true are
+    /// considered, e.g. `int(tag.split('-')[1]) >= 100`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_filter: Option<String>,
 }
 
 /// How the config commit is chosen.
@@ -194,6 +216,33 @@ pub struct GitSubscription {
     /// How many candidates discovery keeps (default 20, at most 100).
     #[serde(default = "default_discovery_limit")]
     pub discovery_limit: u32,
+    /// A CEL expression over a commit's fields (`id`, `subject`, `message`, `author`,
+    /// `committer`, `commitDate`, `branch`, `tag`); only commits for which it is true
+    /// count (and count towards `discoveryLimit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression_filter: Option<String>,
+    /// An RFC 3339 time (`2026-01-31T00:00:00Z`); commits made before it never count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+}
+
+impl GitSubscription {
+    /// `since` as a time: `None` when unset or blank, an error naming the cause when it is
+    /// not RFC 3339 with an offset (`2026-01-31T00:00:00Z`).
+    pub fn since_time(&self) -> Result<Option<jiff::Timestamp>, String> {
+        match self
+            .since
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            Some(text) => text
+                .parse()
+                .map(Some)
+                .map_err(|e: jiff::Error| e.to_string()),
+            None => Ok(None),
+        }
+    }
 }
 
 fn default_true() -> bool {

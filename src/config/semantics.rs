@@ -1,4 +1,5 @@
-//! Rules about one resource that its type cannot express: Warehouse subscriptions, Stage
+//! Rules about one resource that its type cannot express: Warehouse subscriptions (and
+//! their criteria and commit filters, compiled here so `dray apply` refuses a bad one), Stage
 //! requests, Credentials' fields (a webhook secret's length), durations, names used as
 //! references, Promotion targets, ProjectConfig naming.
 //! Rules that need other documents live in [`super::references`].
@@ -6,10 +7,12 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    BUILTIN_ROLES, Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion,
-    PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD, Warehouse,
-    WebhookProvider, rule_resources,
+    BUILTIN_ROLES, Credential, CredentialType, Freight, GitSubscription, ObjectKey, ProjectConfig,
+    Promotion, PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD,
+    Warehouse, WebhookProvider, rule_resources,
 };
+
+use crate::expr::{COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, check_filter, check_predicate};
 
 use super::durations;
 use super::error::Issue;
@@ -351,7 +354,75 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
             FieldPath::of(&["spec", "interval"]),
         ));
     }
+    criteria(warehouse, &mut issues);
     issues
+}
+
+/// `freightCreationCriteria.expression`: CEL over `imageFrom()`/`commitFrom()` of the
+/// Warehouse's own subscriptions.
+fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
+    let Some(expression) = warehouse
+        .spec
+        .freight_creation_criteria
+        .as_ref()
+        .map(|c| c.expression.trim())
+    else {
+        return;
+    };
+    let at = FieldPath::of(&["spec", "freightCreationCriteria", "expression"]);
+    if expression.is_empty() {
+        issues.push(
+            Issue::new(at, "`expression` is empty")
+                .hint("write a condition such as `imageFrom('<repo>').tag == commitFrom('<repo>').tag`, or remove freightCreationCriteria"),
+        );
+        return;
+    }
+    let subs = &warehouse.spec.subscriptions;
+    let images: Vec<&str> = subs
+        .iter()
+        .filter_map(|s| s.image.as_ref())
+        .map(|i| i.repo_url.as_str())
+        .collect();
+    let commits: Vec<&str> = subs
+        .iter()
+        .filter_map(|s| s.git.as_ref())
+        .map(|g| g.repo_url.as_str())
+        .collect();
+    let scope = PredicateScope {
+        artifact_functions: true,
+        images: &images,
+        commits: &commits,
+        ..PredicateScope::default()
+    };
+    if let Err(error) = check_predicate(expression, &scope) {
+        issues.push(Issue::new(at, error.to_string()).hint(
+            "the expression sees the newest artifact of each subscription through \
+             imageFrom(repoURL) and commitFrom(repoURL), with repoURL as the subscription writes it",
+        ));
+    }
+}
+
+/// A git subscription's `expressionFilter` and `since`.
+fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    if let Some(expression) = git.expression_filter.as_deref().map(str::trim)
+        && let Err(error) = check_filter(expression, COMMIT_FIELDS)
+    {
+        issues.push(
+            Issue::new(at.key("expressionFilter"), error.to_string()).hint(format!(
+                "use CEL over the commit's fields ({}), e.g. `!subject.startsWith('wip')`",
+                COMMIT_FIELDS.join(", ")
+            )),
+        );
+    }
+    if let Err(reason) = git.since_time() {
+        issues.push(
+            Issue::new(
+                at.key("since"),
+                format!("`since` is not an RFC 3339 time: {reason}"),
+            )
+            .hint("write a time with its offset, e.g. `2026-01-31T00:00:00Z`"),
+        );
+    }
 }
 
 fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
@@ -382,6 +453,20 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
             "give the repository URL, e.g. `https://git.example.com/team/config.git`"
         });
         issues.push(issue);
+    }
+    if let Some(git) = &sub.git {
+        commit_filters(git, &at, issues);
+    }
+    if let Some(expression) = sub
+        .image
+        .as_ref()
+        .and_then(|i| i.expression_filter.as_deref())
+        && let Err(error) = check_filter(expression.trim(), IMAGE_FIELDS)
+    {
+        issues.push(
+            Issue::new(at.key("expressionFilter"), error.to_string())
+                .hint("use CEL over the tag (`tag`), e.g. `!tag.endsWith('-debug')`"),
+        );
     }
     if !(1..=MAX_DISCOVERY_LIMIT).contains(&limit) {
         issues.push(
@@ -591,6 +676,70 @@ mod tests {
             json!({"metadata": {"name": "app"}, "spec": {"subscriptions": []}}),
         );
         assert_eq!(found[0].1, "a Warehouse needs at least one subscription");
+    }
+
+    #[test]
+    fn warehouse_criteria_and_commit_filters_are_checked_at_apply_time() {
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {
+            "freightCreationCriteria": {"expression": "imageFrom('reg/ap').tag == commitFrom('https://git/cfg.git').tag"},
+            "subscriptions": [
+                {"image": {"repoURL": "reg/app", "expressionFilter": "digest == ''"}},
+                {"git": {"repoURL": "https://git/cfg.git", "expressionFilter": "msg.startsWith('wip')", "since": "last week"}},
+                {"git": {"repoURL": "https://git/other.git", "expressionFilter": "subject ==", "since": "2026-01-31T00:00:00Z"}},
+            ]}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.subscriptions[0].image.expressionFilter",
+                "spec.subscriptions[1].git.expressionFilter",
+                "spec.subscriptions[1].git.since",
+                "spec.subscriptions[2].git.expressionFilter",
+                "spec.freightCreationCriteria.expression",
+            ]
+        );
+        assert!(
+            found[0].1.contains("no variable `digest` (known: tag)"),
+            "{}",
+            found[0].1
+        );
+        assert!(
+            found[1]
+                .1
+                .contains("no variable `msg` (known: id, subject,"),
+            "{}",
+            found[1].1
+        );
+        assert!(
+            found[2].1.starts_with("`since` is not an RFC 3339 time"),
+            "{}",
+            found[2].1
+        );
+        assert!(
+            found[3]
+                .1
+                .contains("syntax error in expression `subject ==`"),
+            "{}",
+            found[3].1
+        );
+        assert!(
+            found[4].1.contains("`imageFrom('reg/ap')` names no image subscription of this Warehouse (its image subscriptions: `reg/app`)"),
+            "{}",
+            found[4].1
+        );
+        let fine = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {
+            "freightCreationCriteria": {"expression": "imageFrom('reg/app').tag == commitFrom('https://git/cfg.git').tag"},
+            "subscriptions": [
+                {"image": {"repoURL": "reg/app"}},
+                {"git": {"repoURL": "https://git/cfg.git", "expressionFilter": "!subject.startsWith('wip')", "since": "2026-01-31T00:00:00Z"}},
+            ]}}),
+        );
+        assert!(fine.is_empty(), "{fine:?}");
     }
 
     #[test]

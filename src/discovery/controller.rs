@@ -14,7 +14,9 @@
 //!   write, after which it finds it is not due) and requeues for when its interval
 //!   passes (at most [`MAX_SLEEP`] apart).
 //!
-//! Freight is minted only when every subscription was discovered; a failing
+//! Freight is minted only when every subscription was discovered and the newest
+//! combination satisfies `freightCreationCriteria` (see [`super::criteria`]; its verdict is
+//! the `FreightCreationCriteriaSatisfied` condition, whatever the policy); a failing
 //! subscription leaves a readable message in `status.subscriptions[].message` and the
 //! `Ready` condition, and mints nothing. Minting is idempotent (the id is the content
 //! hash), so a crash between discovery and the status write mints nothing twice.
@@ -28,15 +30,16 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCommit, FreightCreationPolicy,
-    FreightImage, Kind, ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind,
-    SubscriptionStatus, Time, Warehouse, WarehouseStatus, parse_duration,
+    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCreationPolicy, FreightImage, Kind,
+    ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time,
+    Warehouse, WarehouseStatus, parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
 use super::credentials;
+use super::criteria;
 use super::git::{GitDiscoverer, GitDiscoveryState};
 use super::image::ImageDiscoverer;
 use super::mint;
@@ -145,7 +148,26 @@ impl WarehouseController {
             .map(|s| format!("{}: {}", s.repo_url, s.message))
             .collect();
         if failures.is_empty() {
-            match self.mint(&key, &warehouse, &status).await {
+            let candidate = criteria::newest(&status.subscriptions);
+            let decision = candidate
+                .as_ref()
+                .map(|c| criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), c));
+            if let Some(decision) = &decision {
+                status
+                    .conditions
+                    .extend(decision.condition(warehouse.metadata.generation));
+                if let criteria::Decision::Failed(message) = decision {
+                    status.conditions.push(condition(
+                        "Ready",
+                        false,
+                        "CriteriaEvaluationFailed",
+                        message,
+                    ));
+                }
+            }
+            let mintable =
+                candidate.filter(|_| decision.as_ref().is_some_and(criteria::Decision::allows));
+            match self.mint(&key, &warehouse, mintable).await {
                 Ok(Some((id, warnings))) => {
                     status.last_freight_id = Some(id);
                     status.warnings = warnings;
@@ -161,7 +183,7 @@ impl WarehouseController {
                     ));
                 }
             }
-            if status.conditions.is_empty() {
+            if !status.conditions.iter().any(|c| c.type_ == "Ready") {
                 status.conditions.push(condition(
                     "Ready",
                     true,
@@ -294,42 +316,21 @@ impl WarehouseController {
             .map_err(|error| error.to_string())
     }
 
-    /// Mints Freight from the newest artifact of every subscription, unless it exists.
-    /// Returns the id and warnings of newly minted Freight.
+    /// Mints Freight from `candidate` (the newest artifact of every subscription, when the
+    /// criteria allow it), unless the policy is `Manual` or it exists. Returns the id and
+    /// warnings of newly minted Freight.
     async fn mint(
         &self,
         key: &ObjectKey,
         warehouse: &Warehouse,
-        status: &WarehouseStatus,
+        candidate: Option<criteria::Candidate>,
     ) -> Result<Option<(String, Vec<String>)>, StoreError> {
         if warehouse.spec.freight_creation_policy == FreightCreationPolicy::Manual {
             return Ok(None);
         }
-        let mut images = Vec::new();
-        let mut commits = Vec::new();
-        for sub in &status.subscriptions {
-            match sub.kind.as_str() {
-                "image" => match sub.images.first() {
-                    Some(newest) => images.push(FreightImage {
-                        repo_url: sub.repo_url.clone(),
-                        tag: newest.tag.clone(),
-                        digest: newest.digest.clone(),
-                    }),
-                    None => return Ok(None),
-                },
-                _ => match sub.commits.first() {
-                    Some(newest) => commits.push(FreightCommit {
-                        repo_url: sub.repo_url.clone(),
-                        id: newest.id.clone(),
-                        branch: newest.branch.clone(),
-                        tag: newest.tag.clone(),
-                        message: newest.message.clone(),
-                        author: newest.author.clone(),
-                    }),
-                    None => return Ok(None),
-                },
-            }
-        }
+        let Some(criteria::Candidate { images, commits }) = candidate else {
+            return Ok(None);
+        };
         let project = key.namespace.as_deref().unwrap_or_default();
         let id = mint::freight_id(&images, &commits);
         let freight_key = ObjectKey::namespaced(Kind::Freight, project, &id);

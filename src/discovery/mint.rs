@@ -127,6 +127,8 @@ pub enum MintOrigin {
     Assembled {
         /// The alias asked for.
         alias: Option<String>,
+        /// Recorded as the Freight's `warnings` (e.g. `criteriaNotMet: …`).
+        warnings: Vec<String>,
     },
 }
 
@@ -202,14 +204,22 @@ pub fn plan<'e>(
         .collect();
     let (alias, warnings) = match &request.origin {
         MintOrigin::Discovered { warnings } => (alias_for(&id, &taken), warnings.as_slice()),
-        MintOrigin::Assembled { alias: Some(alias) } if taken.contains(alias) => {
+        MintOrigin::Assembled {
+            alias: Some(alias), ..
+        } if taken.contains(alias) => {
             return Err(MintError::AliasTaken {
                 project: request.project.to_owned(),
                 alias: alias.clone(),
             });
         }
-        MintOrigin::Assembled { alias: Some(alias) } => (alias.clone(), &[][..]),
-        MintOrigin::Assembled { alias: None } => (alias_for(&id, &taken), &[][..]),
+        MintOrigin::Assembled {
+            alias: Some(alias),
+            warnings,
+        } => (alias.clone(), warnings.as_slice()),
+        MintOrigin::Assembled {
+            alias: None,
+            warnings,
+        } => (alias_for(&id, &taken), warnings.as_slice()),
     };
     let mut object = freight_object(
         request.project,

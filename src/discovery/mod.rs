@@ -3,6 +3,7 @@
 
 pub mod controller;
 pub mod credentials;
+pub mod criteria;
 pub mod git;
 pub mod image;
 pub mod mint;

@@ -126,8 +126,86 @@ fn resolve<'a>(
         .try_fold(variables.get(first)?, |value, key| value.get(key))
 }
 
+/// The names `expr` reads that no comprehension (`.all(x, …)`) binds, in order of first
+/// use, into `found`; `bound` holds the names bound around `expr`.
+pub(crate) fn free_names(expr: &IdedExpr, bound: &mut Vec<String>, found: &mut Vec<String>) {
+    match &expr.expr {
+        Expr::Ident(name) => {
+            if !bound.contains(name) && !found.contains(name) {
+                found.push(name.clone());
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_names(&c.iter_range, bound, found);
+            free_names(&c.accu_init, bound, found);
+            let before = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.clone());
+            bound.push(c.accu_var.clone());
+            for e in [&c.loop_cond, &c.loop_step, &c.result] {
+                free_names(e, bound, found);
+            }
+            bound.truncate(before);
+        }
+        Expr::Call(call) => {
+            if let Some(target) = &call.target {
+                free_names(target, bound, found);
+            }
+            call.args
+                .iter()
+                .for_each(|arg| free_names(arg, bound, found));
+        }
+        Expr::Select(select) => free_names(&select.operand, bound, found),
+        Expr::List(list) => list
+            .elements
+            .iter()
+            .for_each(|e| free_names(e, bound, found)),
+        Expr::Map(_) | Expr::Struct(_) => visit_children_free(expr, bound, found),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn visit_children_free(expr: &IdedExpr, bound: &mut Vec<String>, found: &mut Vec<String>) {
+    let mut entries = Vec::new();
+    match &expr.expr {
+        Expr::Map(map) => map.entries.iter().for_each(|e| entries.push(&e.expr)),
+        Expr::Struct(st) => st.entries.iter().for_each(|e| entries.push(&e.expr)),
+        _ => {}
+    }
+    for entry in entries {
+        match entry {
+            EntryExpr::MapEntry(entry) => {
+                free_names(&entry.key, bound, found);
+                free_names(&entry.value, bound, found);
+            }
+            EntryExpr::StructField(field) => free_names(&field.value, bound, found),
+        }
+    }
+}
+
+/// `(function, argument)` of every global call to one of `functions` whose first argument
+/// is a string literal, e.g. `("imageFrom", "reg/app")`.
+pub(crate) fn literal_calls(expr: &IdedExpr, functions: &[&str]) -> Vec<(String, String)> {
+    let mut calls = Vec::new();
+    visit(expr, &mut |node| {
+        if let Expr::Call(call) = &node.expr
+            && call.target.is_none()
+            && functions.contains(&call.func_name.as_str())
+        {
+            if let Some(Expr::Literal(LiteralValue::String(arg))) =
+                call.args.first().map(|a| &a.expr)
+            {
+                calls.push((call.func_name.clone(), arg.inner().to_owned()));
+            } else if call.args.is_empty() {
+                calls.push((call.func_name.clone(), String::new()));
+            }
+        }
+    });
+    calls
+}
+
 /// Calls `f` on `expr` and every expression in it.
-fn visit(expr: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
+pub(crate) fn visit(expr: &IdedExpr, f: &mut impl FnMut(&IdedExpr)) {
     f(expr);
     match &expr.expr {
         Expr::Call(call) => {

@@ -1,5 +1,5 @@
 //! Expressions: CEL inside `${{ … }}` in the strings of promotion step configs, and step
-//! `if` conditions.
+//! `if` conditions; Warehouse `freightCreationCriteria` and subscription `expressionFilter`s.
 //!
 //! This module owns parsing templates, compiling (once, in an [`ExprCache`]), evaluating
 //! against an [`ExprContext`] and Dray's functions. It does not decide which strings are
@@ -10,7 +10,9 @@
 //! - `context.rs`: the variables (`ctx`, `vars`, `outputs`, `task`), JSON ↔ CEL;
 //! - `functions.rs`: `imageFrom`, `commitFrom`, `quote`, `success`, `failure`, `always`,
 //!   `status`;
-//! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors.
+//! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors;
+//! - `predicate.rs`: Warehouse criteria and subscription filters (a [`Verdict`], and the
+//!   apply-time [`check_predicate`]); `why.rs`: why a condition is false.
 //!
 //! ```
 //! use dray::expr::{ExprCache, ExprContext};
@@ -30,12 +32,17 @@ mod error;
 mod eval;
 mod explain;
 mod functions;
+mod predicate;
 mod template;
+mod why;
 
 pub(crate) use compile::on_cel_stack;
 pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
 pub use context::{ExprContext, FreightView, cel_to_json, json_to_cel};
 pub use error::ExprError;
+pub use predicate::{
+    COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, Verdict, check_filter, check_predicate,
+};
 pub use template::{ExprSegment, Segment, Template, has_expressions, to_text};
 
 /// The condition of a step without `if`: run unless an earlier step failed.

@@ -1,6 +1,7 @@
 //! Warehouse actions beyond CRUD: refresh now (optionally waiting for the result; needs
 //! `update` on the Warehouse), and the hotfix path — Freight assembled by hand from chosen,
-//! verified versions (needs `create` on freight). The route checks who asks and that each
+//! verified versions, or the newest discovered ones (`newest`, for a `Manual` Warehouse;
+//! needs `create` on freight). The route checks who asks and that each
 //! digest and commit exists; minting is discovery's one path (`discovery::mint::mint`).
 
 use std::time::Duration;
@@ -16,6 +17,7 @@ use crate::api::{
     FreightCommit, FreightImage, ImageSubscription, Kind, ObjectKey, Verb, Warehouse,
 };
 use crate::discovery::credentials;
+use crate::discovery::criteria::{self, Candidate};
 use crate::discovery::mint::{self, MintError, MintOrigin, MintRequest, Minted};
 
 use super::auth::Caller;
@@ -90,6 +92,10 @@ pub struct AssembleRequest {
     /// An alias; a friendly one is chosen when absent.
     #[serde(default)]
     pub alias: Option<String>,
+    /// Take the newest discovered artifact of every subscription (from the Warehouse's
+    /// status) instead of `images` and `commits`, e.g. for a `Manual` Warehouse.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub newest: bool,
 }
 
 fn image_subscription<'a>(
@@ -130,19 +136,15 @@ pub(crate) async fn assemble_freight(
         .with_hint(format!("run `dray get warehouses -p {project}`"))
     })?;
     let warehouse: Warehouse = stored.to_typed()?;
-    if request.images.is_empty() && request.commits.is_empty() {
-        return Err(
-            ApiError::bad_request("Freight needs at least one image or commit")
-                .with_hint("pass --image REPO:TAG@DIGEST and/or --commit REPO@SHA"),
-        );
-    }
+    let candidate = chosen_artifacts(&warehouse, &request)?;
+    let (images, commits) = (&candidate.images, &candidate.commits);
     let services = state.discovery.clone().ok_or_else(|| {
         ApiError::internal(
             "assembling Freight needs registry and git access, which this server lacks",
         )
     })?;
     let mut problems = Vec::new();
-    for image in &request.images {
+    for image in images {
         if !image.digest.starts_with("sha256:") {
             problems.push(format!(
                 "image `{}`: the digest must be `sha256:…`, not `{}`",
@@ -172,7 +174,7 @@ pub(crate) async fn assemble_freight(
             Err(error) => problems.push(error.to_string()),
         }
     }
-    for commit in &request.commits {
+    for commit in commits {
         let creds = credentials::for_git(
             state.store.as_ref(),
             &state.secret_key,
@@ -206,10 +208,11 @@ pub(crate) async fn assemble_freight(
     let minting = MintRequest {
         project: &project,
         warehouse: &request.warehouse,
-        images: &request.images,
-        commits: &request.commits,
+        images,
+        commits,
         origin: MintOrigin::Assembled {
             alias: request.alias.clone(),
+            warnings: criteria_warnings(&warehouse, &candidate),
         },
     };
     let created = match mint::mint(state.store.as_ref(), &minting, &existing).await {
@@ -228,4 +231,60 @@ pub(crate) async fn assemble_freight(
         .unwrap_or_default();
     tracing::info!(freight = %created.key, %alias, "assembled freight by hand");
     Ok((StatusCode::CREATED, Json(present(created.object))))
+}
+
+/// The artifacts to assemble: the request's, or with `newest` the newest discovered
+/// artifact of every subscription.
+fn chosen_artifacts(
+    warehouse: &Warehouse,
+    request: &AssembleRequest,
+) -> Result<Candidate, ApiError> {
+    let name = warehouse.metadata.name.as_deref().unwrap_or_default();
+    if !request.newest {
+        if request.images.is_empty() && request.commits.is_empty() {
+            return Err(
+                ApiError::bad_request("Freight needs at least one image or commit").with_hint(
+                    "pass --image REPO:TAG@DIGEST and/or --commit REPO@SHA, or --newest for \
+                     the newest discovered artifacts",
+                ),
+            );
+        }
+        return Ok(Candidate {
+            images: request.images.clone(),
+            commits: request.commits.clone(),
+        });
+    }
+    if !request.images.is_empty() || !request.commits.is_empty() {
+        return Err(ApiError::bad_request(
+            "`newest` takes every artifact from discovery; it cannot be combined with images or commits",
+        )
+        .with_hint("pass either --newest or --image/--commit"));
+    }
+    let status = warehouse.status.clone().unwrap_or_default();
+    criteria::newest(&status.subscriptions)
+        .filter(|_| status.subscriptions.len() == warehouse.spec.subscriptions.len())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!(
+                    "Warehouse `{name}` has not discovered an artifact for every subscription yet"
+                ),
+            )
+            .with_hint(format!(
+                "run `dray refresh warehouse {name}` and check `dray get warehouses` for what \
+                 each subscription found"
+            ))
+        })
+}
+
+/// The Warehouse's criteria's objection to `candidate`, recorded on hand-made Freight (a
+/// person may mint what the criteria refuse; the Freight says so).
+fn criteria_warnings(warehouse: &Warehouse, candidate: &Candidate) -> Vec<String> {
+    match criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), candidate) {
+        criteria::Decision::Refused(why) | criteria::Decision::Failed(why) => {
+            vec![format!("criteriaNotMet: {why}")]
+        }
+        criteria::Decision::NoCriteria | criteria::Decision::Satisfied => Vec::new(),
+    }
 }

@@ -1,5 +1,7 @@
 //! `dray freight create`: the hotfix path — Freight assembled by hand from exact versions,
-//! each checked against its registry or repository before anything is stored.
+//! each checked against its registry or repository before anything is stored; or, with
+//! `--newest`, the newest artifacts the Warehouse discovered (how a `Manual` Warehouse's
+//! Freight is made).
 
 use reqwest::Method;
 
@@ -37,6 +39,10 @@ pub struct CreateArgs {
     /// An alias instead of a generated one.
     #[arg(long)]
     pub alias: Option<String>,
+    /// Take the newest discovered artifact of every subscription (e.g. for a Warehouse
+    /// with `freightCreationPolicy: Manual`) instead of --image and --commit.
+    #[arg(long, conflicts_with_all = ["images", "commits"])]
+    pub newest: bool,
 }
 
 /// Parses `REPO:TAG@DIGEST` (the registry may carry a port: `host:5000/app:1.0@sha256:…`).
@@ -99,6 +105,7 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
             .map(|c| parse_commit(c))
             .collect::<Result<_, _>>()?,
         alias: args.alias,
+        newest: args.newest,
     };
     let project = ctx.project().await?;
     let path = format!("/api/v1/projects/{project}/freight/assemble");
@@ -112,6 +119,9 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
             )
         }
         _ => println!("freight {alias} ({id}) created"),
+    }
+    for warning in &freight.spec.warnings {
+        println!("warning: {warning}");
     }
     Ok(())
 }

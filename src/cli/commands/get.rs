@@ -189,6 +189,19 @@ fn newest_first(mut items: Vec<Value>, warehouse: Option<&str>) -> Vec<Value> {
     items
 }
 
+/// A Warehouse's `FreightCreationCriteriaSatisfied` condition: `satisfied`, the refusal's
+/// message, or `-` without criteria.
+fn criteria_verdict(warehouse: &Value) -> String {
+    let condition = array(warehouse, "/status/conditions")
+        .iter()
+        .find(|c| text(c, "/type") == crate::api::CRITERIA_CONDITION);
+    match condition {
+        None => "-".to_owned(),
+        Some(c) if text(c, "/status") == "True" => "satisfied".to_owned(),
+        Some(c) => text(c, "/message"),
+    }
+}
+
 fn text(value: &Value, pointer: &str) -> String {
     match value.pointer(pointer) {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -324,7 +337,7 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                 .collect(),
         ),
         Kind::Warehouse => (
-            vec!["NAME", "SUBSCRIPTIONS", "INTERVAL", "AGE"],
+            vec!["NAME", "SUBSCRIPTIONS", "INTERVAL", "AGE", "CRITERIA"],
             items
                 .iter()
                 .map(|i| {
@@ -342,7 +355,13 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         "-" => "5m".to_owned(),
                         other => other.to_owned(),
                     };
-                    vec![name(i), subscriptions.join(","), interval, age(i)]
+                    vec![
+                        name(i),
+                        subscriptions.join(","),
+                        interval,
+                        age(i),
+                        criteria_verdict(i),
+                    ]
                 })
                 .collect(),
         ),

@@ -146,11 +146,38 @@ pub enum GitDiscoveryError {
         reason: String,
     },
 
+    /// `expressionFilter` does not compile, or `since` is not an RFC 3339 time.
+    #[error("invalid {field} `{value}`: {reason}; hint: {hint}")]
+    InvalidFilter {
+        /// `expressionFilter` or `since`.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+        /// Why it is refused.
+        reason: String,
+        /// What to write instead.
+        hint: &'static str,
+    },
+
+    /// `expressionFilter` failed on a commit (rather than being true or false).
+    #[error(
+        "expressionFilter failed on commit `{commit}` of `{url}`: {reason}; hint: guard the \
+         expression (e.g. with `tag != ''`) so it is a bool for every commit"
+    )]
+    FilterFailed {
+        /// The repository URL (redacted).
+        url: String,
+        /// The commit it failed on.
+        commit: String,
+        /// The expression's error.
+        reason: String,
+    },
+
     /// No commit within the walk bound passed the path filters (or all were Dray's own).
     #[error(
         "no commit among {} {scanned} commits of `{branch}` in `{url}` touches includePaths \
-         (and not only excludePaths) without being Dray's own; hint: check \
-         `includePaths`/`excludePaths`",
+         (and not only excludePaths) and passes expressionFilter and since without being \
+         Dray's own; hint: check `includePaths`/`excludePaths`, `expressionFilter` and `since`",
         if *bounded { "the newest" } else { "all" }
     )]
     NoCommitInPaths {

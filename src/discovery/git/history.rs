@@ -19,6 +19,8 @@ pub(crate) struct CommitInfo {
     pub(crate) message: String,
     /// `Name <email>` of the author.
     pub(crate) author: String,
+    /// `Name <email>` of the committer.
+    pub(crate) committer: String,
     /// The committer time.
     pub(crate) committed_at: jiff::Timestamp,
 }
@@ -53,13 +55,15 @@ fn err(e: impl std::error::Error + 'static) -> String {
 }
 
 /// Walk first-parent history from `head`, keeping at most `limit` commits that are not
-/// Dray's own and that `filter` finds relevant, reading at most `bound` commits.
+/// Dray's own, that `filter` finds relevant and that `accept` accepts, reading at most
+/// `bound` commits.
 pub(crate) fn walk_branch(
     repo: &gix::Repository,
     head: &str,
     filter: &PathFilter,
     limit: usize,
     bound: usize,
+    accept: &mut dyn FnMut(&CommitInfo) -> Result<bool>,
 ) -> Result<Walk> {
     let mut walk = Walk::default();
     let mut next = Some(parse_id(head)?);
@@ -72,7 +76,8 @@ pub(crate) fn walk_branch(
         let commit = repo.find_commit(id).map_err(err)?;
         let info = commit_info(&commit)?;
         let counts = !is_dray_commit(&info.message)
-            && (!filter.is_active() || filter.is_relevant(paths(&changed_paths(repo, &commit)?)));
+            && (!filter.is_active() || filter.is_relevant(paths(&changed_paths(repo, &commit)?)))
+            && accept(&info)?;
         if counts {
             walk.commits.push(info);
             if walk.commits.len() == limit {
@@ -172,12 +177,19 @@ fn commit_info(commit: &gix::Commit<'_>) -> Result<CommitInfo> {
         author.name.to_str_lossy().trim(),
         author.email.to_str_lossy().trim()
     );
+    let committer = commit.committer().map_err(err)?;
+    let committer = format!(
+        "{} <{}>",
+        committer.name.to_str_lossy().trim(),
+        committer.email.to_str_lossy().trim()
+    );
     let seconds = commit.time().map_err(err)?.seconds;
     let committed_at = jiff::Timestamp::from_second(seconds).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     Ok(CommitInfo {
         id: commit.id.to_string(),
         message,
         author,
+        committer,
         committed_at,
     })
 }

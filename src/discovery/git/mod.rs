@@ -14,6 +14,9 @@
 //!   (and `semverConstraint`; pre-releases only when the range names one) and keep the
 //!   tagged commits that pass the path filters.
 //!
+//! Both keep only commits that pass `expressionFilter` and `since` ([`filter`]), so
+//! `discoveryLimit` counts matching commits only.
+//!
 //! Dray's own commits (a `Dray-Promotion:` trailer) never count and `stage/*` branches
 //! are never followed. Does not mint Freight (the Warehouse controller does that from
 //! [`GitDiscovery::commits`]) and does not push or make worktrees.
@@ -35,6 +38,7 @@
 //! ```
 
 pub mod error;
+pub mod filter;
 mod history;
 pub mod mirror;
 pub(crate) mod select;
@@ -53,6 +57,7 @@ pub use error::{GitDiscoveryError, redact_url};
 pub use mirror::{GitCredentials, MirrorCache, RemoteRefs};
 pub use select::{PROMOTION_TRAILER, is_dray_commit};
 
+use filter::CommitFilter;
 use history::CommitInfo;
 use mirror::blocking;
 use select::{PathFilter, SemverConstraint, TagFilter, parse_version, sort_semver};
@@ -225,6 +230,7 @@ struct Rules {
     sub: GitSubscription,
     paths: PathFilter,
     tags: TagFilter,
+    commits: CommitFilter,
     semver: Option<SemverConstraint>,
     limit: usize,
 }
@@ -248,6 +254,7 @@ impl Rules {
         Ok(Self {
             paths: PathFilter::new(&sub.include_paths, &sub.exclude_paths)?,
             tags: TagFilter::new(&sub.allow_tags, &sub.ignore_tags)?,
+            commits: CommitFilter::new(sub)?,
             semver,
             limit: sub.discovery_limit.clamp(1, MAX_DISCOVERY_LIMIT) as usize,
             sub: sub.clone(),
@@ -341,8 +348,23 @@ impl Rules {
             reason,
         };
         if let (Some(branch), Some(head)) = (&state.branch, &state.head) {
-            let walk = history::walk_branch(repo, head, &self.paths, self.limit, bound)
-                .map_err(history_error)?;
+            // A filter's own error is kept here and returned as it is, not as a history error.
+            let mut refused = None;
+            let mut accept = |commit: &CommitInfo| {
+                self.commits
+                    .accepts(url, commit, Some(branch), None)
+                    .map_err(|error| {
+                        let message = error.to_string();
+                        refused = Some(error);
+                        message
+                    })
+            };
+            let walked =
+                history::walk_branch(repo, head, &self.paths, self.limit, bound, &mut accept);
+            if let Some(error) = refused {
+                return Err(error);
+            }
+            let walk = walked.map_err(history_error)?;
             if walk.commits.is_empty() {
                 return Err(GitDiscoveryError::NoCommitInPaths {
                     url: redact_url(url),
@@ -407,7 +429,9 @@ impl Rules {
             let Some((info, _)) = resolve(tag)? else {
                 continue;
             };
-            if history::is_relevant(repo, &info, &self.paths).map_err(history_error)? {
+            if history::is_relevant(repo, &info, &self.paths).map_err(history_error)?
+                && self.commits.accepts(url, &info, None, Some(tag))?
+            {
                 commits.push(self.discovered(info, None, Some(tag.clone())));
                 if commits.len() == self.limit {
                     break;
@@ -453,6 +477,9 @@ impl Rules {
         }
         if self.paths.is_active() {
             parts.push("includePaths/excludePaths".to_owned());
+        }
+        if self.sub.expression_filter.is_some() || self.sub.since.is_some() {
+            parts.push("expressionFilter/since".to_owned());
         }
         if parts.is_empty() {
             "any tag".to_owned()

@@ -653,3 +653,71 @@ fn discovery_futures_are_send() {
     is_send(&discoverer.mirrors().fetch("file:///x", Some(&creds)));
     is_send(&discoverer.mirrors().ls_remote("file:///x", None));
 }
+
+#[tokio::test]
+async fn expression_filter_and_since_choose_commits_and_discovery_limit_counts_only_those() {
+    let origin = Origin::new();
+    let old = origin.commit_at(&[("a", "1")], "feat: old", Some("2025-06-01T00:00:00Z"));
+    let kept = origin.commit_at(&[("a", "2")], "feat: kept", Some("2026-02-01T00:00:00Z"));
+    origin.commit_at(&[("a", "3")], "wip: skip me", Some("2026-02-02T00:00:00Z"));
+    let mut sub = GitSubscription {
+        expression_filter: Some("!subject.startsWith('wip')".into()),
+        discovery_limit: 1,
+        ..origin.sub()
+    };
+    let discoverer = origin.discoverer();
+    let found = discoverer.discover(&sub, None, None).await.unwrap();
+    assert_eq!(
+        ids(&found),
+        vec![kept.as_str()],
+        "the wip commit does not count"
+    );
+
+    sub.discovery_limit = 20;
+    let found = discoverer.discover(&sub, None, None).await.unwrap();
+    assert_eq!(ids(&found), vec![kept.as_str(), old.as_str()]);
+
+    sub.since = Some("2026-01-01T00:00:00Z".into());
+    let found = discoverer.discover(&sub, None, None).await.unwrap();
+    assert_eq!(
+        ids(&found),
+        vec![kept.as_str()],
+        "the old commit is before since"
+    );
+
+    // Tags: the filter sees `tag`.
+    origin.tag("v1.0.0", None);
+    origin.tag("v2.0.0-skip", None);
+    let sub = GitSubscription {
+        commit_selection_strategy: CommitSelectionStrategy::Lexical,
+        expression_filter: Some("!tag.endsWith('-skip')".into()),
+        ..origin.sub()
+    };
+    let found = discoverer.discover(&sub, None, None).await.unwrap();
+    assert_eq!(tags(&found), vec!["v1.0.0"]);
+
+    // A filter that refuses everything says so; one that errs names the commit.
+    let sub = GitSubscription {
+        expression_filter: Some("subject == 'nothing'".into()),
+        ..origin.sub()
+    };
+    let err = discoverer
+        .discover(&sub, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("passes expressionFilter and since"), "{err}");
+    let sub = GitSubscription {
+        expression_filter: Some("int(subject) > 0".into()),
+        ..origin.sub()
+    };
+    let err = discoverer
+        .discover(&sub, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("expressionFilter failed on commit `"),
+        "{err}"
+    );
+}

@@ -324,10 +324,10 @@ impl ImageDiscoverer {
     /// `Digest`: the one tag, always read from the registry.
     async fn follow_tag(&self, selector: &Selector, resolver: &Resolver<'_>) -> Result<Found> {
         let tag = selector.digest_tag.clone().unwrap_or_default();
-        if !selector.passes_filters(&tag) {
+        if !selector.passes_filters(&tag)? {
             return Err(ImageDiscoveryError::NoTagMatched {
                 repo: resolver.repo.display.clone(),
-                criteria: "`allowTags`/`ignoreTags`".into(),
+                criteria: "`allowTags`/`ignoreTags`/`expressionFilter`".into(),
                 total: 1,
                 newest: Some(tag),
             });

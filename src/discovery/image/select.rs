@@ -7,7 +7,7 @@
 //! grammar lives in `constraint`.
 //!
 //! Rules: `allowTags` (any must match) and `ignoreTags` (none may match) are unanchored
-//! regular expressions applied first. `SemVer` keeps tags that read as versions (with
+//! regular expressions applied first, then `expressionFilter` (CEL over `tag`). `SemVer` keeps tags that read as versions (with
 //! `strictSemvers`, only full `x.y.z`, a leading `v` allowed) and satisfy `constraint`,
 //! highest first; pre-releases only when the constraint names one. `Lexical` orders by the
 //! tag string, greatest first. `NewestBuild` orders by the image config's `created`, newest
@@ -24,6 +24,7 @@ use super::constraint::{Constraint, parse_tag};
 use super::error::ImageDiscoveryError;
 use super::manifest::Platform;
 use crate::api::{ImageSelectionStrategy, ImageSubscription};
+use crate::expr::{ExprCache, FreightView, IMAGE_FIELDS, Verdict, check_filter};
 
 /// The largest `discoveryLimit`.
 pub(crate) const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -41,6 +42,8 @@ pub(crate) struct Selector {
     pub(crate) platform: Option<Platform>,
     /// How many candidates to return.
     pub(crate) limit: usize,
+    /// `expressionFilter`, checked, and the cache it runs from.
+    expression: Option<(String, ExprCache)>,
 }
 
 impl Selector {
@@ -112,7 +115,22 @@ impl Selector {
                 None,
             ));
         }
+        let expression = match sub.expression_filter.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => {
+                check_filter(text, IMAGE_FIELDS).map_err(|e| {
+                    ImageDiscoveryError::invalid(
+                        "expressionFilter",
+                        text,
+                        e.to_string(),
+                        Some("use CEL over `tag`, e.g. `!tag.endsWith('-debug')`"),
+                    )
+                })?;
+                Some((text.to_owned(), ExprCache::new()))
+            }
+        };
         Ok(Self {
+            expression,
             strategy,
             allow: regexes("allowTags", &sub.allow_tags)?,
             ignore: regexes("ignoreTags", &sub.ignore_tags)?,
@@ -124,10 +142,27 @@ impl Selector {
         })
     }
 
-    /// Whether `tag` passes `allowTags` and `ignoreTags`.
-    pub(crate) fn passes_filters(&self, tag: &str) -> bool {
-        (self.allow.is_empty() || self.allow.iter().any(|r| r.is_match(tag)))
-            && !self.ignore.iter().any(|r| r.is_match(tag))
+    /// Whether `tag` passes `allowTags`, `ignoreTags` and `expressionFilter`; an error
+    /// when the expression fails on it (rather than being true or false).
+    pub(crate) fn passes_filters(&self, tag: &str) -> Result<bool, ImageDiscoveryError> {
+        let by_regex = (self.allow.is_empty() || self.allow.iter().any(|r| r.is_match(tag)))
+            && !self.ignore.iter().any(|r| r.is_match(tag));
+        let Some((expression, cache)) = self.expression.as_ref().filter(|_| by_regex) else {
+            return Ok(by_regex);
+        };
+        let mut variables = serde_json::Map::new();
+        variables.insert("tag".into(), tag.into());
+        cache
+            .evaluate_predicate(expression, &variables, &FreightView::default())
+            .map(|verdict| verdict == Verdict::Accepted)
+            .map_err(|e| {
+                ImageDiscoveryError::invalid(
+                    "expressionFilter",
+                    expression.as_str(),
+                    format!("it failed on tag `{tag}`: {e}"),
+                    Some("guard the expression so it is a bool for every tag"),
+                )
+            })
     }
 
     /// The tags passing the filters, in listing order; an error when none does.
@@ -136,16 +171,20 @@ impl Selector {
         repo: &str,
         tags: &[String],
     ) -> Result<Vec<String>, ImageDiscoveryError> {
-        let kept: Vec<String> = tags
-            .iter()
-            .filter(|t| self.passes_filters(t))
-            .cloned()
-            .collect();
+        let mut kept = Vec::new();
+        for tag in tags {
+            if self.passes_filters(tag)? {
+                kept.push(tag.clone());
+            }
+        }
         if kept.is_empty() {
-            let criteria = if self.allow.is_empty() && self.ignore.is_empty() {
-                "the subscription"
-            } else {
-                "`allowTags`/`ignoreTags`"
+            let criteria = match (
+                self.allow.is_empty() && self.ignore.is_empty(),
+                self.expression.is_some(),
+            ) {
+                (true, false) => "the subscription",
+                (false, false) => "`allowTags`/`ignoreTags`",
+                (_, true) => "`allowTags`/`ignoreTags`/`expressionFilter`",
             };
             return Err(no_match(repo, criteria, tags, newest_lexical(tags)));
         }

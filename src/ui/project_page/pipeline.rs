@@ -56,8 +56,10 @@ pub(super) fn pipeline(data: &ProjectData) -> Markup {
                     @let place = Place { index, layer: placed.layer, row: placed.row, style };
                     @match &placed.node {
                         NodeRef::Warehouse(name) => {
-                            div.node.warehouse data-warehouse=(name) data-node=(place.index)
-                                data-layer=(place.layer) data-row=(place.row) style=(place.style) {
+                            @let refused = warehouses.get(name.as_str()).and_then(|w| criteria_refusal(w));
+                            div.node.warehouse.criteria-refused[refused.is_some()] data-warehouse=(name) data-node=(place.index)
+                                data-layer=(place.layer) data-row=(place.row) style=(place.style)
+                                title=[refused] {
                                 div.kind { "Warehouse" }
                                 div.name { (name) }
                                 @if let Some(w) = warehouses.get(name.as_str()) {
@@ -79,5 +81,48 @@ pub(super) fn pipeline(data: &ProjectData) -> Markup {
                 }
             }
         }
+    }
+}
+
+/// The message of a Warehouse's refused (or failed) `freightCreationCriteria`, shown as
+/// the node's tooltip.
+fn criteria_refusal(warehouse: &Warehouse) -> Option<String> {
+    warehouse
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == crate::api::CRITERIA_CONDITION && c.status == "False")
+        .map(|c| c.message.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Condition, WarehouseStatus};
+
+    #[test]
+    fn a_refused_criteria_is_the_warehouse_nodes_tooltip() {
+        let mut warehouse = Warehouse::new("app", Default::default());
+        assert_eq!(criteria_refusal(&warehouse), None);
+        let verdict = |status: &str| Condition {
+            type_: crate::api::CRITERIA_CONDITION.into(),
+            status: status.into(),
+            message: "freightCreationCriteria refused reg/app:v2".into(),
+            ..Condition::default()
+        };
+        warehouse.status = Some(WarehouseStatus {
+            conditions: vec![verdict("True")],
+            ..WarehouseStatus::default()
+        });
+        assert_eq!(criteria_refusal(&warehouse), None);
+        warehouse.status = Some(WarehouseStatus {
+            conditions: vec![verdict("False")],
+            ..WarehouseStatus::default()
+        });
+        assert_eq!(
+            criteria_refusal(&warehouse).as_deref(),
+            Some("freightCreationCriteria refused reg/app:v2")
+        );
     }
 }

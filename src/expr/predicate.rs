@@ -1,0 +1,349 @@
+//! Predicates outside a promotion: a Warehouse's `freightCreationCriteria` (over a
+//! candidate combination of artifacts, through `imageFrom()` and `commitFrom()`) and a
+//! subscription's `expressionFilter` (over one candidate's fields, as variables).
+//!
+//! Owns evaluating such an expression to a [`Verdict`] (a false one carries the reason,
+//! from `why.rs`) and the apply-time check [`check_predicate`] (syntax, unknown variables
+//! and functions, repositories the Warehouse does not subscribe to). It does not decide
+//! what happens to a refused candidate: discovery does.
+
+use serde_json::Value;
+
+use super::ExprError;
+use super::compile::{ExprCache, on_cel_stack};
+use super::context::{ExprContext, FreightView, json_to_cel};
+use super::explain::explain;
+use super::functions;
+use super::why::why_false;
+
+/// The variables a git subscription's `expressionFilter` sees (one commit's fields).
+pub const COMMIT_FIELDS: &[&str] = &[
+    "id",
+    "subject",
+    "message",
+    "author",
+    "committer",
+    "commitDate",
+    "branch",
+    "tag",
+];
+
+/// The variables an image subscription's `expressionFilter` sees (a tag, before anything
+/// is read from the registry).
+pub const IMAGE_FIELDS: &[&str] = &["tag"];
+
+/// Checks a subscription's `expressionFilter` whose variables are `fields`
+/// ([`COMMIT_FIELDS`], [`IMAGE_FIELDS`]): syntax, and only those variables.
+pub fn check_filter(expression: &str, fields: &[&str]) -> Result<(), ExprError> {
+    check_predicate(
+        expression,
+        &PredicateScope {
+            variables: fields,
+            ..PredicateScope::default()
+        },
+    )
+}
+
+/// What a predicate said about a candidate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The expression is true.
+    Accepted,
+    /// The expression is false, and why (``imageFrom('r').tag` is "1.3.0" …``).
+    Refused(String),
+}
+
+/// The Dray functions a predicate may call: the artifact look-ups.
+const PREDICATE_FUNCTIONS: &[&str] = &["imageFrom", "commitFrom"];
+
+impl ExprCache {
+    /// Evaluates `expr` with only `variables` in scope and `imageFrom()`/`commitFrom()`
+    /// looking in `artifacts`; it must be a bool. A runtime error (a repository the
+    /// candidate lacks, a missing key) is an error, never a verdict.
+    pub fn evaluate_predicate(
+        &self,
+        expr: &str,
+        variables: &serde_json::Map<String, Value>,
+        artifacts: &FreightView,
+    ) -> Result<Verdict, ExprError> {
+        let expr = expr.trim();
+        let program = self.compile(expr)?;
+        let mut cel = cel::Context::with_env(self.env());
+        for (name, value) in variables {
+            cel.add_variable_from_value(name.clone(), json_to_cel(value));
+        }
+        let scope = ExprContext {
+            freight: artifacts.clone(),
+            ..ExprContext::default()
+        };
+        functions::register(&mut cel, &scope);
+        on_cel_stack(|| match program.execute(&cel) {
+            Ok(cel::Value::Bool(true)) => Ok(Verdict::Accepted),
+            Ok(cel::Value::Bool(false)) => Ok(Verdict::Refused(why_false(&program, &cel))),
+            Ok(other) => Err(ExprError::NotBool {
+                expr: expr.to_owned(),
+                got: format!("a {}", other.type_of()),
+            }),
+            Err(err) => Err(ExprError::Eval {
+                field: None,
+                expr: expr.to_owned(),
+                message: explain(&err, &program, variables),
+            }),
+        })
+    }
+}
+
+/// What [`check_predicate`] checks an expression against.
+#[derive(Clone, Debug, Default)]
+pub struct PredicateScope<'a> {
+    /// The variables the expression may name (a commit's fields), none for criteria.
+    pub variables: &'a [&'a str],
+    /// Whether `imageFrom()` and `commitFrom()` may be called (criteria).
+    pub artifact_functions: bool,
+    /// The image repositories `imageFrom('…')` may name.
+    pub images: &'a [&'a str],
+    /// The git repositories `commitFrom('…')` may name.
+    pub commits: &'a [&'a str],
+}
+
+/// Checks `expr` for `dray apply`: its syntax, that it names only the variables of
+/// `scope`, and that each `imageFrom('…')`/`commitFrom('…')` with a literal names a
+/// subscribed repository. Unknown functions are found by a trial evaluation; an
+/// expression whose unknown function is behind a short-circuit is found when it runs.
+pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), ExprError> {
+    let expr = expr.trim();
+    let cache = ExprCache::new();
+    let program = cache.compile(expr)?;
+    let problem = |message: String| ExprError::Eval {
+        field: None,
+        expr: expr.to_owned(),
+        message,
+    };
+    let mut found = Vec::new();
+    super::explain::free_names(program.expression(), &mut Vec::new(), &mut found);
+    for name in &found {
+        if !scope.variables.contains(&name.as_str()) {
+            let known = if scope.variables.is_empty() {
+                "none: look artifacts up with imageFrom(repoURL) or commitFrom(repoURL)".to_owned()
+            } else {
+                scope.variables.join(", ")
+            };
+            return Err(problem(format!("no variable `{name}` (known: {known})")));
+        }
+    }
+    for (function, repo) in super::explain::literal_calls(program.expression(), PREDICATE_FUNCTIONS)
+    {
+        if !scope.artifact_functions {
+            return Err(problem(format!(
+                "`{function}()` is only defined in a Warehouse's freightCreationCriteria"
+            )));
+        }
+        let subscribed = if function == "imageFrom" {
+            scope.images
+        } else {
+            scope.commits
+        };
+        if !subscribed.contains(&repo.as_str()) {
+            let list = if subscribed.is_empty() {
+                "none".to_owned()
+            } else {
+                subscribed
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let what = if function == "imageFrom" {
+                "image"
+            } else {
+                "git"
+            };
+            return Err(problem(format!(
+                "`{function}('{repo}')` names no {what} subscription of this Warehouse (its \
+                 {what} subscriptions: {list})"
+            )));
+        }
+    }
+    // A trial run over placeholder artifacts finds unknown functions.
+    let variables: serde_json::Map<String, Value> = scope
+        .variables
+        .iter()
+        .map(|name| ((*name).to_owned(), Value::String(String::new())))
+        .collect();
+    let artifacts = FreightView {
+        images: scope
+            .images
+            .iter()
+            .map(|repo| crate::api::FreightImage {
+                repo_url: (*repo).to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        commits: scope
+            .commits
+            .iter()
+            .map(|repo| crate::api::FreightCommit {
+                repo_url: (*repo).to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        ..FreightView::default()
+    };
+    match cache.evaluate_predicate(expr, &variables, &artifacts) {
+        Err(ExprError::Eval { message, .. }) if message.starts_with("no function") => {
+            Err(problem(message))
+        }
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{FreightCommit, FreightImage};
+    use serde_json::json;
+
+    fn artifacts(tag: &str, commit_tag: &str) -> FreightView {
+        FreightView {
+            images: vec![FreightImage {
+                repo_url: "reg/app".into(),
+                tag: tag.into(),
+                digest: "sha256:aa".into(),
+            }],
+            commits: vec![FreightCommit {
+                repo_url: "https://git/cfg.git".into(),
+                id: "c0ffee".into(),
+                tag: Some(commit_tag.into()),
+                ..FreightCommit::default()
+            }],
+            ..FreightView::default()
+        }
+    }
+
+    const SAME_TAG: &str = "imageFrom('reg/app').tag == commitFrom('https://git/cfg.git').tag";
+
+    fn verdict(expr: &str, found: &FreightView) -> Result<Verdict, ExprError> {
+        ExprCache::new().evaluate_predicate(expr, &serde_json::Map::new(), found)
+    }
+
+    #[test]
+    fn criteria_accept_matching_artifacts() {
+        assert_eq!(
+            verdict(SAME_TAG, &artifacts("v1.2.0", "v1.2.0")).unwrap(),
+            Verdict::Accepted
+        );
+    }
+
+    #[test]
+    fn a_false_comparison_shows_both_sides() {
+        let Verdict::Refused(why) = verdict(SAME_TAG, &artifacts("v1.3.0", "v1.2.0")).unwrap()
+        else {
+            panic!("refused")
+        };
+        assert_eq!(
+            why,
+            "`imageFrom('reg/app').tag == commitFrom('https://git/cfg.git').tag` is false: \
+             `imageFrom('reg/app').tag` is \"v1.3.0\" and \
+             `commitFrom('https://git/cfg.git').tag` is \"v1.2.0\""
+        );
+    }
+
+    #[test]
+    fn a_false_conjunction_names_its_false_part() {
+        let expr =
+            "imageFrom('reg/app').tag.startsWith('v') && !(imageFrom('reg/app').tag in ['v1.3.0'])";
+        let Verdict::Refused(why) = verdict(expr, &artifacts("v1.3.0", "")).unwrap() else {
+            panic!("refused")
+        };
+        assert_eq!(why, "`imageFrom('reg/app').tag in ['v1.3.0']` is true");
+        let Verdict::Refused(why) =
+            verdict("size(imageFrom('reg/app').tag) > 9", &artifacts("v1", "")).unwrap()
+        else {
+            panic!("refused")
+        };
+        assert!(
+            why.contains("`size(imageFrom('reg/app').tag)` is 2"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn errors_are_errors_not_refusals() {
+        let err = verdict("imageFrom('reg/other').tag == ''", &artifacts("v1", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("imageFrom(): no image from `reg/other`"),
+            "{err}"
+        );
+        let err = verdict("imageFrom('reg/app').tag", &artifacts("v1", ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("must evaluate to a bool, not a string"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn filters_see_their_variables() {
+        let Value::Object(commit) = json!({"subject": "wip: try", "tag": ""}) else {
+            unreachable!()
+        };
+        let cache = ExprCache::new();
+        let none = FreightView::default();
+        assert_eq!(
+            cache
+                .evaluate_predicate("!subject.startsWith('wip')", &commit, &none)
+                .unwrap(),
+            Verdict::Refused("`subject.startsWith('wip')` is true".into())
+        );
+    }
+
+    #[test]
+    fn apply_time_checks_name_what_is_wrong() {
+        let criteria = PredicateScope {
+            artifact_functions: true,
+            images: &["reg/app"],
+            commits: &["https://git/cfg.git"],
+            ..PredicateScope::default()
+        };
+        assert!(check_predicate(SAME_TAG, &criteria).is_ok());
+        let err = check_predicate("imageFrom('reg/ap').tag == ''", &criteria)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`imageFrom('reg/ap')` names no image subscription of this Warehouse (its image subscriptions: `reg/app`)"),
+            "{err}"
+        );
+        let err = check_predicate("tag == 'x'", &criteria)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no variable `tag`"), "{err}");
+        let err = check_predicate("imageFor('reg/app') == 1", &criteria)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no function `imageFor`"), "{err}");
+        assert!(check_predicate("imageFrom('reg/app').tag ==", &criteria).is_err());
+
+        let filter = PredicateScope {
+            variables: &["subject", "tag"],
+            ..PredicateScope::default()
+        };
+        assert!(check_predicate("!subject.contains('skip') && [1].all(x, x > 0)", &filter).is_ok());
+        let err = check_predicate("commitFrom('g').id == ''", &filter)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("only defined in a Warehouse's freightCreationCriteria"),
+            "{err}"
+        );
+        let err = check_predicate("msg == ''", &filter)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no variable `msg` (known: subject, tag)"),
+            "{err}"
+        );
+    }
+}
