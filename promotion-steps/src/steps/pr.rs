@@ -49,7 +49,7 @@ pub(crate) async fn connect(
     let target = forge::target(repo_url, provider, api_url)
         .map_err(|reason| StepOutcome::failed(format!("invalid `{kind}` config: {reason}")))?;
     let token = ctx.credentials.token(repo_url);
-    forge::connect(&target, token)
+    forge::connect(&target, token, &ctx.http)
         .await
         .map_err(|e| forge_error(&e, ctx.saved_state.clone()))
 }
@@ -167,7 +167,7 @@ pub(crate) fn since_state(since: i64) -> Option<Value> {
 pub(crate) struct WaitFor<'a> {
     /// The repository.
     pub(crate) repo_url: &'a str,
-    /// `github` or `gitlab`, when not inferred from the host.
+    /// The forge, when not inferred from the host.
     pub(crate) provider: Option<Provider>,
     /// The forge's API base URL.
     pub(crate) api_url: Option<&'a str>,
