@@ -43,8 +43,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Value, json};
 
-use crate::double_server::{Server, bind};
-use crate::github::{Landing, land, merges_cleanly};
+use crate::double_server::{BAD_GATEWAY_PAGE, Server, bind};
+use crate::forge_git::{Landing, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
 
 /// A project's merge method (Settings → Merge requests).
@@ -339,7 +339,7 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
             return (
                 StatusCode::BAD_GATEWAY,
                 [("content-type", "text/html")],
-                crate::github::BAD_GATEWAY_PAGE,
+                BAD_GATEWAY_PAGE,
             )
                 .into_response();
         }
@@ -419,16 +419,7 @@ fn project_path(state: &AppState, id: &str) -> Option<String> {
 
 fn sha_of(state: &AppState, project: &str, branch: &str) -> Option<String> {
     let bare = state.lock().projects.get(project)?.bare.clone();
-    let out = crate::git_repo::git(&state.world)
-        .arg("--git-dir")
-        .arg(&bare)
-        .args(["rev-parse", "--verify", "-q"])
-        .arg(format!("refs/heads/{branch}^{{commit}}"))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    branch_sha(&state.world, &bare, branch)
 }
 
 /// Whether a look at a merge request counts down its `checking` reads.
@@ -986,12 +977,7 @@ async fn merge(
         .get(&m.project)
         .map(|p| p.bare.clone());
     if let (Some(sha), Some(bare)) = (race, bare) {
-        let moved = crate::git_repo::git(&state.world)
-            .arg("--git-dir")
-            .arg(&bare)
-            .args(["update-ref", &format!("refs/heads/{}", m.source), &sha])
-            .status();
-        if !moved.is_ok_and(|s| s.success()) {
+        if !move_branch(&state.world, &bare, &m.source, &sha) {
             return message(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the scripted push before the merge failed",

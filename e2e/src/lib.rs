@@ -41,6 +41,7 @@ pub mod controller;
 mod credentials;
 pub mod deploy;
 mod double_server;
+mod forge_git;
 mod dray;
 mod git_repo;
 mod git_server;
