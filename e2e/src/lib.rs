@@ -36,6 +36,7 @@
 pub mod argocd;
 pub mod bench_baseline;
 pub mod bench_numbers;
+pub mod bitbucket;
 pub mod browser;
 pub mod controller;
 mod credentials;
@@ -45,6 +46,7 @@ mod forge_git;
 mod dray;
 mod git_repo;
 mod git_server;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod kube_api;
