@@ -147,7 +147,10 @@ impl BitbucketDouble {
                 &format!("{repo}/pullrequests/{{id}}/merge/task-status/{{task}}"),
                 get(task_status),
             )
-            .route(&format!("{repo}/pullrequests/{{id}}/decline"), post(decline))
+            .route(
+                &format!("{repo}/pullrequests/{{id}}/decline"),
+                post(decline),
+            )
             .route(&format!("{repo}/commit/{{hash}}"), get(commit))
             .fallback(|| async { error(StatusCode::NOT_FOUND, "Resource not found") })
             .layer(middleware::from_fn_with_state(Arc::clone(&state), gate))
@@ -423,7 +426,11 @@ async fn list(
             true => p.state == PrState::Open,
             false => states.contains(&p.state.name()),
         })
-        .filter(|p| filter.get("source.branch.name").is_none_or(|b| &p.source == b))
+        .filter(|p| {
+            filter
+                .get("source.branch.name")
+                .is_none_or(|b| &p.source == b)
+        })
         .filter(|p| {
             filter
                 .get("destination.branch.name")
@@ -458,7 +465,10 @@ async fn create(
     };
     for branch in [&source, &destination] {
         if sha_of(&state, &repo, branch).is_none() {
-            return error(StatusCode::BAD_REQUEST, &format!("branch: {branch} not found"));
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("branch: {branch} not found"),
+            );
         }
     }
     let pull = {
@@ -497,7 +507,10 @@ async fn create(
         pull
     };
     let v = render(&state, &pull);
-    let location = v["links"]["self"]["href"].as_str().unwrap_or_default().to_owned();
+    let location = v["links"]["self"]["href"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     (StatusCode::CREATED, [("location", location)], axum::Json(v)).into_response()
 }
 
@@ -520,7 +533,10 @@ async fn decline(
         return error(StatusCode::NOT_FOUND, "Pull request not found");
     };
     if p.state != PrState::Open {
-        return error(StatusCode::BAD_REQUEST, "Only open pull requests can be declined");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Only open pull requests can be declined",
+        );
     }
     let source = sha_of(&state, &repo, &p.source);
     let updated = {
@@ -584,7 +600,8 @@ fn do_merge(
     id: u64,
     landing: Landing,
 ) -> std::result::Result<Value, Response> {
-    let p = lookup(state, repo, id).ok_or_else(|| error(StatusCode::NOT_FOUND, "Pull request not found"))?;
+    let p = lookup(state, repo, id)
+        .ok_or_else(|| error(StatusCode::NOT_FOUND, "Pull request not found"))?;
     let bare = state
         .lock()
         .repos
@@ -606,8 +623,8 @@ fn do_merge(
     .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
     .map_err(|_| error(StatusCode::BAD_REQUEST, "Conflicts during merge."))?;
     let mut inner = state.lock();
-    let pull = find_mut(&mut inner, repo, id)
-        .map_err(|e| error(StatusCode::NOT_FOUND, &e.to_string()))?;
+    let pull =
+        find_mut(&mut inner, repo, id).map_err(|e| error(StatusCode::NOT_FOUND, &e.to_string()))?;
     pull.state = PrState::Merged;
     pull.closed_by = Some(API_USER.to_owned());
     pull.merge_commit = Some(landed.head);
@@ -635,7 +652,10 @@ async fn merge(
     if let Some(sha) = race {
         let bare = state.lock().repos.get(&repo).cloned();
         if !bare.is_some_and(|b| move_branch(&state.world, &b, &p.source, &sha)) {
-            return error(StatusCode::INTERNAL_SERVER_ERROR, "the scripted push failed");
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the scripted push failed",
+            );
         }
     }
     if p.state != PrState::Open {
@@ -662,13 +682,19 @@ async fn merge(
         other => {
             return error(
                 StatusCode::BAD_REQUEST,
-                &format!("merge_strategy: {other} is not an allowed merge strategy for this pull request"),
+                &format!(
+                    "merge_strategy: {other} is not an allowed merge strategy for this pull request"
+                ),
             );
         }
     };
     let slow = state.lock().slow_next.take();
     if let Some(polls) = slow {
-        let task = format!("{{{:08x}-0000-4000-8000-{:012x}}}", id, state.lock().tasks.len());
+        let task = format!(
+            "{{{:08x}-0000-4000-8000-{:012x}}}",
+            id,
+            state.lock().tasks.len()
+        );
         state.lock().tasks.insert(
             task.clone(),
             Task {
@@ -701,7 +727,11 @@ async fn task_status(
     );
     let due = {
         let mut inner = state.lock();
-        let Some(t) = inner.tasks.get_mut(&task).filter(|t| t.repo == repo && t.id == id) else {
+        let Some(t) = inner
+            .tasks
+            .get_mut(&task)
+            .filter(|t| t.repo == repo && t.id == id)
+        else {
             return error(StatusCode::NOT_FOUND, "Task not found");
         };
         if t.polls_left > 0 {
@@ -724,7 +754,9 @@ async fn task_status(
             Err(refusal) => return refusal,
         },
     };
-    axum::Json(json!({"task_status": "SUCCESS", "links": {"self": {"href": self_link}},
-        "merge_result": merged}))
+    axum::Json(
+        json!({"task_status": "SUCCESS", "links": {"self": {"href": self_link}},
+        "merge_result": merged}),
+    )
     .into_response()
 }

@@ -18,7 +18,6 @@ use tokio::sync::oneshot;
 /// What nginx in front of a forge answers while the forge is down.
 pub(crate) const BAD_GATEWAY_PAGE: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n";
 
-
 /// The `502 Bad Gateway` page of the proxy in front of a forge.
 pub(crate) fn bad_gateway() -> Response {
     (
@@ -55,7 +54,11 @@ impl Script {
         let line = format!(
             "{} {}",
             request.method(),
-            request.uri().path_and_query().map(|p| p.as_str()).unwrap_or("/")
+            request
+                .uri()
+                .path_and_query()
+                .map(|p| p.as_str())
+                .unwrap_or("/")
         );
         self.requests.push(line);
         if self.bad_gateway > 0 {

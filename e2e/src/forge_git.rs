@@ -36,7 +36,6 @@ pub struct Landed {
     pub squash: Option<String>,
 }
 
-
 /// `git rev-parse refs/heads/BRANCH` in the bare repository.
 pub(crate) fn branch_sha(world: &TestWorld, bare: &Path, branch: &str) -> Option<String> {
     let out = git(world)

@@ -287,7 +287,11 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
             .or_else(|| given.strip_prefix("Bearer "))
             .is_some_and(|t| t == token);
         if !ok {
-            return error(&state.base_url, StatusCode::UNAUTHORIZED, "token is required");
+            return error(
+                &state.base_url,
+                StatusCode::UNAUTHORIZED,
+                "token is required",
+            );
         }
     }
     next.run(request).await
@@ -414,7 +418,10 @@ async fn list(
     }
     let wanted = query.get("state").map(String::as_str).unwrap_or("open");
     let base = query.get("base_branch").filter(|b| !b.is_empty());
-    let limit: usize = query.get("limit").and_then(|l| l.parse().ok()).unwrap_or(30);
+    let limit: usize = query
+        .get("limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(30);
     let page: usize = query.get("page").and_then(|p| p.parse().ok()).unwrap_or(1);
     let pulls: Vec<Pull> = state
         .lock()
@@ -445,9 +452,18 @@ async fn create(
         return not_found();
     };
     let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        return error(&state.base_url, StatusCode::UNPROCESSABLE_ENTITY, "invalid JSON");
+        return error(
+            &state.base_url,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid JSON",
+        );
     };
-    let field = |k: &str| body[k].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    let field = |k: &str| {
+        body[k]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+    };
     let (Some(head), Some(base), Some(title)) = (field("head"), field("base"), field("title"))
     else {
         return error(
@@ -517,7 +533,11 @@ async fn create(
     };
     // The check is queued at the create; the create's own answer says `mergeable: false`.
     checked(&state, &pull, false);
-    (StatusCode::CREATED, axum::Json(render(&state, &pull, false))).into_response()
+    (
+        StatusCode::CREATED,
+        axum::Json(render(&state, &pull, false)),
+    )
+        .into_response()
 }
 
 async fn get_pull(
@@ -567,10 +587,12 @@ async fn timeline(
     };
     let mut events = Vec::new();
     let mut event = |kind: &str, user: &str| {
-        events.push(json!({"id": 5000 + p.number * 10 + events.len() as u64, "type": kind,
+        events.push(
+            json!({"id": 5000 + p.number * 10 + events.len() as u64, "type": kind,
             "body": "", "user": user_json(&state, user),
             "created_at": p.closed_at, "updated_at": p.closed_at,
-            "html_url": format!("{}/{}/pulls/{}", state.base_url, p.repo, p.number)}));
+            "html_url": format!("{}/{}/pulls/{}", state.base_url, p.repo, p.number)}),
+        );
     };
     if let Some(user) = &p.merged_by {
         event("merge_pull", user);
@@ -601,7 +623,10 @@ async fn merge(
     if let Some(sha) = race
         && !move_branch(&state.world, &bare, &p.head, &sha)
     {
-        return refuse(StatusCode::INTERNAL_SERVER_ERROR, "the scripted push failed");
+        return refuse(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the scripted push failed",
+        );
     }
     // `CheckPullMergeable`, in Gitea's order.
     if p.merged {
@@ -611,7 +636,10 @@ async fn merge(
         return not_found();
     }
     if refused {
-        return refuse(StatusCode::METHOD_NOT_ALLOWED, "User not allowed to merge PR");
+        return refuse(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "User not allowed to merge PR",
+        );
     }
     let clean = merges_cleanly(&state.world, &bare, &p.base, &p.head);
     if !checked(&state, &p, false) || !clean {
