@@ -537,3 +537,31 @@ async fn the_token_comes_from_the_projects_credentials() -> Result<()> {
     assert!(bb.pulls("acme/config").is_empty());
     Ok(())
 }
+
+#[tokio::test]
+async fn bitbucket_a_push_racing_the_merge_is_reported_not_hidden() -> Result<()> {
+    // Bitbucket's merge takes no head commit: a push between Dray's last look and the merge
+    // lands. The merged pull request says which head landed, and the step fails naming it.
+    let s = setup()?;
+    let bb = bitbucket(&s)?;
+    let reviewed = s.promotion_branch("prod-10", "image: app:10.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-10")?;
+    let number = open_pr(&ctx, bb_config(&s, &bb, json!({"targetBranch": "main"}))).await?;
+    let racing = s.commit_on_top("prod-10", "image: app:10.0.0-late\n")?;
+    bb.push_before_next_merge("acme/config", number, &racing)?;
+    let merge = bb_config(&s, &bb, json!({"prNumber": number}));
+    let reason = match drive(&mut ctx, "git-merge-pr", &merge).await.0 {
+        StepOutcome::Failed { reason } => reason,
+        other => panic!("expected Failed, got {other:?}"),
+    };
+    assert!(
+        reason.starts_with(&format!(
+            "Bitbucket merged pull request #{number} at source {}, not at the checked head \
+             {reviewed}: a push raced the merge",
+            &racing[..12]
+        )),
+        "{reason}"
+    );
+    assert!(s.on_main(&racing)?, "Bitbucket did land the racing commit");
+    Ok(())
+}

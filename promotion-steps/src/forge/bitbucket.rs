@@ -20,7 +20,9 @@
 //! Two things Bitbucket Cloud's API does not do, and what Dray does instead:
 //! - its merge cannot be pinned to a head commit. Dray reads the pull request right before
 //!   the merge and refuses ([`ForgeError::HeadMoved`]) when its source is not the checked
-//!   commit; a push in the moment between that read and the merge is not caught (see
+//!   commit; a push in the moment between that read and the merge cannot be stopped, but
+//!   the merged pull request names the source that landed, and a head other than the
+//!   checked one is [`ForgeError::MergedOtherHead`]: the step fails, saying so (see
 //!   docs/threat-model.md).
 //! - it does not say whether a pull request can be merged (BCLOUD-22014): an open pull
 //!   request counts as mergeable, and Bitbucket's refusal of the merge is the answer.
@@ -394,6 +396,16 @@ impl Forge for Bitbucket {
             answer.json("merged pull request", Provider::Bitbucket)?
         };
         let pr = self.convert(merged).await?;
+        // The merged pull request names the source head that landed (abbreviated).
+        if let Some(landed) = pr.head_sha.as_deref().filter(|h| !head_sha.starts_with(*h)) {
+            return Err(ForgeError::MergedOtherHead(format!(
+                "Bitbucket merged pull request #{number} at source {landed}, not at the \
+                 checked head {head_sha}: a push raced the merge, and Bitbucket Cloud's merge \
+                 cannot be pinned to a commit; hint: review what landed on `{}` and revert \
+                 it if it was not reviewed",
+                pr.base
+            )));
+        }
         match (pr.state, pr.merged_commit) {
             (PrState::Merged, Some(sha)) => Ok(sha),
             _ => Err(ForgeError::Refused(format!(

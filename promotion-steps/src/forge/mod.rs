@@ -158,6 +158,11 @@ pub enum ForgeError {
     /// forge's own message.
     #[error("{0}")]
     HeadMoved(String),
+    /// The forge merged a head other than the one it was asked to merge (Bitbucket Cloud,
+    /// whose merge cannot be pinned to a commit, when a push raced the merge): the pull
+    /// request is merged, and what landed was not the reviewed commit.
+    #[error("{0}")]
+    MergedOtherHead(String),
     /// The pull request, or the repository, does not exist (or the token cannot see it).
     #[error("{0}")]
     NotFound(String),

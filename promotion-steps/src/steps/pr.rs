@@ -74,9 +74,9 @@ pub(crate) fn forge_error(e: &ForgeError, state: Option<Value>) -> StepOutcome {
             ),
             state,
         },
-        ForgeError::Refused(message) | ForgeError::HeadMoved(message) => {
-            StepOutcome::failed(message.clone())
-        }
+        ForgeError::Refused(message)
+        | ForgeError::HeadMoved(message)
+        | ForgeError::MergedOtherHead(message) => StepOutcome::failed(message.clone()),
         ForgeError::NotFound(message) | ForgeError::Other(message) => {
             StepOutcome::errored(message.clone())
         }
