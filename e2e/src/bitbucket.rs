@@ -599,15 +599,15 @@ fn do_merge(
     repo: &str,
     id: u64,
     landing: Landing,
-) -> std::result::Result<Value, Response> {
+) -> std::result::Result<Value, (StatusCode, String)> {
     let p = lookup(state, repo, id)
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, "Pull request not found"))?;
+        .ok_or_else(|| (StatusCode::NOT_FOUND, "Pull request not found".to_owned()))?;
     let bare = state
         .lock()
         .repos
         .get(repo)
         .cloned()
-        .ok_or_else(|| error(StatusCode::NOT_FOUND, "Repository not found"))?;
+        .ok_or_else(|| (StatusCode::NOT_FOUND, "Repository not found".to_owned()))?;
     let message = format!("Merged in {} (pull request #{id})\n\n{}", p.source, p.title);
     let source = sha_of(state, repo, &p.source);
     let landed = land(
@@ -620,11 +620,16 @@ fn do_merge(
         &message,
         ("Bitbucket", "noreply@bitbucket.org"),
     )
-    .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
-    .map_err(|_| error(StatusCode::BAD_REQUEST, "Conflicts during merge."))?;
+    .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+    .map_err(|_| {
+        (
+            StatusCode::BAD_REQUEST,
+            "Conflicts during merge.".to_owned(),
+        )
+    })?;
     let mut inner = state.lock();
     let pull =
-        find_mut(&mut inner, repo, id).map_err(|e| error(StatusCode::NOT_FOUND, &e.to_string()))?;
+        find_mut(&mut inner, repo, id).map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
     pull.state = PrState::Merged;
     pull.closed_by = Some(API_USER.to_owned());
     pull.merge_commit = Some(landed.head);
@@ -712,7 +717,7 @@ async fn merge(
     }
     match do_merge(&state, &repo, id, landing) {
         Ok(merged) => axum::Json(merged).into_response(),
-        Err(refusal) => refusal,
+        Err((status, message)) => error(status, &message),
     }
 }
 
@@ -751,7 +756,7 @@ async fn task_status(
         Some(p) if p.state == PrState::Merged => render(&state, &p),
         _ => match do_merge(&state, &repo, id, landing) {
             Ok(merged) => merged,
-            Err(refusal) => return refusal,
+            Err((status, message)) => return error(status, &message),
         },
     };
     axum::Json(
