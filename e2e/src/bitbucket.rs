@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -41,7 +41,7 @@ use axum::routing::{get, post};
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::double_server::{Interrupt, Script, Server, bad_gateway, bind};
+use crate::double_server::{DoubleState, Interrupt, Script, Server, bad_gateway, bind};
 use crate::forge_git::{Landing, branch_sha, land, move_branch};
 use crate::git_repo::git;
 use crate::world::TestWorld;
@@ -100,19 +100,7 @@ struct Inner {
     script: Script,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// The account the token belongs to: who merges and declines through the API.
 const API_USER: &str = "Dray Bot";
@@ -132,12 +120,7 @@ impl BitbucketDouble {
         if let Some(token) = token {
             crate::secrets::remember("the Bitbucket double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner::default()),
-        });
+        let state = Arc::new(DoubleState::new(world, addr, token, Inner::default()));
         let repo = "/2.0/repositories/{workspace}/{slug}";
         let app = Router::new()
             .route(&format!("{repo}/pullrequests"), get(list).post(create))

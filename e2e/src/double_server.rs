@@ -28,6 +28,57 @@ pub(crate) fn bad_gateway() -> Response {
         .into_response()
 }
 
+/// The state of a forge double: its test world, its address, the token it requires, and
+/// its own data behind a lock (never poisoned for good: a panicked handler's data stays
+/// readable).
+#[derive(Debug)]
+pub(crate) struct DoubleState<I> {
+    /// The world whose git it runs.
+    pub(crate) world: crate::world::TestWorld,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base_url: String,
+    /// The token every request must carry, when set.
+    pub(crate) token: Option<String>,
+    inner: std::sync::Mutex<I>,
+}
+
+impl<I> DoubleState<I> {
+    /// The state of a double at `addr` in `world`.
+    pub(crate) fn new(
+        world: &crate::world::TestWorld,
+        addr: SocketAddr,
+        token: Option<&str>,
+        inner: I,
+    ) -> Self {
+        DoubleState {
+            world: world.clone(),
+            base_url: format!("http://{addr}"),
+            token: token.map(str::to_owned),
+            inner: std::sync::Mutex::new(inner),
+        }
+    }
+
+    /// Its data.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, I> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// `METHOD /path?query` of a request, as the doubles log it.
+pub(crate) fn request_line(request: &Request) -> String {
+    format!(
+        "{} {}",
+        request.method(),
+        request
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/")
+    )
+}
+
 /// What a scripted failure makes of the next request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Interrupt {

@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -41,7 +41,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
 
-use crate::double_server::{Interrupt, Script, Server, bad_gateway, bind};
+use crate::double_server::{DoubleState, Interrupt, Script, Server, bad_gateway, bind};
 use crate::forge_git::{Landing, LaterCheck, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
 
@@ -76,19 +76,7 @@ struct Inner {
     script: Script,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// A running Gitea double on 127.0.0.1; stopped on drop.
 #[derive(Debug)]
@@ -108,15 +96,15 @@ impl GiteaDouble {
         if let Some(token) = token {
             crate::secrets::remember("the Gitea double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner {
+        let state = Arc::new(DoubleState::new(
+            world,
+            addr,
+            token,
+            Inner {
                 checking_reads: 1,
                 ..Inner::default()
-            }),
-        });
+            },
+        ));
         let repo = "/api/v1/repos/{owner}/{repo}";
         let app = Router::new()
             .route(&format!("{repo}/pulls"), get(list).post(create))

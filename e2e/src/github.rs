@@ -33,7 +33,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use axum::Router;
@@ -44,7 +44,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 
-use crate::double_server::{BAD_GATEWAY_PAGE, Server, bind};
+use crate::double_server::{BAD_GATEWAY_PAGE, DoubleState, Server, bind, request_line};
 pub use crate::forge_git::{Landed, Landing};
 use crate::forge_git::{LaterCheck, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
@@ -113,19 +113,7 @@ struct Inner {
     requests: Vec<String>,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// A running GitHub double on 127.0.0.1; stopped on drop.
 #[derive(Debug)]
@@ -142,16 +130,16 @@ impl GitHubDouble {
         if let Some(token) = token {
             crate::secrets::remember("the GitHub double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner {
+        let state = Arc::new(DoubleState::new(
+            world,
+            addr,
+            token,
+            Inner {
                 next_number: 1,
                 unknown_reads: 1,
                 ..Inner::default()
-            }),
-        });
+            },
+        ));
         let routes = Router::new()
             .route("/repos/{owner}/{repo}/pulls", get(list).post(create))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
@@ -299,15 +287,7 @@ fn find_mut<'a>(inner: &'a mut Inner, repo: &str, number: u64) -> Result<&'a mut
 
 /// Records the request, checks the token, applies a scripted rate limit.
 async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let line = format!(
-        "{} {}",
-        request.method(),
-        request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
+    let line = request_line(&request);
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);

@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -43,7 +43,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Value, json};
 
-use crate::double_server::{BAD_GATEWAY_PAGE, Server, bind};
+use crate::double_server::{BAD_GATEWAY_PAGE, DoubleState, Server, bind, request_line};
 use crate::forge_git::{Landing, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
 
@@ -121,19 +121,7 @@ struct Inner {
     requests: Vec<String>,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// A running GitLab double on 127.0.0.1; stopped on drop.
 #[derive(Debug)]
@@ -150,16 +138,16 @@ impl GitLabDouble {
         if let Some(token) = token {
             crate::secrets::remember("the GitLab double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner {
+        let state = Arc::new(DoubleState::new(
+            world,
+            addr,
+            token,
+            Inner {
                 next_global: 100,
                 checking_reads: 1,
                 ..Inner::default()
-            }),
-        });
+            },
+        ));
         let app = Router::new()
             .route("/api/v4/user", get(current_user))
             .route(
@@ -322,15 +310,7 @@ fn now() -> String {
 }
 
 async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let line = format!(
-        "{} {}",
-        request.method(),
-        request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
+    let line = request_line(&request);
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);

@@ -216,17 +216,9 @@ async fn github_resumed_open_pr_adopts_the_existing_pull_request() -> Result<()>
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    // A re-run with the saved state reuses it; a re-run that lost its state (a crash
-    // before the state was saved) adopts the open pull request for the same branches.
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(gh.pulls("acme/config").len(), 1, "no second pull request");
     let creates = gh
         .requests()
@@ -476,15 +468,9 @@ async fn gitlab_resumed_open_pr_adopts_the_existing_merge_request() -> Result<()
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(
         gl.merge_requests("acme/config").len(),
         1,

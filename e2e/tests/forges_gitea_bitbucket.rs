@@ -157,15 +157,9 @@ async fn gitea_resumed_open_pr_adopts_the_existing_pull_request() -> Result<()> 
     let s = setup()?;
     let gt = gitea(&s)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gt_config(&s, &gt, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(gt.pulls("acme/config").len(), 1, "no second pull request");
     let creates = gt
         .requests()
@@ -404,15 +398,9 @@ async fn bitbucket_resumed_open_pr_adopts_the_existing_pull_request() -> Result<
     let s = setup()?;
     let bb = bitbucket(&s)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = bb_config(&s, &bb, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(bb.pulls("acme/config").len(), 1, "no second pull request");
     let searched = bb
         .requests()

@@ -297,3 +297,18 @@ pub(crate) fn forge_config(s: &Setup, provider: &str, api_url: &str, extra: Valu
     }
     config
 }
+
+/// Runs `git-open-pr` with `config` three times, as a resumed promotion would: fresh, again
+/// with the state it saved (the pull request is reused), and again without it (a crash
+/// before the state was saved: the open pull request for the same branches is adopted).
+/// Asserts all three name the same pull request.
+pub(crate) async fn open_pr_resumed(ctx: &StepContext, config: &Value) {
+    let mut ctx = ctx.clone();
+    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    ctx.saved_state = state;
+    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    ctx.saved_state = None;
+    let (third, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
+    assert_eq!(first, second, "reused from the saved state");
+    assert_eq!(first, third, "adopted without it");
+}

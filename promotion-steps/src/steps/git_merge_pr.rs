@@ -114,6 +114,10 @@ impl TypedStep for GitMergePr {
     const WRITES: Writes = Writes::Forge;
     type Config = Config;
 
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
+
     fn default_timeout(&self, config: &Config) -> std::time::Duration {
         own_timeout(config.timeout.as_deref())
     }

@@ -69,6 +69,10 @@ impl TypedStep for GitOpenPr {
     const WRITES: Writes = Writes::Forge;
     type Config = Config;
 
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
+
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let head = config
             .source_branch

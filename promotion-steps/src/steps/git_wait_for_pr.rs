@@ -57,6 +57,10 @@ impl TypedStep for GitWaitForPr {
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
+
     fn default_timeout(&self, config: &Config) -> Duration {
         own_timeout(config.timeout.as_deref())
     }
