@@ -102,16 +102,7 @@ pub(crate) struct Script {
 impl Script {
     /// Records `request`; what it runs into, if anything.
     pub(crate) fn record(&mut self, request: &Request) -> Option<Interrupt> {
-        let line = format!(
-            "{} {}",
-            request.method(),
-            request
-                .uri()
-                .path_and_query()
-                .map(|p| p.as_str())
-                .unwrap_or("/")
-        );
-        self.requests.push(line);
+        self.requests.push(request_line(request));
         if self.bad_gateway > 0 {
             self.bad_gateway -= 1;
             return Some(Interrupt::BadGateway);
