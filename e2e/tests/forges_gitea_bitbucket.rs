@@ -553,3 +553,27 @@ async fn bitbucket_a_push_racing_the_merge_is_reported_not_hidden() -> Result<()
     assert!(s.on_main(&racing)?, "Bitbucket did land the racing commit");
     Ok(())
 }
+
+/// The project's credential for Bitbucket as `username:app-password`.
+struct AppPassword(String);
+
+impl dray_steps::CredentialProvider for AppPassword {
+    fn git(&self, _: &str) -> Option<dray_steps::GitCredentials> {
+        None
+    }
+    fn token(&self, url: &str) -> Option<String> {
+        (url == self.0).then(|| format!("dray-bot:{TOKEN}"))
+    }
+}
+
+#[tokio::test]
+async fn bitbucket_takes_an_app_password_as_basic_auth() -> Result<()> {
+    let s = setup()?;
+    let bb = bitbucket(&s)?;
+    s.promotion_branch("prod-11", "image: app:11.0.0\n")?;
+    let mut ctx = context(&s.world, &s.url, "prod-11")?;
+    ctx.credentials = std::sync::Arc::new(AppPassword(s.url.clone()));
+    let number = open_pr(&ctx, bb_config(&s, &bb, json!({"targetBranch": "main"}))).await?;
+    assert_eq!(bb.pulls("acme/config")[0]["id"], json!(number));
+    Ok(())
+}
