@@ -12,7 +12,7 @@
 //!
 //! Commit hashes in pull request objects are abbreviated to 12 characters, as Bitbucket's
 //! are; `GET …/commit/{hash}` names the full one. A merge makes real commits with the git
-//! CLI (see [`crate::forge_git`]): `merge_commit` a merge commit (`Merged in <source>
+//! CLI (`forge_git.rs`): `merge_commit` a merge commit (`Merged in <source>
 //! (pull request #N)`), `squash` one commit, `fast_forward` the destination moved to the
 //! source, `rebase_fast_forward` the source replayed. A merge is answered `200` with the
 //! merged pull request; a scripted slow merge `202` with a `Location` to its task status,

@@ -8,7 +8,7 @@
 //! `GET …/issues/{index}/timeline`. Authentication is `Authorization: token …` (or
 //! `Bearer …`).
 //!
-//! A merge makes real commits with the git CLI (see [`crate::forge_git`]): `Do: merge` a
+//! A merge makes real commits with the git CLI (`forge_git.rs`): `Do: merge` a
 //! merge commit (`Merge pull request '<title>' (#N) from <head> into <base>`), `squash` one
 //! commit (`<title> (#N)`), `rebase` the head replayed. It answers `200` with no body, as
 //! Gitea does; `merge_commit_sha` of the pull request then names what landed. The order of

@@ -9,6 +9,8 @@
 //!   [`GitRepo`] is a test-side working copy driven by the git CLI.
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
+//! - [`github`], [`gitlab`], [`gitea`], [`bitbucket`]: pull-request API doubles of the
+//!   forges over real bare repositories (merges are real commits, made by the git CLI).
 //!
 //! Every secret the harness makes is remembered by [`secrets`]; each `dray serve` log,
 //! CLI output, API response and page the harness sees is checked for them, and a test
