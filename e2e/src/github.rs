@@ -32,8 +32,8 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use axum::Router;
@@ -44,8 +44,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use serde_json::{Value, json};
 
-use crate::double_server::{Server, bind};
-use crate::git_repo::git;
+use crate::double_server::{BAD_GATEWAY_PAGE, DoubleState, Server, bind, request_line};
+pub use crate::forge_git::{Landed, Landing};
+use crate::forge_git::{LaterCheck, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
 
 const TEMPLATE: &str = include_str!("fixtures/github-pull-request.json");
@@ -75,30 +76,6 @@ pub enum MergeRefusal {
     NotMergeable,
 }
 
-/// How a pull request lands (GitHub's merge methods).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Landing {
-    /// `git merge --no-ff`.
-    MergeCommit,
-    /// One commit with the squashed changes, on the base.
-    Squash,
-    /// The head's commits replayed onto the base.
-    Rebase,
-    /// The base fast-forwarded to the head (GitLab `ff`).
-    FastForward,
-    /// A squash commit on the source, then a merge commit (GitLab squash + merge commit).
-    SquashThenMerge,
-}
-
-/// What a landing made.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Landed {
-    /// The new head of the base branch.
-    pub head: String,
-    /// The squash commit, when one was made.
-    pub squash: Option<String>,
-}
-
 #[derive(Clone, Debug)]
 struct Pull {
     repo: String,
@@ -117,16 +94,11 @@ struct Pull {
     labels: Vec<String>,
     mergeable_state: Option<String>,
     refusal: Option<MergeRefusal>,
-    /// The head and base commits mergeability was last (being) computed for.
-    checked: Option<(Option<String>, Option<String>)>,
-    /// How many more reads say `mergeable: null` before the computed answer shows.
-    unknown_left: u32,
+    /// Mergeability, computed for the head and base some reads after they moved.
+    check: LaterCheck,
     /// A commit pushed to the head branch just before the next merge is handled.
     race: Option<String>,
 }
-
-/// What nginx in front of a forge answers while the forge is down.
-pub(crate) const BAD_GATEWAY_PAGE: &str = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n</body>\r\n</html>\r\n";
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -141,19 +113,7 @@ struct Inner {
     requests: Vec<String>,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// A running GitHub double on 127.0.0.1; stopped on drop.
 #[derive(Debug)]
@@ -170,16 +130,16 @@ impl GitHubDouble {
         if let Some(token) = token {
             crate::secrets::remember("the GitHub double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner {
+        let state = Arc::new(DoubleState::new(
+            world,
+            addr,
+            token,
+            Inner {
                 next_number: 1,
                 unknown_reads: 1,
                 ..Inner::default()
-            }),
-        });
+            },
+        ));
         let routes = Router::new()
             .route("/repos/{owner}/{repo}/pulls", get(list).post(create))
             .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
@@ -327,15 +287,7 @@ fn find_mut<'a>(inner: &'a mut Inner, repo: &str, number: u64) -> Result<&'a mut
 
 /// Records the request, checks the token, applies a scripted rate limit.
 async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let line = format!(
-        "{} {}",
-        request.method(),
-        request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
+    let line = request_line(&request);
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);
@@ -450,135 +402,6 @@ fn now() -> String {
         .to_string()
 }
 
-/// `git rev-parse refs/heads/BRANCH` in the bare repository.
-fn branch_sha(world: &TestWorld, bare: &Path, branch: &str) -> Option<String> {
-    let out = git(world)
-        .arg("--git-dir")
-        .arg(bare)
-        .args(["rev-parse", "--verify", "-q"])
-        .arg(format!("refs/heads/{branch}^{{commit}}"))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-}
-
-/// Whether `head` merges cleanly into `base` (`git merge-tree --write-tree`).
-pub(crate) fn merges_cleanly(world: &TestWorld, bare: &Path, base: &str, head: &str) -> bool {
-    git(world)
-        .arg("--git-dir")
-        .arg(bare)
-        .args(["merge-tree", "--write-tree", "--name-only"])
-        .arg(format!("refs/heads/{base}"))
-        .arg(format!("refs/heads/{head}"))
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Lands `head` on `base` in the bare repository `bare` with the git CLI in a temporary
-/// clone, committing as `committer`; `Ok(Err(reason))` when git cannot (a conflict, not a
-/// fast-forward).
-// Each argument is one fact of the merge; a struct would only rename them.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn land(
-    world: &TestWorld,
-    bare: &Path,
-    head: &str,
-    base: &str,
-    landing: Landing,
-    message: &str,
-    squash_message: &str,
-    committer: (&str, &str),
-) -> Result<std::result::Result<Landed, String>> {
-    let dir = world.unique_dir("forge-merge")?;
-    let run = |args: &[&str]| -> Result<std::process::Output> {
-        git(world)
-            .current_dir(&dir)
-            .env("GIT_AUTHOR_NAME", committer.0)
-            .env("GIT_AUTHOR_EMAIL", committer.1)
-            .env("GIT_COMMITTER_NAME", committer.0)
-            .env("GIT_COMMITTER_EMAIL", committer.1)
-            .args(args)
-            .output()
-            .with_context(|| format!("Failed to run git {args:?}"))
-    };
-    let must = |args: &[&str]| -> Result<String> {
-        let out = run(args)?;
-        if !out.status.success() {
-            bail!(
-                "git {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-    };
-    let bare_str = bare.to_str().context("a UTF-8 repository path")?;
-    must(&["clone", "-q", "--no-tags", bare_str, "."])?;
-    let base_ref = format!("origin/{base}");
-    let head_ref = format!("origin/{head}");
-    must(&["checkout", "-q", "-B", base, &base_ref])?;
-    let mut squash = None;
-    let conflict = |what: &str| Ok(Err(format!("{what} of `{head}` into `{base}` failed")));
-    match landing {
-        Landing::MergeCommit => {
-            if !run(&["merge", "-q", "--no-ff", "-m", message, &head_ref])?
-                .status
-                .success()
-            {
-                return conflict("merge");
-            }
-        }
-        Landing::Squash => {
-            if !run(&["merge", "-q", "--squash", &head_ref])?
-                .status
-                .success()
-            {
-                return conflict("squash");
-            }
-            must(&["commit", "-q", "--allow-empty", "-m", squash_message])?;
-            squash = Some(must(&["rev-parse", "HEAD"])?);
-        }
-        Landing::FastForward => {
-            if !run(&["merge", "-q", "--ff-only", &head_ref])?
-                .status
-                .success()
-            {
-                return conflict("fast-forward");
-            }
-        }
-        Landing::Rebase => {
-            must(&["checkout", "-q", "--detach", &head_ref])?;
-            if !run(&["rebase", "-q", base])?.status.success() {
-                let _ = run(&["rebase", "--abort"]);
-                return conflict("rebase");
-            }
-        }
-        Landing::SquashThenMerge => {
-            let fork = must(&["merge-base", &base_ref, &head_ref])?;
-            must(&["checkout", "-q", "--detach", &head_ref])?;
-            must(&["reset", "-q", "--soft", &fork])?;
-            must(&["commit", "-q", "--allow-empty", "-m", squash_message])?;
-            let sha = must(&["rev-parse", "HEAD"])?;
-            must(&["checkout", "-q", base])?;
-            if !run(&["merge", "-q", "--no-ff", "-m", message, &sha])?
-                .status
-                .success()
-            {
-                return conflict("merge");
-            }
-            squash = Some(sha);
-        }
-    }
-    let head_sha = must(&["rev-parse", "HEAD"])?;
-    must(&["push", "-q", "origin", &format!("HEAD:refs/heads/{base}")])?;
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(Ok(Landed {
-        head: head_sha,
-        squash,
-    }))
-}
-
 /// Merges pull request `number`: `Ok(Err((status, message)))` for GitHub's refusals.
 fn do_merge(
     state: &AppState,
@@ -661,29 +484,19 @@ fn user_json(state: &AppState, login: &str) -> Value {
 /// Whether GitHub has computed the mergeability of `p` for its current head and base.
 /// A moved head or base starts the computation again; a `read` counts down.
 fn mergeability_known(state: &AppState, p: &Pull, read: bool) -> bool {
-    let bare = state.lock().repos.get(&p.repo).cloned();
-    let shas = bare.map(|b| {
-        (
-            branch_sha(&state.world, &b, &p.head),
-            branch_sha(&state.world, &b, &p.base),
-        )
-    });
+    let Some(bare) = state.lock().repos.get(&p.repo).cloned() else {
+        return true;
+    };
+    let shas = (
+        branch_sha(&state.world, &bare, &p.head),
+        branch_sha(&state.world, &bare, &p.base),
+    );
     let mut inner = state.lock();
     let reads = inner.unknown_reads;
     let Ok(pull) = find_mut(&mut inner, &p.repo, p.number) else {
         return true;
     };
-    if pull.checked != shas {
-        pull.checked = shas;
-        pull.unknown_left = reads;
-    }
-    if pull.unknown_left == 0 {
-        return true;
-    }
-    if read {
-        pull.unknown_left -= 1;
-    }
-    false
+    pull.check.known(shas, reads, read)
 }
 
 /// The pull request as GitHub shows it; `full` for `GET …/pulls/{n}`, else a list item;
@@ -901,8 +714,7 @@ async fn create(
             labels: Vec::new(),
             mergeable_state: None,
             refusal: None,
-            checked: None,
-            unknown_left: 0,
+            check: LaterCheck::default(),
             race: None,
         };
         inner.pulls.push(pull.clone());
@@ -1039,12 +851,7 @@ async fn merge(
         .ok()
         .and_then(|pull| pull.race.take());
     if let (Some(sha), Some(bare)) = (race, &bare) {
-        let moved = git(&state.world)
-            .arg("--git-dir")
-            .arg(bare)
-            .args(["update-ref", &format!("refs/heads/{}", p.head), &sha])
-            .status();
-        if !moved.is_ok_and(|s| s.success()) {
+        if !move_branch(&state.world, bare, &p.head, &sha) {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the scripted push before the merge failed",

@@ -32,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -43,8 +43,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use serde_json::{Value, json};
 
-use crate::double_server::{Server, bind};
-use crate::github::{Landing, land, merges_cleanly};
+use crate::double_server::{BAD_GATEWAY_PAGE, DoubleState, Server, bind, request_line};
+use crate::forge_git::{Landing, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
 
 /// A project's merge method (Settings → Merge requests).
@@ -121,19 +121,7 @@ struct Inner {
     requests: Vec<String>,
 }
 
-#[derive(Debug)]
-struct AppState {
-    world: TestWorld,
-    base_url: String,
-    token: Option<String>,
-    inner: Mutex<Inner>,
-}
-
-impl AppState {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+type AppState = DoubleState<Inner>;
 
 /// A running GitLab double on 127.0.0.1; stopped on drop.
 #[derive(Debug)]
@@ -150,16 +138,16 @@ impl GitLabDouble {
         if let Some(token) = token {
             crate::secrets::remember("the GitLab double's token", token);
         }
-        let state = Arc::new(AppState {
-            world: world.clone(),
-            base_url: format!("http://{addr}"),
-            token: token.map(str::to_owned),
-            inner: Mutex::new(Inner {
+        let state = Arc::new(DoubleState::new(
+            world,
+            addr,
+            token,
+            Inner {
                 next_global: 100,
                 checking_reads: 1,
                 ..Inner::default()
-            }),
-        });
+            },
+        ));
         let app = Router::new()
             .route("/api/v4/user", get(current_user))
             .route(
@@ -322,15 +310,7 @@ fn now() -> String {
 }
 
 async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let line = format!(
-        "{} {}",
-        request.method(),
-        request
-            .uri()
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/")
-    );
+    let line = request_line(&request);
     let limited = {
         let mut inner = state.lock();
         inner.requests.push(line);
@@ -339,7 +319,7 @@ async fn gate(State(state): State<Arc<AppState>>, request: Request, next: Next) 
             return (
                 StatusCode::BAD_GATEWAY,
                 [("content-type", "text/html")],
-                crate::github::BAD_GATEWAY_PAGE,
+                BAD_GATEWAY_PAGE,
             )
                 .into_response();
         }
@@ -419,16 +399,7 @@ fn project_path(state: &AppState, id: &str) -> Option<String> {
 
 fn sha_of(state: &AppState, project: &str, branch: &str) -> Option<String> {
     let bare = state.lock().projects.get(project)?.bare.clone();
-    let out = crate::git_repo::git(&state.world)
-        .arg("--git-dir")
-        .arg(&bare)
-        .args(["rev-parse", "--verify", "-q"])
-        .arg(format!("refs/heads/{branch}^{{commit}}"))
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    branch_sha(&state.world, &bare, branch)
 }
 
 /// Whether a look at a merge request counts down its `checking` reads.
@@ -986,12 +957,7 @@ async fn merge(
         .get(&m.project)
         .map(|p| p.bare.clone());
     if let (Some(sha), Some(bare)) = (race, bare) {
-        let moved = crate::git_repo::git(&state.world)
-            .arg("--git-dir")
-            .arg(&bare)
-            .args(["update-ref", &format!("refs/heads/{}", m.source), &sha])
-            .status();
-        if !moved.is_ok_and(|s| s.success()) {
+        if !move_branch(&state.world, &bare, &m.source, &sha) {
             return message(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "the scripted push before the merge failed",

@@ -9,6 +9,8 @@
 //!   [`GitRepo`] is a test-side working copy driven by the git CLI.
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
+//! - [`github`], [`gitlab`], [`gitea`], [`bitbucket`]: pull-request API doubles of the
+//!   forges over real bare repositories (merges are real commits, made by the git CLI).
 //!
 //! Every secret the harness makes is remembered by [`secrets`]; each `dray serve` log,
 //! CLI output, API response and page the harness sees is checked for them, and a test
@@ -36,14 +38,17 @@
 pub mod argocd;
 pub mod bench_baseline;
 pub mod bench_numbers;
+pub mod bitbucket;
 pub mod browser;
 pub mod controller;
 mod credentials;
 pub mod deploy;
 mod double_server;
 mod dray;
+mod forge_git;
 mod git_repo;
 mod git_server;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod kube_api;

@@ -15,191 +15,14 @@
 //! mergeability unknown (`mergeable: null`, `checking`) for the first reads after a create
 //! or a push, which the step waits out.
 
-use std::sync::Arc;
+mod forge_steps;
 
 use anyhow::{Context, Result};
-use dray::discovery::git::MirrorCache;
-use dray::promotion::SharedMirrors;
 use dray_e2e::github::{GitHubDouble, MergeRefusal, RateLimit};
 use dray_e2e::gitlab::{self, GitLabDouble};
-use dray_e2e::{GitRepo, GitServer, TestWorld};
-use dray_steps::{
-    CredentialProvider, GitCredentials, NoExprs, StepContext, StepOutcome, TargetFreight,
-    ToolPaths, builtin_steps,
-};
+use dray_steps::StepOutcome;
+use forge_steps::*;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
-
-const TOKEN: &str = "forge-token-123";
-
-struct Creds {
-    repo_url: String,
-}
-
-impl CredentialProvider for Creds {
-    fn git(&self, _: &str) -> Option<GitCredentials> {
-        None
-    }
-    fn token(&self, url: &str) -> Option<String> {
-        (url == self.repo_url).then(|| TOKEN.to_owned())
-    }
-}
-
-fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Result<StepContext> {
-    Ok(StepContext {
-        work_dir: world.path().to_path_buf(),
-        project: "demo".into(),
-        stage: "prod".into(),
-        promotion: promotion.into(),
-        actor: "ada".into(),
-        alias: "pr".into(),
-        freight: TargetFreight {
-            id: "f00d".into(),
-            alias: "brave-otter".into(),
-            origin: "app".into(),
-            images: vec![dray_steps::FreightImage {
-                repo_url: "registry.example.com/app".into(),
-                tag: "1.2.0".into(),
-                digest: "sha256:abc".into(),
-            }],
-            commits: vec![],
-        },
-        approved_by: None,
-        window_override: None,
-        credentials: Arc::new(Creds {
-            repo_url: repo_url.to_owned(),
-        }),
-        repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
-            world.path().join("mirrors"),
-        )))),
-        http: dray_e2e::http_client()?,
-        exprs: Arc::new(NoExprs),
-        tools: ToolPaths::default(),
-        cancel: CancellationToken::new(),
-        log: Arc::new(|_| {}),
-        saved_state: None,
-        argocd: None,
-    })
-}
-
-async fn run(ctx: &StepContext, kind: &str, config: Value) -> StepOutcome {
-    let step = builtin_steps().get(kind).expect("a built-in step");
-    step.run(ctx, config).await
-}
-
-/// Runs a step once as the engine does: a `Running` outcome's state is what the next run
-/// of the step gets (`ctx.saved_state`).
-async fn step(ctx: &mut StepContext, kind: &str, config: &Value) -> StepOutcome {
-    let outcome = run(ctx, kind, config.clone()).await;
-    if let StepOutcome::Running {
-        state: Some(state), ..
-    } = &outcome
-    {
-        ctx.saved_state = Some(state.clone());
-    }
-    outcome
-}
-
-/// How many times [`drive`] runs a step at most before the test fails.
-const MAX_RUNS: usize = 20;
-
-/// Runs a step again and again as the engine does (without its waits: the doubles count
-/// reads, not time) until it ends; returns the end and what it said it waited for.
-async fn drive(ctx: &mut StepContext, kind: &str, config: &Value) -> (StepOutcome, Vec<String>) {
-    let mut waited = Vec::new();
-    for _ in 0..MAX_RUNS {
-        match step(ctx, kind, config).await {
-            StepOutcome::Running { waiting_for, .. } => waited.push(waiting_for),
-            done => return (done, waited),
-        }
-    }
-    panic!("`{kind}` still running after {MAX_RUNS} runs: {waited:#?}");
-}
-
-/// [`drive`] from a fresh state, which must succeed.
-async fn drive_ok(ctx: &StepContext, kind: &str, config: &Value) -> serde_json::Map<String, Value> {
-    let mut ctx = ctx.clone();
-    ctx.saved_state = None;
-    let (outcome, _) = drive(&mut ctx, kind, config).await;
-    succeeded(outcome).0
-}
-
-#[track_caller]
-fn succeeded(outcome: StepOutcome) -> (serde_json::Map<String, Value>, Option<Value>) {
-    match outcome {
-        StepOutcome::Succeeded { outputs, state, .. } => (outputs, state),
-        other => panic!("expected Succeeded, got {other:?}"),
-    }
-}
-
-/// Runs `git-open-pr` with `config`, which must succeed; returns the opened PR's number.
-/// Merges with `merge`, then waits with `wait`: both succeed, and the wait's commit is the
-/// merge's. Returns the commit.
-async fn merge_then_wait(ctx: &StepContext, merge: Value, wait: Value) -> String {
-    let merged = drive_ok(ctx, "git-merge-pr", &merge).await;
-    let (waited, _) = succeeded(run(ctx, "git-wait-for-pr", wait).await);
-    assert_eq!(waited["commit"], merged["commit"]);
-    waited["commit"].as_str().unwrap_or_default().to_owned()
-}
-
-async fn open_pr(ctx: &StepContext, config: Value) -> Result<u64> {
-    let (outputs, _) = succeeded(run(ctx, "git-open-pr", config).await);
-    outputs["pr"]["id"]
-        .as_u64()
-        .with_context(|| format!("`git-open-pr` gave no PR number in `pr.id`: {outputs:?}"))
-}
-
-/// A config repository `acme/config` on a real git server: `main` with one commit, and
-/// `dray/promotion/<promotion>` one commit ahead (what `git-push` would have pushed).
-struct Setup {
-    world: TestWorld,
-    git: GitServer,
-    url: String,
-    work: GitRepo,
-}
-
-fn setup() -> Result<Setup> {
-    let world = TestWorld::new()?;
-    let git = GitServer::start(&world, Default::default())?;
-    let url = git.create_repo("acme/config")?;
-    let work = GitRepo::clone_from_url(&world, &url)?;
-    work.write("app.yaml", "image: app:1.0.0\n")?;
-    work.commit("init")?;
-    work.push("main")?;
-    Ok(Setup {
-        world,
-        git,
-        url,
-        work,
-    })
-}
-
-impl Setup {
-    /// Pushes a promotion branch for `promotion` with one change; returns its head.
-    fn promotion_branch(&self, promotion: &str, content: &str) -> Result<String> {
-        self.work.switch("main")?;
-        let branch = format!("dray/promotion/{promotion}");
-        self.work.switch(&branch)?;
-        self.work.write("app.yaml", content)?;
-        let sha = self.work.commit(&format!("Promote {promotion}"))?;
-        self.work.push(&branch)?;
-        Ok(sha)
-    }
-
-    fn main_head(&self) -> Result<String> {
-        self.work.head("main")
-    }
-
-    fn parents(&self, sha: &str) -> Result<Vec<String>> {
-        Ok(self
-            .work
-            .git(["rev-list", "--parents", "-n", "1", sha])?
-            .split_whitespace()
-            .skip(1)
-            .map(str::to_owned)
-            .collect())
-    }
-}
 
 // ---------------------------------------------------------------- GitHub
 
@@ -210,11 +33,7 @@ fn github(s: &Setup) -> Result<GitHubDouble> {
 }
 
 fn gh_config(s: &Setup, gh: &GitHubDouble, extra: Value) -> Value {
-    let mut config = json!({"repoURL": s.url, "provider": "github", "apiURL": gh.api_url()});
-    if let (Some(c), Value::Object(extra)) = (config.as_object_mut(), extra) {
-        c.extend(extra);
-    }
-    config
+    forge_config(s, "github", &gh.api_url(), extra)
 }
 
 #[tokio::test]
@@ -397,17 +216,9 @@ async fn github_resumed_open_pr_adopts_the_existing_pull_request() -> Result<()>
     let s = setup()?;
     let gh = github(&s)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gh_config(&s, &gh, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    // A re-run with the saved state reuses it; a re-run that lost its state (a crash
-    // before the state was saved) adopts the open pull request for the same branches.
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(gh.pulls("acme/config").len(), 1, "no second pull request");
     let creates = gh
         .requests()
@@ -453,29 +264,6 @@ async fn github_rate_limits_are_waited_out_and_reported() -> Result<()> {
     let (outputs, _) = succeeded(run(&ctx, "git-open-pr", config).await);
     assert_eq!(outputs["pr"]["id"], json!(1));
     Ok(())
-}
-
-/// A proxy's 502 while a step waits on a review is waited out and named, never a failure.
-#[track_caller]
-fn waits_out_a_bad_gateway(outcome: StepOutcome, forge: &str) {
-    match outcome {
-        StepOutcome::Running {
-            retry_after,
-            waiting_for,
-            ..
-        } => {
-            assert_eq!(retry_after.as_secs(), 15, "{waiting_for}");
-            assert!(
-                waiting_for.starts_with(&format!(
-                    "the forge to answer again ({forge} answered 502 Bad Gateway"
-                )),
-                "{waiting_for}"
-            );
-            assert!(waiting_for.contains("asking again at "), "{waiting_for}");
-            assert!(!waiting_for.contains("<html>"), "{waiting_for}");
-        }
-        other => panic!("expected Running, got {other:?}"),
-    }
 }
 
 #[tokio::test]
@@ -548,11 +336,7 @@ fn gitlab(s: &Setup, method: gitlab::MergeMethod) -> Result<GitLabDouble> {
 }
 
 fn gl_config(s: &Setup, gl: &GitLabDouble, extra: Value) -> Value {
-    let mut config = json!({"repoURL": s.url, "provider": "gitlab", "apiURL": gl.api_url()});
-    if let (Some(c), Value::Object(extra)) = (config.as_object_mut(), extra) {
-        c.extend(extra);
-    }
-    config
+    forge_config(s, "gitlab", &gl.api_url(), extra)
 }
 
 #[tokio::test]
@@ -684,15 +468,9 @@ async fn gitlab_resumed_open_pr_adopts_the_existing_merge_request() -> Result<()
     let s = setup()?;
     let gl = gitlab(&s, gitlab::MergeMethod::Merge)?;
     s.promotion_branch("prod-4", "image: app:4.0.0\n")?;
-    let mut ctx = context(&s.world, &s.url, "prod-4")?;
+    let ctx = context(&s.world, &s.url, "prod-4")?;
     let config = gl_config(&s, &gl, json!({"targetBranch": "main"}));
-    let (first, state) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = state;
-    let (second, _) = succeeded(run(&ctx, "git-open-pr", config.clone()).await);
-    ctx.saved_state = None;
-    let (third, _) = succeeded(run(&ctx, "git-open-pr", config).await);
-    assert_eq!(first, second);
-    assert_eq!(first, third);
+    open_pr_resumed(&ctx, &config).await;
     assert_eq!(
         gl.merge_requests("acme/config").len(),
         1,
@@ -855,74 +633,6 @@ async fn github_enterprise_api_paths_keep_their_prefix() -> Result<()> {
 }
 
 // ------------------------------------------------- reviewed means merged
-
-/// Whether a recorded request (`METHOD /path?query`) asks for a merge.
-fn is_merge(request: &str) -> bool {
-    let path = request.split('?').next().unwrap_or_default();
-    request.starts_with("PUT ") && path.ends_with("/merge")
-}
-
-/// Asserts that none of a double's recorded `requests` asked to merge.
-fn assert_no_merge_asked(requests: &[String]) {
-    assert!(
-        !requests.iter().any(|r| is_merge(r)),
-        "no merge was asked for: {requests:?}"
-    );
-}
-
-/// What `git-merge-pr` says when the head it checked is no longer the pull request's head.
-fn head_moved(number: u64, old: &str, new: &str) -> StepOutcome {
-    StepOutcome::failed(format!(
-        "pull request #{number}'s head moved from {old} to {new} after it was checked; Dray \
-         merges only what was reviewed — review the new commit and promote again"
-    ))
-}
-
-impl Setup {
-    /// Whether `sha` is in the history of `main` in the served (bare) repository.
-    fn on_main(&self, sha: &str) -> Result<bool> {
-        let out = dray_e2e::git(&self.world)
-            .arg("--git-dir")
-            .arg(self.git.repo_path("acme/config"))
-            .args(["merge-base", "--is-ancestor", sha, "refs/heads/main"])
-            .output()?;
-        Ok(out.status.success())
-    }
-
-    /// Asserts that main is still at `before` and `unmerged` is not in its history.
-    fn assert_not_on_main(&self, before: &str, unmerged: &str) -> Result<()> {
-        assert_eq!(self.main_head()?, before, "nothing landed on main");
-        assert!(
-            !self.on_main(unmerged)?,
-            "the unreviewed commit {unmerged} is not on main"
-        );
-        Ok(())
-    }
-
-    /// A commit on top of `dray/promotion/<promotion>`, pushed to another branch
-    /// (`unreviewed/<promotion>`) so that the server has it; returns it.
-    fn commit_on_top(&self, promotion: &str, content: &str) -> Result<String> {
-        self.work.switch(&format!("dray/promotion/{promotion}"))?;
-        self.work.write("app.yaml", content)?;
-        let sha = self.work.commit("an unreviewed change")?;
-        self.work.push(&format!("unreviewed/{promotion}"))?;
-        Ok(sha)
-    }
-}
-
-/// Runs `git-merge-pr` until it says it waits for `status`; the state it pinned stays in
-/// `ctx`.
-async fn merge_until_waiting_for(ctx: &mut StepContext, config: &Value, status: &str) {
-    let mut said = Vec::new();
-    for _ in 0..MAX_RUNS {
-        match step(ctx, "git-merge-pr", config).await {
-            StepOutcome::Running { waiting_for, .. } if waiting_for.contains(status) => return,
-            StepOutcome::Running { waiting_for, .. } => said.push(waiting_for),
-            other => panic!("expected Running until `{status}`, got {other:?} after {said:?}"),
-        }
-    }
-    panic!("`git-merge-pr` never waited for `{status}`: {said:#?}");
-}
 
 #[tokio::test]
 async fn github_a_push_after_approval_is_not_merged() -> Result<()> {

@@ -80,6 +80,25 @@ pub trait Step: Send + Sync {
     fn default_timeout(&self, _config: &serde_json::Value) -> std::time::Duration {
         DEFAULT_STEP_TIMEOUT
     }
+
+    /// What is wrong with `config` as written, known before any run (`dray apply` reports
+    /// it); a field given as a `${{ }}` expression is not judged. Nothing, unless the
+    /// step says.
+    fn check_config(&self, _config: &serde_json::Value) -> Vec<ConfigProblem> {
+        Vec::new()
+    }
+}
+
+/// A problem with a step's configuration found before it runs (see
+/// [`Step::check_config`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// The field of the step's `config` (`provider`).
+    pub field: &'static str,
+    /// What is wrong, with the value.
+    pub message: String,
+    /// What to do.
+    pub hint: String,
 }
 
 /// How long a step may keep answering `Running` unless it or its `retry.timeout` says.

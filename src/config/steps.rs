@@ -80,6 +80,13 @@ fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Is
                 ),
             );
         }
+        // What the step itself can tell of its config before it runs.
+        if let (Some(known), Some(config)) = (registry.get(kind), &step.config) {
+            for problem in known.check_config(config) {
+                let at = path.key("config").key(problem.field);
+                issues.push(Issue::new(at, problem.message).hint(problem.hint));
+            }
+        }
     }
     if let Some(config) = &step.config {
         for error in crate::expr::validate_value(config, "") {

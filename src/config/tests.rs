@@ -1085,3 +1085,47 @@ spec:
             .open
     );
 }
+
+#[test]
+fn a_pull_request_steps_forge_is_checked_at_apply() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: dev, namespace: demo}
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources: {direct: true}
+  promotionTemplate:
+    spec:
+      steps:
+      - uses: git-open-pr
+        config: {repoURL: 'https://git.example.com/acme/config.git', provider: gittea, targetBranch: main}
+      - uses: git-wait-for-pr
+        config: {repoURL: 'https://git.example.com/acme/config.git', prNumber: 1}
+      - uses: git-merge-pr
+        config: {repoURL: 'https://git.example.com/acme/config.git', provider: gitea, prNumber: 1}
+";
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("dev.yaml", text)]);
+    let found: Vec<(String, String)> = summary(&errors)
+        .into_iter()
+        .map(|(_, field, message)| (field, message))
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                "spec.promotionTemplate.spec.steps[0].config.provider".into(),
+                "`provider` `gittea` is not a forge Dray speaks".into()
+            ),
+            (
+                "spec.promotionTemplate.spec.steps[1].config.repoURL".into(),
+                "cannot tell the forge of `git.example.com`".into()
+            ),
+        ]
+    );
+    assert_eq!(
+        errors[0].hint.as_deref(),
+        Some("use `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`")
+    );
+}

@@ -20,6 +20,7 @@ use octocrab::models::IssueState;
 use octocrab::models::pulls::{MergeableState, PullRequest as GhPull};
 use serde_json::{Value, json};
 
+use super::rest::encode;
 use super::{
     DEFAULT_RATE_LIMIT_WAIT, Forge, ForgeError, MergeMethod, NewPullRequest, PrState, Provider,
     PullRequest, retry_after_from_headers,
@@ -287,20 +288,6 @@ fn merge_body(method: MergeMethod, head_sha: &str) -> Value {
         MergeMethod::Rebase => "rebase",
     };
     json!({"merge_method": method, "sha": head_sha})
-}
-
-/// Percent-encodes a branch name for a query string.
-fn encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                out.push(b as char)
-            }
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,24 +1,29 @@
-//! Pull requests on a forge (GitHub, GitLab): the [`Forge`] trait the PR steps use, and
-//! one implementation per forge.
+//! Pull requests on a forge (GitHub, GitLab, Gitea/Forgejo, Bitbucket Cloud): the
+//! [`Forge`] trait the PR steps use, and one implementation per forge.
 //!
 //! ```text
 //!   git-open-pr / git-wait-for-pr / git-merge-pr
 //!     │  connect(provider, repoURL, apiURL, token)
 //!     ▼
-//!   dyn Forge ──▶ github::GitHub (octocrab)   /repos/{owner}/{repo}/pulls…
-//!             └─▶ gitlab::GitLab (gitlab crate) /api/v4/projects/{id}/merge_requests…
+//!   dyn Forge ──▶ github::GitHub (octocrab)      /repos/{owner}/{repo}/pulls…
+//!             ├─▶ gitlab::GitLab (gitlab crate)  /api/v4/projects/{id}/merge_requests…
+//!             ├─▶ gitea::Gitea (reqwest, rest)   /api/v1/repos/{owner}/{repo}/pulls…
+//!             └─▶ bitbucket::Bitbucket (reqwest) /2.0/repositories/{ws}/{slug}/pullrequests…
 //! ```
 //!
 //! The base URL is configurable (GitHub Enterprise `https://ghe.example.com/api/v3`,
-//! self-hosted GitLab, plain `http://` for the test doubles). A rate limit (GitHub: 403 or
-//! 429 with `x-ratelimit-remaining: 0` or `Retry-After`; GitLab: 429) is
+//! self-hosted GitLab or Gitea, plain `http://` for the test doubles). A rate limit
+//! (GitHub: 403 or 429 with `x-ratelimit-remaining: 0` or `Retry-After`; the others: 429) is
 //! [`ForgeError::RateLimited`] with how long to wait; the steps answer
 //! [`crate::StepOutcome::Running`] saying so, and run again after that time.
 //! Every request (and GitLab's connection check) gives up after 30 s: an unanswered forge
 //! is an error the engine retries, never a wait without end.
 
+pub mod bitbucket;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
+mod rest;
 
 use std::time::Duration;
 
@@ -32,14 +37,35 @@ pub enum Provider {
     Github,
     /// GitLab (gitlab.com or self-hosted).
     Gitlab,
+    /// Gitea (self-hosted; its API v1).
+    Gitea,
+    /// Forgejo (Codeberg or self-hosted; Gitea's API v1).
+    Forgejo,
+    /// Bitbucket Cloud (bitbucket.org; its API 2.0).
+    Bitbucket,
 }
 
 impl Provider {
-    /// The forge's name in messages: `GitHub`, `GitLab`.
+    /// The forge's name in messages: `GitHub`, `GitLab`, `Gitea`, `Forgejo`, `Bitbucket`.
     pub fn name(self) -> &'static str {
         match self {
             Provider::Github => "GitHub",
             Provider::Gitlab => "GitLab",
+            Provider::Gitea => "Gitea",
+            Provider::Forgejo => "Forgejo",
+            Provider::Bitbucket => "Bitbucket",
+        }
+    }
+
+    /// The provider a public host is known to run: `github.com`, `gitlab.com`,
+    /// `bitbucket.org`, `codeberg.org` (Forgejo). Any other host needs `provider:`.
+    fn of_host(host: &str) -> Option<Provider> {
+        match host {
+            "github.com" => Some(Provider::Github),
+            "gitlab.com" => Some(Provider::Gitlab),
+            "bitbucket.org" => Some(Provider::Bitbucket),
+            "codeberg.org" => Some(Provider::Forgejo),
+            _ => None,
         }
     }
 }
@@ -107,7 +133,8 @@ pub enum MergeMethod {
     Merge,
     /// One squashed commit.
     Squash,
-    /// The commits rebased onto the target (GitHub only).
+    /// The commits rebased onto the target (GitHub, Gitea/Forgejo `rebase`, Bitbucket
+    /// `rebase_fast_forward`; GitLab rebases by the project's setting).
     Rebase,
 }
 
@@ -131,6 +158,11 @@ pub enum ForgeError {
     /// forge's own message.
     #[error("{0}")]
     HeadMoved(String),
+    /// The forge merged a head other than the one it was asked to merge (Bitbucket Cloud,
+    /// whose merge cannot be pinned to a commit, when a push raced the merge): the pull
+    /// request is merged, and what landed was not the reviewed commit.
+    #[error("{0}")]
+    MergedOtherHead(String),
     /// The pull request, or the repository, does not exist (or the token cannot see it).
     #[error("{0}")]
     NotFound(String),
@@ -187,9 +219,11 @@ pub struct ForgeTarget {
 }
 
 /// Works out the provider, API URL and repository path from a step's config: `provider`
-/// given or inferred from the host (`github.com`, `gitlab.com`), `apiURL` given or the
-/// public default for the provider (`https://<host>/api/v3` for GitHub Enterprise,
-/// `https://<host>` for self-hosted GitLab).
+/// given or inferred from the host (`github.com`, `gitlab.com`, `bitbucket.org`,
+/// `codeberg.org`), `apiURL` given or the public default for the provider
+/// (`https://<host>/api/v3` for GitHub Enterprise, `https://<host>` for self-hosted GitLab
+/// and Gitea/Forgejo, `https://api.bitbucket.org/2.0` for Bitbucket Cloud). Bitbucket on
+/// another host is Bitbucket Server / Data Center, which Dray does not speak yet.
 pub fn target(
     repo_url: &str,
     provider: Option<Provider>,
@@ -199,13 +233,12 @@ pub fn target(
         .ok_or_else(|| format!("cannot read a host and a repository path from `{repo_url}`"))?;
     let bare_host = host.rsplit('@').next().unwrap_or(host);
     let bare_host_no_port = bare_host.split(':').next().unwrap_or(bare_host);
-    let provider = match provider {
+    let provider = match provider.or_else(|| Provider::of_host(bare_host_no_port)) {
         Some(p) => p,
-        None if bare_host_no_port == "github.com" => Provider::Github,
-        None if bare_host_no_port == "gitlab.com" => Provider::Gitlab,
         None => {
             return Err(format!(
-                "cannot tell the forge of `{bare_host}`; hint: set `provider: github` or `provider: gitlab`"
+                "cannot tell the forge of `{bare_host}`; hint: set `provider:` to `github`, \
+                 `gitlab`, `gitea`, `forgejo` or `bitbucket`"
             ));
         }
     };
@@ -214,7 +247,17 @@ pub fn target(
         None => match (provider, bare_host_no_port) {
             (Provider::Github, "github.com") => "https://api.github.com".to_string(),
             (Provider::Github, _) => format!("{scheme}://{bare_host}/api/v3"),
-            (Provider::Gitlab, _) => format!("{scheme}://{bare_host}"),
+            (Provider::Gitlab | Provider::Gitea | Provider::Forgejo, _) => {
+                format!("{scheme}://{bare_host}")
+            }
+            (Provider::Bitbucket, "bitbucket.org") => bitbucket::CLOUD_API.to_string(),
+            (Provider::Bitbucket, _) => {
+                return Err(format!(
+                    "`{bare_host}` is not bitbucket.org: Dray speaks Bitbucket Cloud only, not \
+                     Bitbucket Server / Data Center yet; hint: set `apiURL` if this is a \
+                     Bitbucket Cloud API behind another address"
+                ));
+            }
         },
     };
     let repo_path = path.trim_matches('/').trim_end_matches(".git").to_string();
@@ -240,10 +283,12 @@ fn split_repo_url(url: &str) -> Option<(&str, &str, &str)> {
     }
 }
 
-/// Connects to the forge of `target` with `token`.
+/// Connects to the forge of `target` with `token`; the Gitea/Forgejo and Bitbucket
+/// clients send their requests through `http`.
 pub async fn connect(
     target: &ForgeTarget,
     token: Option<String>,
+    http: &reqwest::Client,
 ) -> Result<Box<dyn Forge>, ForgeError> {
     let limit = REQUEST_TIMEOUT;
     let provider = target.provider;
@@ -257,6 +302,19 @@ pub async fn connect(
             Provider::Gitlab => {
                 Box::new(gitlab::GitLab::new(&target.api_url, &target.repo_path, token).await?)
             }
+            Provider::Gitea | Provider::Forgejo => Box::new(gitea::Gitea::new(
+                http.clone(),
+                provider,
+                &target.api_url,
+                &target.repo_path,
+                token,
+            )?),
+            Provider::Bitbucket => Box::new(bitbucket::Bitbucket::new(
+                http.clone(),
+                &target.api_url,
+                &target.repo_path,
+                token,
+            )?),
         })
     })
     .await?;
@@ -391,7 +449,31 @@ mod tests {
         assert_eq!(t.api_url, "https://gitlab.com");
         assert_eq!(t.repo_path, "group/sub/config");
         let err = target("https://git.example.com/a/b.git", None, None).unwrap_err();
-        assert!(err.contains("set `provider: github`"), "{err}");
+        assert!(err.contains("set `provider:` to `github`"), "{err}");
+        let t = target("git@bitbucket.org:acme/config.git", None, None).unwrap();
+        assert_eq!(t.provider, Provider::Bitbucket);
+        assert_eq!(t.api_url, "https://api.bitbucket.org/2.0");
+        assert_eq!(t.repo_path, "acme/config");
+        let t = target("https://codeberg.org/acme/config.git", None, None).unwrap();
+        assert_eq!(t.provider, Provider::Forgejo);
+        assert_eq!(t.api_url, "https://codeberg.org");
+        let t = target(
+            "https://git.example.com/a/b.git",
+            Some(Provider::Gitea),
+            None,
+        )
+        .unwrap();
+        assert_eq!(t.api_url, "https://git.example.com");
+        let err = target(
+            "https://bitbucket.example.com/scm/a/b.git",
+            Some(Provider::Bitbucket),
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("not Bitbucket Server / Data Center yet"),
+            "{err}"
+        );
         let t = target(
             "https://ghe.example.com/a/b.git",
             Some(Provider::Github),

@@ -41,15 +41,16 @@ pub(crate) struct Config {
     /// The repository, e.g. `https://github.com/acme/config.git`.
     #[serde(rename = "repoURL")]
     pub(crate) repo_url: String,
-    /// `github` or `gitlab`; inferred from the host for github.com and gitlab.com.
+    /// `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`; inferred from the host for
+    /// github.com, gitlab.com, bitbucket.org and codeberg.org (Forgejo).
     #[serde(default)]
     pub(crate) provider: Option<Provider>,
-    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab).
+    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab or Gitea/Forgejo).
     #[serde(default, rename = "apiURL")]
     pub(crate) api_url: Option<String>,
     /// The pull request, e.g. `${{ outputs.open-pr.pr.id }}`.
     pub(crate) pr_number: PrNumber,
-    /// `merge` (default), `squash` or `rebase` (GitHub only).
+    /// `merge` (default), `squash` or `rebase` (GitHub, Gitea/Forgejo, Bitbucket).
     #[serde(default)]
     pub(crate) merge_method: MergeMethod,
     /// How often to look while checks are pending (default `30s`).
@@ -66,7 +67,7 @@ pub(crate) struct Config {
 }
 
 /// Statuses that may clear by themselves: wait.
-const PENDING: [&str; 16] = [
+const PENDING: [&str; 18] = [
     // GitHub `mergeable_state`
     "blocked",
     "unknown",
@@ -85,6 +86,10 @@ const PENDING: [&str; 16] = [
     "merge_time",
     "requested_changes",
     "merge_request_blocked",
+    // Gitea/Forgejo `mergeable: false` (checking, a conflict or work in progress)
+    crate::forge::gitea::NOT_MERGEABLE,
+    // Bitbucket `QUEUED` (in its merge queue)
+    "queued",
 ];
 
 /// Statuses that say the forge has not worked out yet whether the merge can be done.
@@ -108,6 +113,10 @@ impl TypedStep for GitMergePr {
     const KIND: &'static str = KIND;
     const WRITES: Writes = Writes::Forge;
     type Config = Config;
+
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
 
     fn default_timeout(&self, config: &Config) -> std::time::Duration {
         own_timeout(config.timeout.as_deref())

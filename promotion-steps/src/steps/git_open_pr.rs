@@ -31,11 +31,12 @@ pub(crate) struct Config {
     /// The repository, e.g. `https://github.com/acme/config.git`.
     #[serde(rename = "repoURL")]
     pub(crate) repo_url: String,
-    /// `github` or `gitlab`; inferred from the host for github.com and gitlab.com.
+    /// `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`; inferred from the host for
+    /// github.com, gitlab.com, bitbucket.org and codeberg.org (Forgejo).
     #[serde(default)]
     pub(crate) provider: Option<Provider>,
     /// The forge's API base URL (GitHub Enterprise `https://ghe.example.com/api/v3`,
-    /// self-hosted GitLab `https://git.example.com`).
+    /// self-hosted GitLab or Gitea/Forgejo `https://git.example.com`).
     #[serde(default, rename = "apiURL")]
     pub(crate) api_url: Option<String>,
     /// The branch to merge from; `dray/promotion/<promotion>` (as pushed by `git-push`
@@ -67,6 +68,10 @@ impl TypedStep for GitOpenPr {
     const KIND: &'static str = KIND;
     const WRITES: Writes = Writes::Forge;
     type Config = Config;
+
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let head = config
@@ -234,6 +239,6 @@ mod tests {
                 )
                 .await,
         );
-        assert!(reason.contains("set `provider: github`"), "{reason}");
+        assert!(reason.contains("set `provider:` to `github`"), "{reason}");
     }
 }

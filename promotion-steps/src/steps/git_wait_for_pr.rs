@@ -30,10 +30,11 @@ pub(crate) struct Config {
     /// The repository, e.g. `https://github.com/acme/config.git`.
     #[serde(rename = "repoURL")]
     pub(crate) repo_url: String,
-    /// `github` or `gitlab`; inferred from the host for github.com and gitlab.com.
+    /// `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`; inferred from the host for
+    /// github.com, gitlab.com, bitbucket.org and codeberg.org (Forgejo).
     #[serde(default)]
     pub(crate) provider: Option<Provider>,
-    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab).
+    /// The forge's API base URL (GitHub Enterprise, self-hosted GitLab or Gitea/Forgejo).
     #[serde(default, rename = "apiURL")]
     pub(crate) api_url: Option<String>,
     /// The pull request, e.g. `${{ outputs.open-pr.pr.id }}`.
@@ -55,6 +56,10 @@ impl TypedStep for GitWaitForPr {
     const KIND: &'static str = KIND;
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
+
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        super::pr::check_forge(config)
+    }
 
     fn default_timeout(&self, config: &Config) -> Duration {
         own_timeout(config.timeout.as_deref())

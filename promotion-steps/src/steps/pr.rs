@@ -49,9 +49,58 @@ pub(crate) async fn connect(
     let target = forge::target(repo_url, provider, api_url)
         .map_err(|reason| StepOutcome::failed(format!("invalid `{kind}` config: {reason}")))?;
     let token = ctx.credentials.token(repo_url);
-    forge::connect(&target, token)
+    forge::connect(&target, token, &ctx.http)
         .await
         .map_err(|e| forge_error(&e, ctx.saved_state.clone()))
+}
+
+/// What `dray apply` can tell of a PR step's forge: a `provider` that is not one, and a
+/// forge that cannot be worked out from `repoURL`, `provider` and `apiURL` (an unknown host
+/// without `provider`, Bitbucket Server). Fields written as `${{ }}` are not judged.
+pub(crate) fn check_forge(config: &Value) -> Vec<crate::ConfigProblem> {
+    let literal = |key: &str| match &config[key] {
+        Value::Null => Some(None),
+        Value::String(s) if s.contains("${{") => None,
+        Value::String(s) => Some(Some(s.as_str())),
+        _ => None,
+    };
+    let provider = match literal("provider") {
+        Some(Some(name)) => match serde_json::from_value::<Provider>(json!(name)) {
+            Ok(p) => Some(Some(p)),
+            Err(_) => {
+                return vec![crate::ConfigProblem {
+                    field: "provider",
+                    message: format!("`provider` `{name}` is not a forge Dray speaks"),
+                    hint: "use `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`".into(),
+                }];
+            }
+        },
+        Some(None) => Some(None),
+        None => None,
+    };
+    let (Some(Some(repo_url)), Some(provider), Some(api_url)) =
+        (literal("repoURL"), provider, literal("apiURL"))
+    else {
+        return Vec::new();
+    };
+    match forge::target(repo_url, provider, api_url) {
+        Ok(_) => Vec::new(),
+        Err(reason) => {
+            let (message, hint) = match reason.split_once("; hint: ") {
+                Some((message, hint)) => (message.to_string(), hint.to_string()),
+                None => (reason, "see docs/steps.md (pull requests)".to_string()),
+            };
+            vec![crate::ConfigProblem {
+                field: if provider.is_some() {
+                    "provider"
+                } else {
+                    "repoURL"
+                },
+                message,
+                hint,
+            }]
+        }
+    }
 }
 
 /// The outcome of a forge error: a rate limit is `Running` (saying until when), a refusal
@@ -74,9 +123,9 @@ pub(crate) fn forge_error(e: &ForgeError, state: Option<Value>) -> StepOutcome {
             ),
             state,
         },
-        ForgeError::Refused(message) | ForgeError::HeadMoved(message) => {
-            StepOutcome::failed(message.clone())
-        }
+        ForgeError::Refused(message)
+        | ForgeError::HeadMoved(message)
+        | ForgeError::MergedOtherHead(message) => StepOutcome::failed(message.clone()),
         ForgeError::NotFound(message) | ForgeError::Other(message) => {
             StepOutcome::errored(message.clone())
         }
@@ -167,7 +216,7 @@ pub(crate) fn since_state(since: i64) -> Option<Value> {
 pub(crate) struct WaitFor<'a> {
     /// The repository.
     pub(crate) repo_url: &'a str,
-    /// `github` or `gitlab`, when not inferred from the host.
+    /// The forge, when not inferred from the host.
     pub(crate) provider: Option<Provider>,
     /// The forge's API base URL.
     pub(crate) api_url: Option<&'a str>,
@@ -250,6 +299,40 @@ pub(crate) async fn start_waiting(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forge_that_cannot_be_known_is_told_before_the_run() {
+        let problems = check_forge(&json!({"repoURL": "https://git.example.com/a/b.git",
+            "provider": "gittea"}));
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].field, "provider");
+        assert_eq!(
+            problems[0].message,
+            "`provider` `gittea` is not a forge Dray speaks"
+        );
+        let problems = check_forge(&json!({"repoURL": "https://git.example.com/a/b.git"}));
+        assert_eq!(problems[0].field, "repoURL");
+        assert!(problems[0].hint.contains("`gitea`"), "{:?}", problems[0]);
+        let problems = check_forge(&json!({"repoURL": "https://bitbucket.example.com/a/b.git",
+            "provider": "bitbucket"}));
+        assert!(
+            problems[0].message.contains("Bitbucket Server"),
+            "{:?}",
+            problems[0]
+        );
+        // Written as expressions: judged when the step runs.
+        assert!(check_forge(&json!({"repoURL": "${{ vars.repo }}"})).is_empty());
+        assert!(
+            check_forge(&json!({"repoURL": "https://git.example.com/a/b.git",
+            "provider": "${{ vars.forge }}"}))
+            .is_empty()
+        );
+        assert!(
+            check_forge(&json!({"repoURL": "https://git.example.com/a/b.git",
+            "provider": "gitea"}))
+            .is_empty()
+        );
+    }
 
     #[test]
     fn durations_and_numbers_are_read() {

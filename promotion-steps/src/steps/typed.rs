@@ -31,6 +31,11 @@ pub(crate) trait TypedStep: Send + Sync {
     fn default_timeout(&self, _config: &Self::Config) -> Duration {
         crate::DEFAULT_STEP_TIMEOUT
     }
+
+    /// See [`Step::check_config`].
+    fn check(&self, _config: &Value) -> Vec<crate::ConfigProblem> {
+        Vec::new()
+    }
 }
 
 #[async_trait]
@@ -52,6 +57,10 @@ impl<T: TypedStep> Step for T {
             Ok(config) => self.run_config(ctx, config).await,
             Err(outcome) => outcome,
         }
+    }
+
+    fn check_config(&self, config: &Value) -> Vec<crate::ConfigProblem> {
+        TypedStep::check(self, config)
     }
 
     /// A configuration that does not parse gets the default: the run fails on it anyway.
