@@ -63,6 +63,7 @@ fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Result<StepCon
                 digest: "sha256:abc".into(),
             }],
             commits: vec![],
+            charts: vec![],
         },
         approved_by: None,
         window_override: None,

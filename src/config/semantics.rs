@@ -6,10 +6,13 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    BUILTIN_ROLES, Credential, CredentialType, Freight, ObjectKey, ProjectConfig, Promotion,
-    PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD, Warehouse,
-    rule_resources,
+    BUILTIN_ROLES, ChartSubscription, Credential, CredentialType, Freight, ObjectKey,
+    ProjectConfig, Promotion, PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb,
+    WILDCARD, Warehouse, rule_resources,
 };
+
+use crate::discovery::chart::source::ChartSource;
+use crate::discovery::image::constraint::Constraint;
 
 use super::durations;
 use super::error::Issue;
@@ -57,7 +60,7 @@ fn credential(credential: &Credential) -> Vec<Issue> {
         (_, (false, false)) => issues.push(
             Issue::new(
                 at.key("repoURL"),
-                "a git, image, argocd or signing credential must name its repository or server",
+                "a git, image, helm, argocd or signing credential must name its repository or server",
             )
             .hint("set `repoURL`, or `repoURLPattern` (a regular expression)"),
         ),
@@ -324,8 +327,9 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
     let at = FieldPath::of(&["spec", "subscriptions"]);
     if warehouse.spec.subscriptions.is_empty() {
         issues.push(
-            Issue::new(at.clone(), "a Warehouse needs at least one subscription")
-                .hint("add `- image: {repoURL: …}` or `- git: {repoURL: …}`"),
+            Issue::new(at.clone(), "a Warehouse needs at least one subscription").hint(
+                "add `- image: {repoURL: …}`, `- git: {repoURL: …}` or `- chart: {repoURL: …}`",
+            ),
         );
     }
     for (i, sub) in warehouse.spec.subscriptions.iter().enumerate() {
@@ -341,21 +345,28 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
 }
 
 fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
-    let (kind, repo_url, limit) = match (&sub.image, &sub.git) {
-        (Some(image), None) => ("image", &image.repo_url, image.discovery_limit),
-        (None, Some(git)) => ("git", &git.repo_url, git.discovery_limit),
-        (Some(_), Some(_)) => {
+    let (kind, repo_url, limit) = match (&sub.image, &sub.git, &sub.chart) {
+        (Some(image), None, None) => ("image", &image.repo_url, image.discovery_limit),
+        (None, Some(git), None) => ("git", &git.repo_url, git.discovery_limit),
+        (None, None, Some(chart)) => {
+            chart_subscription(chart, &at.key("chart"), issues);
+            return;
+        }
+        (None, None, None) => {
             let issue = Issue::new(
                 at.clone(),
-                "a subscription must set exactly one of `image` and `git`, not both",
+                "a subscription must set `image`, `git` or `chart`",
             )
-            .hint("split it into two subscriptions");
+            .hint("add `image: {repoURL: …}`, `git: {repoURL: …}` or `chart: {repoURL: …}`");
             issues.push(issue);
             return;
         }
-        (None, None) => {
-            let issue = Issue::new(at.clone(), "a subscription must set `image` or `git`")
-                .hint("add `image: {repoURL: …}` or `git: {repoURL: …}`");
+        _ => {
+            let issue = Issue::new(
+                at.clone(),
+                "a subscription must set exactly one of `image`, `git` and `chart`",
+            )
+            .hint("split it into one subscription per repository");
             issues.push(issue);
             return;
         }
@@ -382,6 +393,40 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
     }
 }
 
+/// A chart subscription: where the chart is (`discovery::chart::source`, the rule discovery
+/// applies), that `semverConstraint` compiles and `discoveryLimit` is in bounds.
+fn chart_subscription(chart: &ChartSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    if let Err(issue) = ChartSource::of(chart) {
+        issues.push(Issue::new(at.key(issue.field), issue.reason).hint(issue.hint));
+    }
+    if let Some(text) = chart
+        .semver_constraint
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        && let Err(reason) = Constraint::parse(text.trim())
+    {
+        issues.push(
+            Issue::new(
+                at.key("semverConstraint"),
+                format!("`semverConstraint` `{text}` is not a version range: {reason}"),
+            )
+            .hint("write a range such as `^1.2.0`, `>=1.0.0 <2.0.0` or `~1.4`"),
+        );
+    }
+    if !(1..=MAX_DISCOVERY_LIMIT).contains(&chart.discovery_limit) {
+        issues.push(
+            Issue::new(
+                at.key("discoveryLimit"),
+                format!(
+                    "`discoveryLimit` is {}, but must be between 1 and {MAX_DISCOVERY_LIMIT}",
+                    chart.discovery_limit
+                ),
+            )
+            .hint("remove it to use the default (20)"),
+        );
+    }
+}
+
 fn freight(freight: &Freight) -> Vec<Issue> {
     let mut issues = Vec::new();
     let origin = &freight.spec.origin.name;
@@ -391,11 +436,14 @@ fn freight(freight: &Freight) -> Vec<Issue> {
         "Warehouse name",
         FieldPath::of(&["origin", "name"]),
     ));
-    if freight.spec.images.is_empty() && freight.spec.commits.is_empty() {
+    if freight.spec.images.is_empty()
+        && freight.spec.commits.is_empty()
+        && freight.spec.charts.is_empty()
+    {
         issues.push(
             Issue::new(
                 FieldPath::root(),
-                "Freight must pin at least one image or commit",
+                "Freight must pin at least one image, commit or chart",
             )
             .hint("add `images:` or `commits:`"),
         );
@@ -577,6 +625,40 @@ mod tests {
             json!({"metadata": {"name": "app"}, "spec": {"subscriptions": []}}),
         );
         assert_eq!(found[0].1, "a Warehouse needs at least one subscription");
+    }
+
+    #[test]
+    fn chart_subscriptions() {
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {"subscriptions": [
+                {"chart": {"repoURL": "https://charts.example.com", "name": "app", "semverConstraint": "^1.0.0"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app"}},
+                {"chart": {"repoURL": "https://charts.example.com"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app", "name": "app"}},
+                {"chart": {"repoURL": "ftp://charts.example.com", "name": "app"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app", "semverConstraint": ">=1.0 <2.x.y", "discoveryLimit": 101}},
+                {"chart": {"repoURL": "oci://r/c/app"}, "image": {"repoURL": "r/c/app"}},
+            ]}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.subscriptions[2].chart.name",
+                "spec.subscriptions[3].chart.name",
+                "spec.subscriptions[4].chart.repoURL",
+                "spec.subscriptions[5].chart.semverConstraint",
+                "spec.subscriptions[5].chart.discoveryLimit",
+                "spec.subscriptions[6]",
+            ]
+        );
+        assert!(found[0].1.contains("needs the chart's `name`"), "{found:?}");
+        assert!(
+            found[1].1.contains("must not be set for an `oci://`"),
+            "{found:?}"
+        );
+        assert!(found[3].1.contains("`<2.x.y`"), "{found:?}");
     }
 
     #[test]

@@ -28,14 +28,16 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCommit, FreightCreationPolicy,
-    FreightImage, Kind, ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind,
-    SubscriptionStatus, Time, Warehouse, WarehouseStatus, parse_duration,
+    ChartSubscription, Condition, DiscoveredChartRef, DiscoveredCommitRef, DiscoveredImageRef,
+    FreightChart, FreightCommit, FreightCreationPolicy, FreightImage, Kind, ObjectKey,
+    RepoSubscription, ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time, Warehouse,
+    WarehouseStatus, parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
+use super::chart::ChartDiscoverer;
 use super::credentials;
 use super::git::{GitDiscoverer, GitDiscoveryState};
 use super::image::ImageDiscoverer;
@@ -65,6 +67,7 @@ pub struct WarehouseController {
     secret_key: Arc<SecretKey>,
     images: ImageDiscoverer,
     git: GitDiscoverer,
+    charts: ChartDiscoverer,
 }
 
 /// What the loop decided about one Warehouse.
@@ -84,6 +87,7 @@ impl WarehouseController {
         WarehouseController {
             store,
             secret_key,
+            charts: ChartDiscoverer::new(images.clone()),
             images,
             git,
         }
@@ -229,10 +233,13 @@ impl WarehouseController {
             }
             return status;
         }
+        if let (None, Some(chart)) = (&sub.git, &sub.chart) {
+            return self.discover_chart(credentials, chart).await;
+        }
         let Some(git) = &sub.git else {
             return SubscriptionStatus {
                 kind: SubscriptionKind::Unknown,
-                message: "a subscription must set `image` or `git`".into(),
+                message: "a subscription must set `image`, `git` or `chart`".into(),
                 ..Default::default()
             };
         };
@@ -281,6 +288,49 @@ impl WarehouseController {
         status
     }
 
+    /// Discovers one chart subscription: with the project's `helm` Credential for its
+    /// `repoURL` or, for `oci://`, the `image` Credential of the registry repository.
+    async fn discover_chart(
+        &self,
+        credentials: &Result<Vec<StoredObject>, String>,
+        chart: &ChartSubscription,
+    ) -> SubscriptionStatus {
+        let mut status = SubscriptionStatus {
+            repo_url: chart.repo_url.clone(),
+            kind: SubscriptionKind::Chart,
+            ..Default::default()
+        };
+        let found = match self.credential(credentials, "helm", &chart.repo_url) {
+            Ok(None) if dray_steps::helm::is_oci(&chart.repo_url) => {
+                self.credential(credentials, "image", &chart.repo_url)
+            }
+            other => other,
+        };
+        let creds = match found {
+            Ok(found) => found.map(credentials::registry_credentials),
+            Err(message) => {
+                status.message = message;
+                return status;
+            }
+        };
+        match self.charts.discover(chart, creds.as_ref()).await {
+            Ok(found) => {
+                status.ready = true;
+                status.charts = found
+                    .charts
+                    .iter()
+                    .map(|c| DiscoveredChartRef {
+                        name: c.name.clone(),
+                        version: c.version.clone(),
+                        digest: c.digest.clone(),
+                    })
+                    .collect();
+            }
+            Err(error) => status.message = error.to_string(),
+        }
+        status
+    }
+
     /// The Credential of `credential_type` for `repo_url` among the project's
     /// `credentials`; the error is the message for the subscription's status.
     fn credential(
@@ -307,8 +357,18 @@ impl WarehouseController {
         }
         let mut images = Vec::new();
         let mut commits = Vec::new();
+        let mut charts = Vec::new();
         for sub in &status.subscriptions {
             match sub.kind.as_str() {
+                "chart" => match sub.charts.first() {
+                    Some(highest) => charts.push(FreightChart {
+                        repo_url: sub.repo_url.clone(),
+                        name: highest.name.clone(),
+                        version: highest.version.clone(),
+                        digest: highest.digest.clone(),
+                    }),
+                    None => return Ok(None),
+                },
                 "image" => match sub.images.first() {
                     Some(newest) => images.push(FreightImage {
                         repo_url: sub.repo_url.clone(),
@@ -331,7 +391,7 @@ impl WarehouseController {
             }
         }
         let project = key.namespace.as_deref().unwrap_or_default();
-        let id = mint::freight_id(&images, &commits);
+        let id = mint::artifacts_id(&images, &commits, &charts);
         let freight_key = ObjectKey::namespaced(Kind::Freight, project, &id);
         if self.store.get(&freight_key).await?.is_some() {
             return Ok(None);
@@ -343,6 +403,7 @@ impl WarehouseController {
             warehouse: &key.name,
             images: &images,
             commits: &commits,
+            charts: &charts,
             origin: mint::MintOrigin::Discovered {
                 warnings: warnings.clone(),
             },

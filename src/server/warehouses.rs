@@ -208,6 +208,7 @@ pub(crate) async fn assemble_freight(
         warehouse: &request.warehouse,
         images: &request.images,
         commits: &request.commits,
+        charts: &[],
         origin: MintOrigin::Assembled {
             alias: request.alias.clone(),
         },
