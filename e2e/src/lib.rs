@@ -9,6 +9,9 @@
 //!   [`GitRepo`] is a test-side working copy driven by the git CLI.
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
+//! - [`chart_repo::ChartRepo`]: a classic Helm chart repository (`index.yaml` and
+//!   archives, optional basic auth); [`chart_repo::build_chart`] packs real charts and
+//!   [`oci::push_chart`] pushes them to the registry as OCI artifacts.
 //!
 //! Every secret the harness makes is remembered by [`secrets`]; each `dray serve` log,
 //! CLI output, API response and page the harness sees is checked for them, and a test
@@ -37,6 +40,7 @@ pub mod argocd;
 pub mod bench_baseline;
 pub mod bench_numbers;
 pub mod browser;
+pub mod chart_repo;
 pub mod controller;
 mod credentials;
 pub mod deploy;
