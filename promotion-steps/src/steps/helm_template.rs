@@ -402,6 +402,29 @@ mod tests {
         assert!(reason.contains("missing field `releaseName`"), "{reason}");
     }
 
+    #[tokio::test]
+    async fn path_and_chart_are_exclusive_and_the_chart_is_checked_before_any_request() {
+        let work = tempfile::tempdir().unwrap();
+        chart(work.path());
+        let ctx = context(work.path());
+        for config in [
+            json!({"releaseName": "web", "outPath": "o.yaml"}),
+            json!({"path": ".", "chart": {"repoURL": "https://c", "name": "app", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"}),
+        ] {
+            let reason = failed(HelmTemplate.run(&ctx, config).await);
+            assert!(reason.contains("set exactly one of `path`"), "{reason}");
+        }
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "https://c", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(reason.contains("`chart.name`"), "{reason}");
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "oci://r/charts/app", "name": "web", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(
+            reason.contains("is not the chart of `oci://r/charts/app`"),
+            "{reason}"
+        );
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "oci://r/charts/app", "version": "../x"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(reason.contains("`chart.version`"), "{reason}");
+    }
+
     fn which(program: &str) -> Option<PathBuf> {
         std::env::var_os("PATH").and_then(|paths| {
             std::env::split_paths(&paths)

@@ -13,6 +13,7 @@ mod pr;
 pub(crate) mod copy;
 pub(crate) mod delete;
 pub(crate) mod helm_template;
+pub(crate) mod helm_update_chart;
 pub(crate) mod kustomize_build;
 pub(crate) mod kustomize_set_image;
 pub(crate) mod yaml_update;

@@ -133,7 +133,7 @@ pub(crate) fn parse_key(key: &str) -> Result<Vec<String>, StepOutcome> {
 
 /// Sets `key` to `value` in the lossless tree and, in step, in `expected` (the plain data
 /// the file must hold afterwards). The error says, in words, what is missing.
-fn apply(
+pub(crate) fn apply(
     edit: &YamlEdit,
     expected: &mut Value,
     key: &[String],
