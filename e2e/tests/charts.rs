@@ -12,6 +12,7 @@ use dray::api::ChartSubscription;
 use dray::discovery::chart::{ChartDiscoverer, ChartDiscoveryError};
 use dray::discovery::image::{ImageDiscoverer, ImageDiscovererOptions, RegistryCredentials};
 use dray_e2e::chart_repo::{ChartRepo, build_chart};
+use dray_e2e::pipeline::text;
 use dray_e2e::{
     Credentials, Dray, DrayOptions, GitRepo, GitServer, Registry, RegistryOptions, TestWorld, oci,
     workspace_root,
@@ -19,14 +20,6 @@ use dray_e2e::{
 use dray_steps::GitCredentials;
 use dray_steps::helm::{ChartRef, ChartRepoError, fetch_chart};
 use serde_json::Value;
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// The helm shim; its Python package must be installed (e2e/test.sh does), or the test
 /// fails saying so.

@@ -20,6 +20,7 @@ mod oci;
 pub use error::ChartRepoError;
 pub use fetch::{ChartRef, fetch_chart};
 pub use index::{ChartIndex, IndexEntry, fetch_index};
+pub use oci::chart_layer;
 
 /// The config media type of a Helm chart stored as an OCI artifact.
 pub const CHART_CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.helm.config.v1+json";

@@ -107,36 +107,39 @@ pub(super) async fn pull(
     if let Some(digest) = digest {
         check_digest("the chart manifest", &puller.base, &manifest, digest)?;
     }
+    let layer = chart_layer(&manifest, &shown)?;
+    let archive = puller
+        .read("fetch the chart archive", &format!("blobs/{layer}"), None)
+        .await?;
+    check_digest("the chart archive", &puller.base, &archive, &layer)?;
+    Ok(archive)
+}
+
+/// The digest of the chart archive layer of the manifest `body` of `reference`
+/// (`oci://…:tag`), after checking the manifest is a Helm chart's.
+pub fn chart_layer(body: &[u8], reference: &str) -> Result<String, ChartRepoError> {
     let manifest: Manifest =
-        serde_json::from_slice(&manifest).map_err(|err| ChartRepoError::InvalidResponse {
+        serde_json::from_slice(body).map_err(|err| ChartRepoError::InvalidResponse {
             operation: "fetch the chart manifest".into(),
-            url: shown.clone(),
+            url: reference.to_owned(),
             reason: format!("not an OCI image manifest: {err}"),
         })?;
     if manifest.config.media_type != CHART_CONFIG_MEDIA_TYPE {
         return Err(ChartRepoError::NotAChart {
-            reference: shown,
+            reference: reference.to_owned(),
             media_type: manifest.config.media_type,
         });
     }
-    let Some(layer) = manifest.layers.iter().find(|l| {
-        l.media_type == CHART_LAYER_MEDIA_TYPE || l.media_type == LEGACY_LAYER_MEDIA_TYPE
-    }) else {
-        return Err(ChartRepoError::InvalidResponse {
+    manifest
+        .layers
+        .into_iter()
+        .find(|l| l.media_type == CHART_LAYER_MEDIA_TYPE || l.media_type == LEGACY_LAYER_MEDIA_TYPE)
+        .map(|l| l.digest)
+        .ok_or_else(|| ChartRepoError::InvalidResponse {
             operation: "fetch the chart manifest".into(),
-            url: shown,
+            url: reference.to_owned(),
             reason: format!("no `{CHART_LAYER_MEDIA_TYPE}` layer"),
-        });
-    };
-    let archive = puller
-        .read(
-            "fetch the chart archive",
-            &format!("blobs/{}", layer.digest),
-            None,
-        )
-        .await?;
-    check_digest("the chart archive", &puller.base, &archive, &layer.digest)?;
-    Ok(archive)
+        })
 }
 
 fn check_digest(what: &str, url: &Url, body: &[u8], digest: &str) -> Result<(), ChartRepoError> {

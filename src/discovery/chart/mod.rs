@@ -27,8 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dray_steps::GitCredentials;
-use dray_steps::helm::{self, CHART_CONFIG_MEDIA_TYPE, ChartRepoError, tag_to_version};
-use serde::Deserialize;
+use dray_steps::helm::{self, tag_to_version};
 
 pub use self::error::ChartDiscoveryError;
 use self::source::ChartSource;
@@ -88,18 +87,6 @@ impl DiscoveredChart {
             digest: self.digest.clone(),
         }
     }
-}
-
-#[derive(Deserialize)]
-struct ManifestConfig {
-    config: MediaType,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MediaType {
-    #[serde(default)]
-    media_type: String,
 }
 
 impl ChartDiscoverer {
@@ -232,7 +219,8 @@ impl ChartDiscoverer {
         })
     }
 
-    /// Reads the manifest `digest` (once per digest) and checks it is a Helm chart.
+    /// Reads the manifest `digest` (once per digest) and checks it is a Helm chart's, with
+    /// the check the steps' download makes (`dray_steps::helm::chart_layer`).
     async fn check_is_chart(
         &self,
         sub: &ChartSubscription,
@@ -250,20 +238,7 @@ impl ChartDiscoverer {
             .images
             .artifact_manifest(repository, sub.insecure, auth, digest)
             .await?;
-        let reference = format!("{}:{tag}", sub.repo_url);
-        let config: ManifestConfig =
-            serde_json::from_slice(&body).map_err(|err| ChartRepoError::InvalidResponse {
-                operation: "fetch the chart manifest".into(),
-                url: reference.clone(),
-                reason: format!("not an OCI image manifest: {err}"),
-            })?;
-        if config.config.media_type != CHART_CONFIG_MEDIA_TYPE {
-            return Err(ChartRepoError::NotAChart {
-                reference,
-                media_type: config.config.media_type,
-            }
-            .into());
-        }
+        helm::chart_layer(&body, &format!("{}:{tag}", sub.repo_url))?;
         let mut known = lock(&self.inner.known_charts);
         if known.len() >= MAX_KNOWN_CHARTS {
             known.clear();
