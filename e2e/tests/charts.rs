@@ -380,6 +380,28 @@ async fn oci_charts_pin_their_digest_map_tags_back_to_versions_and_render_at_the
             rendered.contains("marker: \"oci-0.3.0-rc.1\""),
             "{rendered}"
         );
+
+        // The version is pushed again with other content: new Freight, flagged, pinned by
+        // the new digest, and the promotion renders what that digest holds.
+        let archive = build_chart(&f.world, "app", "0.3.0-rc.1", "oci-rebuilt")?;
+        let push = oci::push_chart(&registry, "charts/app", "app", "0.3.0-rc.1", &archive);
+        let rebuilt = tokio::runtime::Handle::current().block_on(push)?;
+        let refreshed = f.refresh()?;
+        assert!(refreshed.status.success(), "{}", text(&refreshed));
+        let freight = f.freight()?;
+        let moved = freight
+            .iter()
+            .find(|fr| charts_of(fr).first().and_then(|c| c.2.as_deref()) == Some(rebuilt.as_str()))
+            .context("Freight for the re-pushed chart")?;
+        let warnings = moved["warnings"].to_string();
+        assert!(
+            warnings.contains(&format!(
+                "tagMoved: `{url}:0.3.0-rc.1` now points at `{rebuilt}`"
+            )),
+            "{warnings}"
+        );
+        let rendered = f.promote_and_read(moved["alias"].as_str().context("alias")?)?;
+        assert!(rendered.contains("marker: \"oci-rebuilt\""), "{rendered}");
         Ok(())
     })
 }

@@ -397,7 +397,7 @@ impl WarehouseController {
             return Ok(None);
         }
         let existing = self.store.list(Kind::Freight, Some(project)).await?;
-        let warnings = moved_tags(&existing, &key.name, &images);
+        let warnings = moved_tags(&existing, &key.name, &images, &charts);
         let request = mint::MintRequest {
             project,
             warehouse: &key.name,
@@ -429,10 +429,16 @@ impl WarehouseController {
     }
 }
 
-/// Warnings for images whose tag was seen before, in this Warehouse's Freight, with
-/// another digest.
-fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage]) -> Vec<String> {
-    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+/// Warnings for images whose tag, and OCI charts whose version, was seen before, in this
+/// Warehouse's Freight, with another digest.
+fn moved_tags(
+    existing: &[StoredObject],
+    warehouse: &str,
+    images: &[FreightImage],
+    charts: &[FreightChart],
+) -> Vec<String> {
+    // (field, repoURL, tag or version) → digest
+    let mut seen: BTreeMap<(&str, String, String), String> = BTreeMap::new();
     for freight in existing {
         if freight
             .object
@@ -442,35 +448,45 @@ fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage
         {
             continue;
         }
-        for image in freight
-            .object
-            .get("images")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let field = |name: &str| {
-                image
-                    .get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            seen.insert((field("repoURL"), field("tag")), field("digest"));
+        for (field, version) in [("images", "tag"), ("charts", "version")] {
+            for artifact in freight
+                .object
+                .get(field)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let text = |name: &str| {
+                    artifact
+                        .get(name)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                if artifact.get("digest").is_some_and(Value::is_string) {
+                    seen.insert((field, text("repoURL"), text(version)), text("digest"));
+                }
+            }
         }
     }
-    images
+    let now = images
         .iter()
-        .filter_map(|image| {
-            let previous = seen.get(&(image.repo_url.clone(), image.tag.clone()))?;
-            (previous != &image.digest).then(|| {
-                format!(
-                    "tagMoved: `{}:{}` now points at `{}`; it was `{}` when earlier Freight was minted",
-                    image.repo_url, image.tag, image.digest, previous
-                )
-            })
+        .map(|i| ("images", &i.repo_url, &i.tag, Some(&i.digest)))
+        .chain(
+            charts
+                .iter()
+                .map(|c| ("charts", &c.repo_url, &c.version, c.digest.as_ref())),
+        );
+    now.filter_map(|(field, repo_url, tag, digest)| {
+        let digest = digest?;
+        let previous = seen.get(&(field, repo_url.clone(), tag.clone()))?;
+        (previous != digest).then(|| {
+            format!(
+                "tagMoved: `{repo_url}:{tag}` now points at `{digest}`; it was `{previous}` when earlier Freight was minted"
+            )
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// Discovers the Warehouse when it is due; see the module doc.
