@@ -11,6 +11,9 @@
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
 //! - [`github`], [`gitlab`], [`gitea`], [`bitbucket`]: pull-request API doubles of the
 //!   forges over real bare repositories (merges are real commits, made by the git CLI).
+//! - [`chart_repo::ChartRepo`]: a classic Helm chart repository (`index.yaml` and
+//!   archives, optional basic auth); [`chart_repo::build_chart`] packs real charts and
+//!   [`oci::push_chart`] pushes them to the registry as OCI artifacts.
 //!
 //! Every secret the harness makes is remembered by [`secrets`]; each `dray serve` log,
 //! CLI output, API response and page the harness sees is checked for them, and a test
@@ -40,6 +43,7 @@ pub mod bench_baseline;
 pub mod bench_numbers;
 pub mod bitbucket;
 pub mod browser;
+pub mod chart_repo;
 pub mod controller;
 mod credentials;
 pub mod deploy;

@@ -159,6 +159,45 @@ pub async fn push_index_with(
     Ok((digest, pushed))
 }
 
+/// The config media type of a Helm chart stored as an OCI artifact (Helm's `registry`
+/// package, `ConfigMediaType`).
+pub const HELM_CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.helm.config.v1+json";
+/// The media type of a Helm chart's archive layer (`ChartLayerMediaType`).
+pub const HELM_CHART_LAYER_MEDIA_TYPE: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+
+/// Push the chart `archive` (a `.tgz`) of chart `name` at `version` to `repo` as `helm
+/// push` does: a config blob (the chart's metadata as JSON, Helm's config media type), the
+/// archive as the one layer, an OCI image manifest tagged with the version (`+` written
+/// `_`, as Helm does). Returns the manifest digest, checked with a `HEAD`.
+pub async fn push_chart(
+    registry: &Registry,
+    repo: &str,
+    name: &str,
+    version: &str,
+    archive: &[u8],
+) -> Result<String> {
+    let pusher = Pusher::new(registry, repo, &ImageOptions::default()).await;
+    let config = serde_json::to_vec(&json!({
+        "name": name,
+        "version": version,
+        "apiVersion": "v2",
+    }))?;
+    let manifest = pusher
+        .artifact_manifest(
+            &config,
+            HELM_CONFIG_MEDIA_TYPE,
+            archive,
+            HELM_CHART_LAYER_MEDIA_TYPE,
+        )
+        .await?;
+    let tag = version.replace('+', "_");
+    let digest = pusher
+        .push_manifest(&tag, &manifest, OCI_IMAGE_MEDIA_TYPE)
+        .await?;
+    pusher.verify(&tag, &digest).await?;
+    Ok(digest)
+}
+
 /// The digest of `repo:reference` (tag or digest) read with a `HEAD` using the
 /// registry's credentials; `None` when the registry answers 404.
 pub async fn head_digest(
@@ -265,24 +304,41 @@ impl Pusher {
             "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
             "history": [{ "created": created, "created_by": "dray-e2e" }],
         }))?;
-        let config_digest = sha256(&config);
-        self.push_blob(&layer, &layer_digest).await?;
-        self.push_blob(&config, &config_digest).await?;
-        let manifest = serde_json::to_vec(&json!({
+        self.artifact_manifest(
+            &config,
+            IMAGE_CONFIG_MEDIA_TYPE,
+            &layer,
+            IMAGE_LAYER_MEDIA_TYPE,
+        )
+        .await
+    }
+
+    /// Upload `config` and one `layer` with their media types; returns the manifest bytes
+    /// (not yet pushed).
+    async fn artifact_manifest(
+        &self,
+        config: &[u8],
+        config_media_type: &str,
+        layer: &[u8],
+        layer_media_type: &str,
+    ) -> Result<Vec<u8>> {
+        let (config_digest, layer_digest) = (sha256(config), sha256(layer));
+        self.push_blob(layer, &layer_digest).await?;
+        self.push_blob(config, &config_digest).await?;
+        Ok(serde_json::to_vec(&json!({
             "schemaVersion": 2,
             "mediaType": OCI_IMAGE_MEDIA_TYPE,
             "config": {
-                "mediaType": IMAGE_CONFIG_MEDIA_TYPE,
+                "mediaType": config_media_type,
                 "digest": config_digest,
                 "size": config.len(),
             },
             "layers": [{
-                "mediaType": IMAGE_LAYER_MEDIA_TYPE,
+                "mediaType": layer_media_type,
                 "digest": layer_digest,
                 "size": layer.len(),
             }],
-        }))?;
-        Ok(manifest)
+        }))?)
     }
 
     async fn push_blob(&self, data: &[u8], digest: &str) -> Result<()> {

@@ -41,6 +41,22 @@ pub struct FreightCommit {
     pub author: String,
 }
 
+/// A Helm chart of the Freight being promoted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightChart {
+    /// The chart repository (`https://…` or `oci://…`).
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The chart's name.
+    pub name: String,
+    /// The version.
+    pub version: String,
+    /// The manifest digest of an OCI chart.
+    #[serde(default)]
+    pub digest: Option<String>,
+}
+
 /// The Freight a promotion moves.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -55,9 +71,13 @@ pub struct TargetFreight {
     pub images: Vec<FreightImage>,
     /// Its config commits.
     pub commits: Vec<FreightCommit>,
+    /// Its Helm charts.
+    #[serde(default)]
+    pub charts: Vec<FreightChart>,
 }
 
-/// A user name and a password or token for git over HTTP.
+/// A user name and a password or token for HTTP Basic: git over HTTP, and Helm chart
+/// repositories.
 #[derive(Clone, PartialEq, Eq)]
 pub struct GitCredentials {
     /// The user name.
@@ -84,6 +104,10 @@ pub trait CredentialProvider: Send + Sync {
     /// The SSH private key (OpenSSH format) that commits Dray makes for the repository at
     /// `repo_url` are signed with, if the project signs them.
     fn signing_key(&self, _repo_url: &str) -> Option<String> {
+        None
+    }
+    /// Credentials for a Helm chart repository (`https://…` or `oci://…`), if any.
+    fn helm(&self, _repo_url: &str) -> Option<GitCredentials> {
         None
     }
 }

@@ -30,6 +30,7 @@ pub mod forge;
 #[doc(hidden)]
 pub mod fuzzing;
 mod git;
+pub mod helm;
 mod outcome;
 mod registry;
 #[cfg(test)]
@@ -38,16 +39,18 @@ mod steps;
 #[cfg(test)]
 mod testing;
 mod transient;
+mod www_authenticate;
 
 pub use context::{
-    CredentialProvider, ExprEvaluator, FreightCommit, FreightImage, GitCredentials, LogSink,
-    NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
+    CredentialProvider, ExprEvaluator, FreightChart, FreightCommit, FreightImage, GitCredentials,
+    LogSink, NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
 };
 pub use effects::{ArgocdApplication, Effect, PullRequestRef, Writes};
 pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
 pub use transient::is_transient_status;
+pub use www_authenticate::challenge_params;
 
 use async_trait::async_trait;
 

@@ -56,6 +56,7 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::yaml_update::YamlUpdate));
     steps.push(Arc::new(crate::steps::kustomize_build::KustomizeBuild));
     steps.push(Arc::new(crate::steps::helm_template::HelmTemplate));
+    steps.push(Arc::new(crate::steps::helm_update_chart::HelmUpdateChart));
     steps.push(Arc::new(crate::steps::copy::CopyFiles));
     steps.push(Arc::new(crate::steps::delete::Delete));
     steps.push(Arc::new(crate::steps::json_update::JsonUpdate));

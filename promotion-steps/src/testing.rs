@@ -157,6 +157,7 @@ pub(crate) fn freight() -> TargetFreight {
             message: "Bump app".to_owned(),
             author: "Ada <ada@example.com>".to_owned(),
         }],
+        charts: vec![],
     }
 }
 

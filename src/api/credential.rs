@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CredentialSpec {
-    /// What the credential is for: `git`, `image`, `webhook`, `argocd` or `signing`.
+    /// What the credential is for: `git`, `image`, `helm`, `webhook`, `argocd` or `signing`.
     #[serde(rename = "type")]
     pub type_: CredentialType,
     /// The repository it applies to, exactly (e.g. `https://git.example.com/team/config.git`
@@ -77,6 +77,9 @@ pub enum CredentialType {
     Git,
     /// An OCI image registry.
     Image,
+    /// A Helm chart repository: a classic one (`repoURL` `https://charts.example.com`) or
+    /// one in an OCI registry (`oci://registry.example.com/team/charts/app`).
+    Helm,
     /// A webhook receiver's shared secret.
     Webhook,
     /// An Argo CD API server (`repoURL` is the server's URL; `token` its API token).

@@ -38,6 +38,9 @@ pub struct FreightFields {
     /// Exact config commits, one per git subscription.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commits: Vec<FreightCommit>,
+    /// Exact Helm chart versions, one per chart subscription.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<FreightChart>,
     /// Surprises found when minting, e.g. a tag that moved to another digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -78,6 +81,22 @@ pub struct FreightCommit {
     /// The commit's author, `Name <email>`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub author: String,
+}
+
+/// A Helm chart at an exact version.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreightChart {
+    /// The chart repository, as the subscription writes it (`https://…` or `oci://…`).
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The chart's name (for `oci://`, the repository's last path segment).
+    pub name: String,
+    /// The chart version.
+    pub version: String,
+    /// The manifest digest of an OCI chart, `sha256:…` (classic repositories have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Where this Freight has been, and what people said about it.

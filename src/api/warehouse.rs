@@ -1,5 +1,5 @@
-//! `Warehouse`: a subscription to artifact sources (OCI image repositories and git config
-//! repositories) from which Freight is minted.
+//! `Warehouse`: a subscription to artifact sources (OCI image repositories, git config
+//! repositories and Helm chart repositories) from which Freight is minted.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -58,7 +58,7 @@ pub enum FreightCreationPolicy {
     Manual,
 }
 
-/// One artifact source. Exactly one of `image` and `git` is set.
+/// One artifact source. Exactly one of `image`, `git` and `chart` is set.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RepoSubscription {
@@ -68,29 +68,34 @@ pub struct RepoSubscription {
     /// A git repository holding configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitSubscription>,
+    /// A Helm chart, in a classic chart repository or an OCI registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chart: Option<ChartSubscription>,
 }
 
 impl RepoSubscription {
-    /// What the subscription follows; `None` when neither `image` nor `git` is set.
+    /// What the subscription follows; `None` when none of `image`, `git` and `chart` is set.
     pub fn kind(&self) -> Option<SubscriptionKind> {
-        match (&self.image, &self.git) {
-            (Some(_), _) => Some(SubscriptionKind::Image),
-            (None, Some(_)) => Some(SubscriptionKind::Git),
-            (None, None) => None,
+        match (&self.image, &self.git, &self.chart) {
+            (Some(_), _, _) => Some(SubscriptionKind::Image),
+            (None, Some(_), _) => Some(SubscriptionKind::Git),
+            (None, None, Some(_)) => Some(SubscriptionKind::Chart),
+            (None, None, None) => None,
         }
     }
 
     /// The subscribed repository's URL.
     pub fn repo_url(&self) -> Option<&str> {
-        match (&self.image, &self.git) {
-            (Some(image), _) => Some(&image.repo_url),
-            (None, Some(git)) => Some(&git.repo_url),
-            (None, None) => None,
+        match (&self.image, &self.git, &self.chart) {
+            (Some(image), _, _) => Some(&image.repo_url),
+            (None, Some(git), _) => Some(&git.repo_url),
+            (None, None, Some(chart)) => Some(&chart.repo_url),
+            (None, None, None) => None,
         }
     }
 }
 
-/// What a subscription follows, as its status and the tables say (`image`, `git`).
+/// What a subscription follows, as its status and the tables say (`image`, `git`, `chart`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SubscriptionKind {
@@ -98,17 +103,21 @@ pub enum SubscriptionKind {
     Image,
     /// A git repository.
     Git,
-    /// Neither `image` nor `git` is set (`dray apply` refuses that; discovery says so).
+    /// A Helm chart.
+    Chart,
+    /// None of `image`, `git` and `chart` is set (`dray apply` refuses that; discovery
+    /// says so).
     #[default]
     Unknown,
 }
 
 impl SubscriptionKind {
-    /// `image` or `git`.
+    /// `image`, `git` or `chart`.
     pub fn as_str(self) -> &'static str {
         match self {
             SubscriptionKind::Image => "image",
             SubscriptionKind::Git => "git",
+            SubscriptionKind::Chart => "chart",
             SubscriptionKind::Unknown => "unknown",
         }
     }
@@ -245,6 +254,31 @@ impl GitSubscription {
     }
 }
 
+/// A subscription to a Helm chart: in a classic chart repository (an `index.yaml` served
+/// over `https://` or `http://`, `name` required) or in an OCI registry
+/// (`oci://host/path/chart`, the chart is the repository's last path segment, no `name`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartSubscription {
+    /// The chart repository, e.g. `https://charts.example.com` or
+    /// `oci://registry.example.com/team/charts/app`.
+    #[serde(rename = "repoURL")]
+    pub repo_url: String,
+    /// The chart's name in a classic repository; must be unset for `oci://`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A semver range (e.g. `^1.0.0`); the highest version satisfying it is chosen.
+    /// Pre-releases only when the range names one. Unset: the highest release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver_constraint: Option<String>,
+    /// How many versions discovery keeps (default 20, at most 100).
+    #[serde(default = "default_discovery_limit")]
+    pub discovery_limit: u32,
+    /// Talk plain HTTP to an `oci://` registry (for loopback registries in tests).
+    #[serde(default)]
+    pub insecure: bool,
+}
+
 fn default_true() -> bool {
     true
 }
@@ -300,6 +334,9 @@ pub struct SubscriptionStatus {
     /// Recently discovered commits (newest first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commits: Vec<DiscoveredCommitRef>,
+    /// Recently discovered chart versions (highest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub charts: Vec<DiscoveredChartRef>,
     /// Opaque state that lets the next git discovery skip a fetch when nothing moved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "super::optional_free_form_object")]
@@ -337,4 +374,17 @@ pub struct DiscoveredCommitRef {
     /// The author.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub author: String,
+}
+
+/// A discovered chart version.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredChartRef {
+    /// The chart's name.
+    pub name: String,
+    /// The chart version.
+    pub version: String,
+    /// The manifest digest of an OCI chart, when read (always for the highest version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }

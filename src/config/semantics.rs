@@ -7,11 +7,13 @@
 use std::collections::BTreeMap;
 
 use crate::api::{
-    BUILTIN_ROLES, Credential, CredentialType, Freight, GitSubscription, ObjectKey, ProjectConfig,
-    Promotion, PromotionTask, RepoSubscription, Role, RoleBinding, Stage, Verb, WILDCARD,
-    Warehouse, WebhookProvider, rule_resources,
+    BUILTIN_ROLES, ChartSubscription, Credential, CredentialType, Freight, GitSubscription,
+    ObjectKey, ProjectConfig, Promotion, PromotionTask, RepoSubscription, Role, RoleBinding, Stage,
+    Verb, WILDCARD, Warehouse, WebhookProvider, rule_resources,
 };
 
+use crate::discovery::chart::source::ChartSource;
+use crate::discovery::image::constraint::Constraint;
 use crate::expr::{COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, check_filter, check_predicate};
 
 use super::durations;
@@ -60,7 +62,7 @@ fn credential(credential: &Credential) -> Vec<Issue> {
         (_, (false, false)) => issues.push(
             Issue::new(
                 at.key("repoURL"),
-                "a git, image, argocd or signing credential must name its repository or server",
+                "a git, image, helm, argocd or signing credential must name its repository or server",
             )
             .hint("set `repoURL`, or `repoURLPattern` (a regular expression)"),
         ),
@@ -341,8 +343,9 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
     let at = FieldPath::of(&["spec", "subscriptions"]);
     if warehouse.spec.subscriptions.is_empty() {
         issues.push(
-            Issue::new(at.clone(), "a Warehouse needs at least one subscription")
-                .hint("add `- image: {repoURL: …}` or `- git: {repoURL: …}`"),
+            Issue::new(at.clone(), "a Warehouse needs at least one subscription").hint(
+                "add `- image: {repoURL: …}`, `- git: {repoURL: …}` or `- chart: {repoURL: …}`",
+            ),
         );
     }
     for (i, sub) in warehouse.spec.subscriptions.iter().enumerate() {
@@ -388,16 +391,24 @@ fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
         .filter_map(|s| s.git.as_ref())
         .map(|g| g.repo_url.as_str())
         .collect();
+    let charts: Vec<&str> = warehouse
+        .spec
+        .subscriptions
+        .iter()
+        .filter_map(|s| s.chart.as_ref())
+        .map(|c| c.repo_url.as_str())
+        .collect();
     let scope = PredicateScope {
         artifact_functions: true,
         images: &images,
         commits: &commits,
+        charts: &charts,
         ..PredicateScope::default()
     };
     if let Err(error) = check_predicate(expression, &scope) {
         issues.push(Issue::new(at, error.to_string()).hint(
             "the expression sees the newest artifact of each subscription through \
-             imageFrom(repoURL) and commitFrom(repoURL), with repoURL as the subscription writes it",
+             imageFrom(repoURL), commitFrom(repoURL) and chartFrom(repoURL[, name]), with repoURL as the subscription writes it",
         ));
     }
 }
@@ -426,21 +437,28 @@ fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>
 }
 
 fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
-    let (kind, repo_url, limit) = match (&sub.image, &sub.git) {
-        (Some(image), None) => ("image", &image.repo_url, image.discovery_limit),
-        (None, Some(git)) => ("git", &git.repo_url, git.discovery_limit),
-        (Some(_), Some(_)) => {
+    let (kind, repo_url, limit) = match (&sub.image, &sub.git, &sub.chart) {
+        (Some(image), None, None) => ("image", &image.repo_url, image.discovery_limit),
+        (None, Some(git), None) => ("git", &git.repo_url, git.discovery_limit),
+        (None, None, Some(chart)) => {
+            chart_subscription(chart, &at.key("chart"), issues);
+            return;
+        }
+        (None, None, None) => {
             let issue = Issue::new(
                 at.clone(),
-                "a subscription must set exactly one of `image` and `git`, not both",
+                "a subscription must set `image`, `git` or `chart`",
             )
-            .hint("split it into two subscriptions");
+            .hint("add `image: {repoURL: …}`, `git: {repoURL: …}` or `chart: {repoURL: …}`");
             issues.push(issue);
             return;
         }
-        (None, None) => {
-            let issue = Issue::new(at.clone(), "a subscription must set `image` or `git`")
-                .hint("add `image: {repoURL: …}` or `git: {repoURL: …}`");
+        _ => {
+            let issue = Issue::new(
+                at.clone(),
+                "a subscription must set exactly one of `image`, `git` and `chart`",
+            )
+            .hint("split it into one subscription per repository");
             issues.push(issue);
             return;
         }
@@ -481,6 +499,40 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
     }
 }
 
+/// A chart subscription: where the chart is (`discovery::chart::source`, the rule discovery
+/// applies), that `semverConstraint` compiles and `discoveryLimit` is in bounds.
+fn chart_subscription(chart: &ChartSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    if let Err(issue) = ChartSource::of(chart) {
+        issues.push(Issue::new(at.key(issue.field), issue.reason).hint(issue.hint));
+    }
+    if let Some(text) = chart
+        .semver_constraint
+        .as_deref()
+        .filter(|c| !c.trim().is_empty())
+        && let Err(reason) = Constraint::parse(text.trim())
+    {
+        issues.push(
+            Issue::new(
+                at.key("semverConstraint"),
+                format!("`semverConstraint` `{text}` is not a version range: {reason}"),
+            )
+            .hint("write a range such as `^1.2.0`, `>=1.0.0 <2.0.0` or `~1.4`"),
+        );
+    }
+    if !(1..=MAX_DISCOVERY_LIMIT).contains(&chart.discovery_limit) {
+        issues.push(
+            Issue::new(
+                at.key("discoveryLimit"),
+                format!(
+                    "`discoveryLimit` is {}, but must be between 1 and {MAX_DISCOVERY_LIMIT}",
+                    chart.discovery_limit
+                ),
+            )
+            .hint("remove it to use the default (20)"),
+        );
+    }
+}
+
 fn freight(freight: &Freight) -> Vec<Issue> {
     let mut issues = Vec::new();
     let origin = &freight.spec.origin.name;
@@ -490,11 +542,14 @@ fn freight(freight: &Freight) -> Vec<Issue> {
         "Warehouse name",
         FieldPath::of(&["origin", "name"]),
     ));
-    if freight.spec.images.is_empty() && freight.spec.commits.is_empty() {
+    if freight.spec.images.is_empty()
+        && freight.spec.commits.is_empty()
+        && freight.spec.charts.is_empty()
+    {
         issues.push(
             Issue::new(
                 FieldPath::root(),
-                "Freight must pin at least one image or commit",
+                "Freight must pin at least one image, commit or chart",
             )
             .hint("add `images:` or `commits:`"),
         );
@@ -676,6 +731,66 @@ mod tests {
             json!({"metadata": {"name": "app"}, "spec": {"subscriptions": []}}),
         );
         assert_eq!(found[0].1, "a Warehouse needs at least one subscription");
+    }
+
+    #[test]
+    fn chart_subscriptions() {
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {"subscriptions": [
+                {"chart": {"repoURL": "https://charts.example.com", "name": "app", "semverConstraint": "^1.0.0"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app"}},
+                {"chart": {"repoURL": "https://charts.example.com"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app", "name": "app"}},
+                {"chart": {"repoURL": "ftp://charts.example.com", "name": "app"}},
+                {"chart": {"repoURL": "oci://reg.example.com/charts/app", "semverConstraint": ">=1.0 <2.x.y", "discoveryLimit": 101}},
+                {"chart": {"repoURL": "oci://r/c/app"}, "image": {"repoURL": "r/c/app"}},
+            ]}}),
+        );
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.subscriptions[2].chart.name",
+                "spec.subscriptions[3].chart.name",
+                "spec.subscriptions[4].chart.repoURL",
+                "spec.subscriptions[5].chart.semverConstraint",
+                "spec.subscriptions[5].chart.discoveryLimit",
+                "spec.subscriptions[6]",
+            ]
+        );
+        assert!(found[0].1.contains("needs the chart's `name`"), "{found:?}");
+        assert!(
+            found[1].1.contains("must not be set for an `oci://`"),
+            "{found:?}"
+        );
+        assert!(found[3].1.contains("`<2.x.y`"), "{found:?}");
+    }
+
+    #[test]
+    fn criteria_may_name_chart_subscriptions_and_only_those() {
+        let warehouse = |expression: &str| {
+            json!({"metadata": {"name": "app"}, "spec": {
+                "freightCreationCriteria": {"expression": expression},
+                "subscriptions": [
+                    {"image": {"repoURL": "reg/app"}},
+                    {"chart": {"repoURL": "oci://reg/charts/app"}}]}})
+        };
+        let fine = issues(
+            Kind::Warehouse,
+            warehouse("imageFrom('reg/app').tag == chartFrom('oci://reg/charts/app').version"),
+        );
+        assert!(fine.is_empty(), "{fine:?}");
+        let found = issues(
+            Kind::Warehouse,
+            warehouse("imageFrom('reg/app').tag == chartFrom('oci://reg/charts/ap').version"),
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].1.contains("`chartFrom('oci://reg/charts/ap')` names no chart subscription of this Warehouse (its chart subscriptions: `oci://reg/charts/app`)"),
+            "{}",
+            found[0].1
+        );
     }
 
     #[test]

@@ -30,14 +30,16 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Condition, DiscoveredCommitRef, DiscoveredImageRef, FreightCreationPolicy, FreightImage, Kind,
-    ObjectKey, RepoSubscription, ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time,
-    Warehouse, WarehouseStatus, parse_duration,
+    ChartSubscription, Condition, DiscoveredChartRef, DiscoveredCommitRef, DiscoveredImageRef,
+    FreightChart, FreightCreationPolicy, FreightImage, Kind, ObjectKey, RepoSubscription,
+    ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time, Warehouse, WarehouseStatus,
+    parse_duration,
 };
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
 
+use super::chart::ChartDiscoverer;
 use super::credentials;
 use super::criteria;
 use super::git::{GitDiscoverer, GitDiscoveryState};
@@ -68,6 +70,7 @@ pub struct WarehouseController {
     secret_key: Arc<SecretKey>,
     images: ImageDiscoverer,
     git: GitDiscoverer,
+    charts: ChartDiscoverer,
 }
 
 /// What the loop decided about one Warehouse.
@@ -87,6 +90,7 @@ impl WarehouseController {
         WarehouseController {
             store,
             secret_key,
+            charts: ChartDiscoverer::new(images.clone()),
             images,
             git,
         }
@@ -251,10 +255,13 @@ impl WarehouseController {
             }
             return status;
         }
+        if let (None, Some(chart)) = (&sub.git, &sub.chart) {
+            return self.discover_chart(credentials, chart).await;
+        }
         let Some(git) = &sub.git else {
             return SubscriptionStatus {
                 kind: SubscriptionKind::Unknown,
-                message: "a subscription must set `image` or `git`".into(),
+                message: "a subscription must set `image`, `git` or `chart`".into(),
                 ..Default::default()
             };
         };
@@ -303,6 +310,49 @@ impl WarehouseController {
         status
     }
 
+    /// Discovers one chart subscription: with the project's `helm` Credential for its
+    /// `repoURL` or, for `oci://`, the `image` Credential of the registry repository.
+    async fn discover_chart(
+        &self,
+        credentials: &Result<Vec<StoredObject>, String>,
+        chart: &ChartSubscription,
+    ) -> SubscriptionStatus {
+        let mut status = SubscriptionStatus {
+            repo_url: chart.repo_url.clone(),
+            kind: SubscriptionKind::Chart,
+            ..Default::default()
+        };
+        let found = match self.credential(credentials, "helm", &chart.repo_url) {
+            Ok(None) if dray_steps::helm::is_oci(&chart.repo_url) => {
+                self.credential(credentials, "image", &chart.repo_url)
+            }
+            other => other,
+        };
+        let creds = match found {
+            Ok(found) => found.map(credentials::registry_credentials),
+            Err(message) => {
+                status.message = message;
+                return status;
+            }
+        };
+        match self.charts.discover(chart, creds.as_ref()).await {
+            Ok(found) => {
+                status.ready = true;
+                status.charts = found
+                    .charts
+                    .iter()
+                    .map(|c| DiscoveredChartRef {
+                        name: c.name.clone(),
+                        version: c.version.clone(),
+                        digest: c.digest.clone(),
+                    })
+                    .collect();
+            }
+            Err(error) => status.message = error.to_string(),
+        }
+        status
+    }
+
     /// The Credential of `credential_type` for `repo_url` among the project's
     /// `credentials`; the error is the message for the subscription's status.
     fn credential(
@@ -328,22 +378,28 @@ impl WarehouseController {
         if warehouse.spec.freight_creation_policy == FreightCreationPolicy::Manual {
             return Ok(None);
         }
-        let Some(criteria::Candidate { images, commits }) = candidate else {
+        let Some(criteria::Candidate {
+            images,
+            commits,
+            charts,
+        }) = candidate
+        else {
             return Ok(None);
         };
         let project = key.namespace.as_deref().unwrap_or_default();
-        let id = mint::freight_id(&images, &commits);
+        let id = mint::artifacts_id(&images, &commits, &charts);
         let freight_key = ObjectKey::namespaced(Kind::Freight, project, &id);
         if self.store.get(&freight_key).await?.is_some() {
             return Ok(None);
         }
         let existing = self.store.list(Kind::Freight, Some(project)).await?;
-        let warnings = moved_tags(&existing, &key.name, &images);
+        let warnings = moved_tags(&existing, &key.name, &images, &charts);
         let request = mint::MintRequest {
             project,
             warehouse: &key.name,
             images: &images,
             commits: &commits,
+            charts: &charts,
             origin: mint::MintOrigin::Discovered {
                 warnings: warnings.clone(),
             },
@@ -369,10 +425,16 @@ impl WarehouseController {
     }
 }
 
-/// Warnings for images whose tag was seen before, in this Warehouse's Freight, with
-/// another digest.
-fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage]) -> Vec<String> {
-    let mut seen: BTreeMap<(String, String), String> = BTreeMap::new();
+/// Warnings for images whose tag, and OCI charts whose version, was seen before, in this
+/// Warehouse's Freight, with another digest.
+fn moved_tags(
+    existing: &[StoredObject],
+    warehouse: &str,
+    images: &[FreightImage],
+    charts: &[FreightChart],
+) -> Vec<String> {
+    // (field, repoURL, tag or version) → digest
+    let mut seen: BTreeMap<(&str, String, String), String> = BTreeMap::new();
     for freight in existing {
         if freight
             .object
@@ -382,35 +444,45 @@ fn moved_tags(existing: &[StoredObject], warehouse: &str, images: &[FreightImage
         {
             continue;
         }
-        for image in freight
-            .object
-            .get("images")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let field = |name: &str| {
-                image
-                    .get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            seen.insert((field("repoURL"), field("tag")), field("digest"));
+        for (field, version) in [("images", "tag"), ("charts", "version")] {
+            for artifact in freight
+                .object
+                .get(field)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let text = |name: &str| {
+                    artifact
+                        .get(name)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_owned()
+                };
+                if artifact.get("digest").is_some_and(Value::is_string) {
+                    seen.insert((field, text("repoURL"), text(version)), text("digest"));
+                }
+            }
         }
     }
-    images
+    let now = images
         .iter()
-        .filter_map(|image| {
-            let previous = seen.get(&(image.repo_url.clone(), image.tag.clone()))?;
-            (previous != &image.digest).then(|| {
-                format!(
-                    "tagMoved: `{}:{}` now points at `{}`; it was `{}` when earlier Freight was minted",
-                    image.repo_url, image.tag, image.digest, previous
-                )
-            })
+        .map(|i| ("images", &i.repo_url, &i.tag, Some(&i.digest)))
+        .chain(
+            charts
+                .iter()
+                .map(|c| ("charts", &c.repo_url, &c.version, c.digest.as_ref())),
+        );
+    now.filter_map(|(field, repo_url, tag, digest)| {
+        let digest = digest?;
+        let previous = seen.get(&(field, repo_url.clone(), tag.clone()))?;
+        (previous != digest).then(|| {
+            format!(
+                "tagMoved: `{repo_url}:{tag}` now points at `{digest}`; it was `{previous}` when earlier Freight was minted"
+            )
         })
-        .collect()
+    })
+    .collect()
 }
 
 /// Discovers the Warehouse when it is due; see the module doc.

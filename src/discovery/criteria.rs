@@ -11,8 +11,8 @@
 //! [`crate::expr`]'s.
 
 use crate::api::{
-    Condition, FreightCommit, FreightCreationCriteria, FreightImage, SubscriptionKind,
-    SubscriptionStatus, Time,
+    Condition, FreightChart, FreightCommit, FreightCreationCriteria, FreightImage,
+    SubscriptionKind, SubscriptionStatus, Time,
 };
 use crate::expr::{ExprCache, FreightView, Verdict};
 
@@ -26,16 +26,17 @@ pub struct Candidate {
     pub images: Vec<FreightImage>,
     /// One commit per git subscription.
     pub commits: Vec<FreightCommit>,
+    /// One chart version per chart subscription.
+    pub charts: Vec<FreightChart>,
 }
 
 impl Candidate {
-    /// The artifacts as `imageFrom()` and `commitFrom()` see them. (Chart subscriptions:
-    /// a `charts` field here, filled in [`newest`] and passed on below, is all `chartFrom()`
-    /// needs from this module.)
+    /// The artifacts as `imageFrom()`, `commitFrom()` and `chartFrom()` see them.
     fn view(&self) -> FreightView {
         FreightView {
             images: self.images.clone(),
             commits: self.commits.clone(),
+            charts: self.charts.clone(),
             ..FreightView::default()
         }
     }
@@ -53,7 +54,15 @@ impl Candidate {
                 None => format!("{}@{short}", c.repo_url),
             }
         });
-        images.chain(commits).collect::<Vec<_>>().join(", ")
+        let charts = self
+            .charts
+            .iter()
+            .map(|c| format!("{}/{}:{}", c.repo_url, c.name, c.version));
+        images
+            .chain(commits)
+            .chain(charts)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -79,6 +88,15 @@ pub fn newest(subscriptions: &[SubscriptionStatus]) -> Option<Candidate> {
                     tag: newest.tag.clone(),
                     message: newest.message.clone(),
                     author: newest.author.clone(),
+                });
+            }
+            SubscriptionKind::Chart => {
+                let highest = sub.charts.first()?;
+                candidate.charts.push(FreightChart {
+                    repo_url: sub.repo_url.clone(),
+                    name: highest.name.clone(),
+                    version: highest.version.clone(),
+                    digest: highest.digest.clone(),
                 });
             }
             SubscriptionKind::Unknown => return None,
@@ -248,6 +266,42 @@ mod tests {
         assert_eq!(
             decide(Some(&criteria(SAME_TAG)), &matching),
             Decision::Satisfied
+        );
+    }
+
+    #[test]
+    fn charts_are_in_the_candidate_and_chart_from_sees_them() {
+        let mut subs = subscriptions(&["1.4.0"], &["v1"]);
+        subs.push(SubscriptionStatus {
+            repo_url: "oci://reg/charts/app".into(),
+            kind: SubscriptionKind::Chart,
+            ready: true,
+            charts: ["1.4.0", "1.3.0"]
+                .iter()
+                .map(|v| crate::api::DiscoveredChartRef {
+                    name: "app".into(),
+                    version: (*v).into(),
+                    digest: Some(format!("sha256:{v}")),
+                })
+                .collect(),
+            ..Default::default()
+        });
+        let candidate = newest(&subs).unwrap();
+        assert_eq!(candidate.charts[0].version, "1.4.0");
+        let same = "imageFrom('reg/app').tag == chartFrom('oci://reg/charts/app').version";
+        assert_eq!(
+            decide(Some(&criteria(same)), &candidate),
+            Decision::Satisfied
+        );
+        subs[2].charts.remove(0);
+        let older = newest(&subs).unwrap();
+        let Decision::Refused(why) = decide(Some(&criteria(same)), &older) else {
+            panic!("expected a refusal");
+        };
+        assert!(why.contains("oci://reg/charts/app/app:1.3.0"), "{why}");
+        assert!(
+            why.contains("is \"1.4.0\"") && why.contains("is \"1.3.0\""),
+            "{why}"
         );
     }
 

@@ -6,8 +6,9 @@
 //! exist, who may assemble) is the caller's.
 //!
 //! The id is the first 40 hex digits of the SHA-256 of the sorted, normalised artifacts
-//! (`image <repo>:<tag>@<digest>` and `commit <repo>@<id>` lines), so the same artifacts
-//! give the same id across restarts and machines. The alias (`frosty-otter`) is derived
+//! (`image <repo>:<tag>@<digest>`, `commit <repo>@<id>` and `chart <repo> <name>@<version>`
+//! lines, the last with `@<digest>` for OCI charts), so the same artifacts give the same id
+//! across restarts and machines, and Freight without charts keeps the id it always had. The alias (`frosty-otter`) is derived
 //! from the id and made unique in the project by trying the next candidate.
 
 use std::collections::BTreeSet;
@@ -16,7 +17,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::api::annotations::{ASSEMBLED, WAREHOUSE_LABEL};
-use crate::api::{API_VERSION, FreightCommit, FreightImage};
+use crate::api::{API_VERSION, FreightChart, FreightCommit, FreightImage};
 use crate::store::{Store, StoreError, StoredObject};
 
 const ADJECTIVES: &[&str] = &[
@@ -39,8 +40,17 @@ fn normalise_repo(url: &str) -> String {
     url.trim().trim_end_matches('/').to_owned()
 }
 
-/// The content-addressed id of a set of artifacts.
+/// The content-addressed id of a set of images and commits (no charts).
 pub fn freight_id(images: &[FreightImage], commits: &[FreightCommit]) -> String {
+    artifacts_id(images, commits, &[])
+}
+
+/// The content-addressed id of a set of artifacts.
+pub fn artifacts_id(
+    images: &[FreightImage],
+    commits: &[FreightCommit],
+    charts: &[FreightChart],
+) -> String {
     let mut lines = BTreeSet::new();
     for image in images {
         lines.insert(format!(
@@ -56,6 +66,18 @@ pub fn freight_id(images: &[FreightImage], commits: &[FreightCommit]) -> String 
             normalise_repo(&commit.repo_url),
             commit.id.to_ascii_lowercase()
         ));
+    }
+    for chart in charts {
+        let mut line = format!(
+            "chart {} {}@{}",
+            normalise_repo(&chart.repo_url),
+            chart.name,
+            chart.version
+        );
+        if let Some(digest) = &chart.digest {
+            line = format!("{line}@{}", digest.to_ascii_lowercase());
+        }
+        lines.insert(line);
     }
     let mut hasher = Sha256::new();
     for line in &lines {
@@ -91,9 +113,10 @@ pub fn freight_object(
     alias: &str,
     images: &[FreightImage],
     commits: &[FreightCommit],
+    charts: &[FreightChart],
     warnings: &[String],
 ) -> Value {
-    let id = freight_id(images, commits);
+    let id = artifacts_id(images, commits, charts);
     let mut object = json!({
         "apiVersion": API_VERSION,
         "kind": "Freight",
@@ -107,6 +130,9 @@ pub fn freight_object(
         "images": images,
         "commits": commits,
     });
+    if !charts.is_empty() {
+        object["charts"] = json!(charts);
+    }
     if !warnings.is_empty() {
         object["warnings"] = json!(warnings);
     }
@@ -143,6 +169,8 @@ pub struct MintRequest<'a> {
     pub images: &'a [FreightImage],
     /// Config commits by full id.
     pub commits: &'a [FreightCommit],
+    /// Helm charts at exact versions.
+    pub charts: &'a [FreightChart],
     /// Discovered or assembled.
     pub origin: MintOrigin,
 }
@@ -189,7 +217,7 @@ pub fn plan<'e>(
     request: &MintRequest<'_>,
     existing: &'e [StoredObject],
 ) -> Result<Planned<'e>, MintError> {
-    let id = freight_id(request.images, request.commits);
+    let id = artifacts_id(request.images, request.commits, request.charts);
     if let Some(same) = existing.iter().find(|f| f.key.name == id) {
         return Ok(Planned::Existing(same));
     }
@@ -227,6 +255,7 @@ pub fn plan<'e>(
         &alias,
         request.images,
         request.commits,
+        request.charts,
         warnings,
     );
     if matches!(request.origin, MintOrigin::Assembled { .. }) {
@@ -302,6 +331,38 @@ mod tests {
             freight_id(&[image("1.0.0", "sha256:AA")], &[commit("C1")])
         );
         assert!(id.chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    fn chart(version: &str, digest: Option<&str>) -> FreightChart {
+        FreightChart {
+            repo_url: "oci://reg/charts/app".into(),
+            name: "app".into(),
+            version: version.into(),
+            digest: digest.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn charts_change_the_id_and_no_charts_keep_the_old_one() {
+        let images = [image("1.0.0", "sha256:aa")];
+        let commits = [commit("c1")];
+        let old = freight_id(&images, &commits);
+        assert_eq!(artifacts_id(&images, &commits, &[]), old);
+        let with = artifacts_id(&images, &commits, &[chart("1.2.0", Some("sha256:cc"))]);
+        assert_ne!(with, old);
+        assert_ne!(
+            with,
+            artifacts_id(&images, &commits, &[chart("1.3.0", Some("sha256:cc"))])
+        );
+        assert_ne!(
+            with,
+            artifacts_id(&images, &commits, &[chart("1.2.0", None)]),
+            "the digest of an OCI chart counts"
+        );
+        assert_eq!(
+            with,
+            artifacts_id(&images, &commits, &[chart("1.2.0", Some("sha256:CC"))])
+        );
     }
 
     #[test]

@@ -1,6 +1,8 @@
-//! Warehouses' discovery: what is in the image registries ([`image`]) and the config
-//! repositories ([`git`]), from which Freight is minted.
+//! Warehouses' discovery: what is in the image registries ([`image`]), the config
+//! repositories ([`git`]) and the Helm chart repositories ([`chart`]), from which Freight
+//! is minted.
 
+pub mod chart;
 pub mod controller;
 pub mod credentials;
 pub mod criteria;

@@ -89,6 +89,20 @@ impl CredentialProvider for ProjectCredentials {
             .or_else(|| entry.secrets.password.clone())
     }
 
+    /// A `helm` Credential for the chart repository; for `oci://`, an `image` Credential
+    /// of the registry repository also serves (as in discovery).
+    fn helm(&self, repo_url: &str) -> Option<GitCredentials> {
+        let entry = self.find(&["helm"], repo_url).or_else(|| {
+            dray_steps::helm::is_oci(repo_url)
+                .then(|| self.find(&["image"], repo_url))
+                .flatten()
+        })?;
+        Some(GitCredentials {
+            username: entry.username.clone(),
+            password: entry.secrets.password_or_token()?.to_owned(),
+        })
+    }
+
     fn signing_key(&self, repo_url: &str) -> Option<String> {
         self.find(&["signing"], repo_url)?
             .secrets

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cel::objects::{Key, Map};
 use serde_json::{Number, Value, json};
 
-use crate::api::{Freight, FreightCommit, FreightImage, FreightOrigin};
+use crate::api::{Freight, FreightChart, FreightCommit, FreightImage, FreightOrigin};
 
 /// Everything an expression of one step can refer to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -57,6 +57,8 @@ pub struct FreightView {
     pub images: Vec<FreightImage>,
     /// Its commits, for `commitFrom()`.
     pub commits: Vec<FreightCommit>,
+    /// Its Helm charts, for `chartFrom()`.
+    pub charts: Vec<FreightChart>,
 }
 
 impl From<&Freight> for FreightView {
@@ -67,6 +69,7 @@ impl From<&Freight> for FreightView {
             origin: freight.spec.origin.clone(),
             images: freight.spec.images.clone(),
             commits: freight.spec.commits.clone(),
+            charts: freight.spec.charts.clone(),
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Dray's CEL functions: `imageFrom(repoURL)` and `commitFrom(repoURL)` (the Freight's
-//! artifacts), `quote(x)` (a value as a quoted string, so `1.0` stays a string in YAML),
+//! Dray's CEL functions: `imageFrom(repoURL)`, `commitFrom(repoURL)` and
+//! `chartFrom(repoURL[, name])` (the Freight's artifacts), `quote(x)` (a value as a quoted string, so `1.0` stays a string in YAML),
 //! and, for step `if` conditions, `success()`, `failure()`, `always()` and `status(alias)`.
 //!
 //! CEL's standard library and its strings extension (`'a'.upperAscii()`, `.split()`, …)
@@ -19,6 +19,7 @@ use super::template::to_text;
 pub(crate) const FUNCTIONS: &[&str] = &[
     "imageFrom",
     "commitFrom",
+    "chartFrom",
     "quote",
     "success",
     "failure",
@@ -36,9 +37,24 @@ pub(crate) fn register(cel_ctx: &mut cel::Context<'static, 'static>, ctx: &ExprC
     add(cel_ctx, "imageFrom", move |repo: Value| {
         call("imageFrom", || image_from(&images, &string_arg(&repo)?))
     });
+    let charts = Arc::clone(&freight);
     add(cel_ctx, "commitFrom", move |repo: Value| {
         call("commitFrom", || commit_from(&freight, &string_arg(&repo)?))
     });
+    add(
+        cel_ctx,
+        "chartFrom",
+        move |cel::extractors::Arguments(args): cel::extractors::Arguments| {
+            call("chartFrom", || {
+                let (repo, name) = match args.as_slice() {
+                    [repo] => (string_arg(repo)?, None),
+                    [repo, name] => (string_arg(repo)?, Some(string_arg(name)?)),
+                    _ => return Err("takes `repoURL` and, optionally, the chart's `name`".into()),
+                };
+                chart_from(&charts, &repo, name.as_deref())
+            })
+        },
+    );
     add(cel_ctx, "quote", |value: Value| {
         call("quote", || quote(&value).map(serde_json::Value::String))
     });
@@ -122,6 +138,40 @@ pub(crate) fn commit_from(freight: &FreightView, repo: &str) -> Result<serde_jso
     }
 }
 
+/// `chartFrom(repoURL[, name])`: `{repoURL, name, version, digest}` of the Freight's chart
+/// from `repo` (and named `name`, for a classic repository holding several; `digest` is
+/// `""` for classic repositories).
+pub(crate) fn chart_from(
+    freight: &FreightView,
+    repo: &str,
+    name: Option<&str>,
+) -> Result<serde_json::Value, String> {
+    let chart = freight
+        .charts
+        .iter()
+        .find(|chart| chart.repo_url == repo && name.is_none_or(|name| chart.name == name));
+    match chart {
+        Some(chart) => Ok(json!({
+            "repoURL": chart.repo_url,
+            "name": chart.name,
+            "version": chart.version,
+            "digest": chart.digest.clone().unwrap_or_default(),
+        })),
+        None => {
+            let shown = match name {
+                Some(name) => format!("{repo}` named `{name}"),
+                None => repo.to_owned(),
+            };
+            let known: Vec<String> = freight
+                .charts
+                .iter()
+                .map(|c| format!("{} {}", c.repo_url, c.name))
+                .collect();
+            Err(missing("chart", &shown, freight, known.iter()))
+        }
+    }
+}
+
 fn missing<'a>(
     what: &str,
     repo: &str,
@@ -201,6 +251,51 @@ mod tests {
         assert!(
             err.contains("(its commits: `https://git/cfg.git`)"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn chart_from_finds_the_chart_by_repository_and_name() {
+        use crate::api::FreightChart;
+        let chart = |repo: &str, name: &str, version: &str| FreightChart {
+            repo_url: repo.into(),
+            name: name.into(),
+            version: version.into(),
+            digest: None,
+        };
+        let view = FreightView {
+            id: "f1".into(),
+            charts: vec![
+                chart("https://charts", "app", "1.2.0"),
+                chart("https://charts", "db", "3.0.0"),
+                FreightChart {
+                    digest: Some("sha256:cc".into()),
+                    ..chart("oci://reg/charts/web", "web", "0.4.0")
+                },
+            ],
+            ..FreightView::default()
+        };
+        let found = chart_from(&view, "https://charts", Some("db")).unwrap();
+        assert_eq!(
+            (found["name"].as_str(), found["version"].as_str()),
+            (Some("db"), Some("3.0.0"))
+        );
+        let found = chart_from(&view, "oci://reg/charts/web", None).unwrap();
+        assert_eq!(found["digest"], "sha256:cc");
+        assert_eq!(
+            chart_from(&view, "https://charts", None).unwrap()["name"],
+            "app"
+        );
+        let err = chart_from(&view, "https://charts", Some("nope")).unwrap_err();
+        assert!(
+            err.starts_with("no chart from `https://charts` named `nope` in Freight `f1`"),
+            "{err}"
+        );
+        assert!(err.contains("`https://charts db`"), "{err}");
+        assert!(
+            chart_from(&freight(), "x", None)
+                .unwrap_err()
+                .contains("has no charts")
         );
     }
 

@@ -8,7 +8,7 @@
 //! - `template.rs`: split a string into text and `${{ }}` expressions;
 //! - `compile.rs`: the cache, and syntax validation for `dray apply`;
 //! - `context.rs`: the variables (`ctx`, `vars`, `outputs`, `task`), JSON ↔ CEL;
-//! - `functions.rs`: `imageFrom`, `commitFrom`, `quote`, `success`, `failure`, `always`,
+//! - `functions.rs`: `imageFrom`, `commitFrom`, `chartFrom`, `quote`, `success`, `failure`, `always`,
 //!   `status`;
 //! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors;
 //! - `predicate.rs`: Warehouse criteria and subscription filters (a [`Verdict`], and the

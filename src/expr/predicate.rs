@@ -54,7 +54,7 @@ pub enum Verdict {
 }
 
 /// The Dray functions a predicate may call: the artifact look-ups.
-const PREDICATE_FUNCTIONS: &[&str] = &["imageFrom", "commitFrom"];
+const PREDICATE_FUNCTIONS: &[&str] = &["imageFrom", "commitFrom", "chartFrom"];
 
 impl ExprCache {
     /// Evaluates `expr` with only `variables` in scope and `imageFrom()`/`commitFrom()`
@@ -104,6 +104,8 @@ pub struct PredicateScope<'a> {
     pub images: &'a [&'a str],
     /// The git repositories `commitFrom('…')` may name.
     pub commits: &'a [&'a str],
+    /// The chart repositories `chartFrom('…')` may name.
+    pub charts: &'a [&'a str],
 }
 
 /// Checks `expr` for `dray apply`: its syntax, that it names only the variables of
@@ -138,10 +140,10 @@ pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), Exp
                 "`{function}()` is only defined in a Warehouse's freightCreationCriteria"
             )));
         }
-        let subscribed = if function == "imageFrom" {
-            scope.images
-        } else {
-            scope.commits
+        let (subscribed, what) = match function.as_str() {
+            "imageFrom" => (scope.images, "image"),
+            "chartFrom" => (scope.charts, "chart"),
+            _ => (scope.commits, "git"),
         };
         if !subscribed.contains(&repo.as_str()) {
             let list = if subscribed.is_empty() {
@@ -152,11 +154,6 @@ pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), Exp
                     .map(|r| format!("`{r}`"))
                     .collect::<Vec<_>>()
                     .join(", ")
-            };
-            let what = if function == "imageFrom" {
-                "image"
-            } else {
-                "git"
             };
             return Err(problem(format!(
                 "`{function}('{repo}')` names no {what} subscription of this Warehouse (its \
@@ -183,6 +180,14 @@ pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), Exp
             .commits
             .iter()
             .map(|repo| crate::api::FreightCommit {
+                repo_url: (*repo).to_owned(),
+                ..Default::default()
+            })
+            .collect(),
+        charts: scope
+            .charts
+            .iter()
+            .map(|repo| crate::api::FreightChart {
                 repo_url: (*repo).to_owned(),
                 ..Default::default()
             })

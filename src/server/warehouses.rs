@@ -210,6 +210,7 @@ pub(crate) async fn assemble_freight(
         warehouse: &request.warehouse,
         images,
         commits,
+        charts: &candidate.charts,
         origin: MintOrigin::Assembled {
             alias: request.alias.clone(),
             warnings: criteria_warnings(&warehouse, &candidate),
@@ -252,6 +253,8 @@ fn chosen_artifacts(
         return Ok(Candidate {
             images: request.images.clone(),
             commits: request.commits.clone(),
+            // Hand-assembled Freight pins images and commits; charts come with `--newest`.
+            charts: Vec::new(),
         });
     }
     if !request.images.is_empty() || !request.commits.is_empty() {

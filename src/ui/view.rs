@@ -70,7 +70,7 @@ pub(crate) fn freight_label(freight: &Freight) -> String {
     }
 }
 
-/// Image tags and config short SHAs, on one line.
+/// Image tags, config short SHAs and chart versions, on one line.
 pub(crate) fn artifacts(freight: &Freight) -> Markup {
     html! {
         span.artifacts {
@@ -80,6 +80,11 @@ pub(crate) fn artifacts(freight: &Freight) -> Markup {
             @for commit in &freight.spec.commits {
                 span.commit title={ (commit.repo_url) " " (commit.message) } {
                     (repo_name(&commit.repo_url)) "@" (short(&commit.id))
+                }
+            }
+            @for chart in &freight.spec.charts {
+                span.chart title={ (chart.repo_url) " " (chart.digest.as_deref().unwrap_or_default()) } {
+                    (chart.name) ":" (chart.version)
                 }
             }
         }
@@ -141,6 +146,23 @@ pub(crate) fn pull_requests(state: Option<&Value>) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn artifacts_show_chart_versions() {
+        let mut freight = Freight::new("f1", Default::default());
+        freight.spec.charts.push(crate::api::FreightChart {
+            repo_url: "oci://reg/charts/app".into(),
+            name: "app".into(),
+            version: "1.2.0".into(),
+            digest: Some("sha256:cc".into()),
+        });
+        let html = artifacts(&freight).into_string();
+        assert!(html.contains(">app:1.2.0<"), "{html}");
+        assert!(
+            html.contains("title=\"oci://reg/charts/app sha256:cc\""),
+            "{html}"
+        );
+    }
 
     #[test]
     fn web_urls_drop_credentials_and_dot_git_and_skip_ssh() {

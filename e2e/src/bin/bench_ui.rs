@@ -596,7 +596,8 @@ fn plan(args: &Args) -> Result<Seed> {
             let id = freight_id(&images, &commits);
             let alias = alias_for(&id, &aliases);
             aliases.insert(alias.clone());
-            let mut object = freight_object(PROJECT, warehouse, &alias, &images, &commits, &[]);
+            let mut object =
+                freight_object(PROJECT, warehouse, &alias, &images, &commits, &[], &[]);
             object["status"] = json!({"currentlyIn": {}, "verifiedIn": {}});
             ids.push((id, alias));
             objects.push(object);

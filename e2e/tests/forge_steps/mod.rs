@@ -51,6 +51,7 @@ pub(crate) fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Res
                 digest: "sha256:abc".into(),
             }],
             commits: vec![],
+            charts: vec![],
         },
         approved_by: None,
         window_override: None,

@@ -1,8 +1,14 @@
-//! `helm-template`: renders a local Helm chart to plain manifests with `helm template`, as
-//! Argo CD does, into one file or one file per resource.
+//! `helm-template`: renders a Helm chart to plain manifests with `helm template`, as
+//! Argo CD does, into one file or one file per resource. The chart is a directory in the
+//! work directory (`path`), or a chart at an exact version in a chart repository
+//! (`chart: {repoURL, name, version}`, typically `${{ chartFrom(…).version }}`), which is
+//! downloaded into the work directory with the project's `helm` Credential for that
+//! repository (`crate::helm`) and rendered from its archive. An OCI chart whose version is
+//! the Freight's is pulled by the Freight's digest.
 //!
 //! Owns the command line; running the tool is `tool.rs`, writing the output `files.rs`.
-//! It does not fetch chart dependencies: vendor them (`charts/`) in the repository.
+//! It does not fetch chart dependencies: vendor them (`charts/`, e.g. with
+//! `helm-update-chart`).
 
 use std::ffi::OsString;
 
@@ -14,6 +20,7 @@ use serde_json::Map;
 use super::files::{OutPath, resolve};
 use super::tool::{TIMEOUT, Tool, render};
 use super::typed::TypedStep;
+use crate::helm::{ChartRef, fetch_chart, is_oci, oci_chart_name};
 use crate::{StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
@@ -23,8 +30,12 @@ pub(crate) const KIND: &str = "helm-template";
 #[derive(Deserialize, JsonSchema, Debug)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(crate) struct Config {
-    /// The chart directory, relative to the work directory.
-    path: String,
+    /// The chart directory, relative to the work directory (or set `chart`).
+    #[serde(default)]
+    path: Option<String>,
+    /// A chart in a chart repository, at an exact version (instead of `path`).
+    #[serde(default)]
+    chart: Option<RepoChart>,
     /// The release name (`.Release.Name`).
     release_name: String,
     /// The namespace (`.Release.Namespace`); Helm's default when unset.
@@ -40,6 +51,23 @@ pub(crate) struct Config {
     /// Where to write the manifests: a file, or, when it ends with `/` or is an existing
     /// directory, one file per resource named `<kind>-<name>.yaml` (lowercase).
     out_path: String,
+}
+
+/// A chart in a classic chart repository or an OCI registry.
+#[derive(Deserialize, JsonSchema, Debug)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(crate) struct RepoChart {
+    /// The repository: `https://…` (classic, with `name`) or `oci://host/path/chart`.
+    #[serde(rename = "repoURL")]
+    repo_url: String,
+    /// The chart's name in a classic repository (for `oci://`, the last path segment).
+    #[serde(default)]
+    name: Option<String>,
+    /// The exact version, e.g. `${{ chartFrom('oci://…').version }}`.
+    version: String,
+    /// Talk plain HTTP to an `oci://` registry (loopback registries in tests).
+    #[serde(default)]
+    insecure: bool,
 }
 
 /// One `--set`.
@@ -70,13 +98,24 @@ impl TypedStep for HelmTemplate {
 }
 
 async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
-    let chart = resolve(ctx, &config.path, true)?;
-    if !chart.join("Chart.yaml").is_file() {
-        return Err(StepOutcome::failed(format!(
-            "`{}` is not a Helm chart (no Chart.yaml); point `path` at the chart's directory",
-            config.path
-        )));
-    }
+    let (chart, shown) = match (&config.path, &config.chart) {
+        (Some(path), None) => {
+            let chart = resolve(ctx, path, true)?;
+            if !chart.join("Chart.yaml").is_file() {
+                return Err(StepOutcome::failed(format!(
+                    "`{path}` is not a Helm chart (no Chart.yaml); point `path` at the chart's directory"
+                )));
+            }
+            (chart, format!("`{path}`"))
+        }
+        (None, Some(repo_chart)) => download(ctx, repo_chart).await?,
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(StepOutcome::failed(format!(
+                "invalid `{KIND}` config: set exactly one of `path` (a chart directory) and \
+                 `chart` (`{{repoURL, name, version}}` in a chart repository)"
+            )));
+        }
+    };
     let mut args: Vec<OsString> = vec![
         "template".into(),
         config.release_name.clone().into(),
@@ -111,10 +150,90 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
     let rendered = render(ctx, &tool, &args, TIMEOUT).await?;
     let files = out.write(&rendered)?;
     ctx.log(&format!(
-        "rendered chart `{}` into `{}` ({files} file(s))",
-        config.path, config.out_path
+        "rendered chart {shown} into `{}` ({files} file(s))",
+        config.out_path
     ));
     Ok(StepOutcome::succeeded(Map::new()))
+}
+
+/// Where downloaded charts go in the work directory.
+const DOWNLOADS: &str = ".dray/charts";
+
+/// Downloads `chart` into the work directory; its archive path and how to name it.
+async fn download(
+    ctx: &StepContext,
+    chart: &RepoChart,
+) -> Result<(std::path::PathBuf, String), StepOutcome> {
+    let repo_url = chart.repo_url.trim();
+    let name = match (is_oci(repo_url), chart.name.as_deref().map(str::trim)) {
+        (true, None | Some("")) => oci_chart_name(repo_url).to_owned(),
+        (true, Some(name)) if name == oci_chart_name(repo_url) => name.to_owned(),
+        (true, Some(name)) => {
+            return Err(StepOutcome::failed(format!(
+                "invalid `{KIND}` config at `chart.name`: `{name}` is not the chart of \
+                 `{repo_url}` (`{}`); remove `name` for an `oci://` chart",
+                oci_chart_name(repo_url)
+            )));
+        }
+        (false, Some(name)) if !name.is_empty() => name.to_owned(),
+        (false, _) => {
+            return Err(StepOutcome::failed(format!(
+                "invalid `{KIND}` config at `chart.name`: a classic chart repository needs the \
+                 chart's name"
+            )));
+        }
+    };
+    let version = chart.version.trim();
+    if version.is_empty() || version.contains(['/', '\\']) {
+        return Err(StepOutcome::failed(format!(
+            "invalid `{KIND}` config at `chart.version`: `{version}` is not a chart version; \
+             e.g. `${{{{ chartFrom('{repo_url}').version }}}}`"
+        )));
+    }
+    // The Freight's own chart at this version: pull what the Freight pinned.
+    let digest = ctx
+        .freight
+        .charts
+        .iter()
+        .find(|c| c.repo_url.trim() == repo_url && c.name == name && c.version == version)
+        .and_then(|c| c.digest.as_deref());
+    let reference = ChartRef {
+        repo_url,
+        name: &name,
+        version,
+        digest,
+        insecure: chart.insecure,
+    };
+    let credentials = ctx.credentials.helm(repo_url);
+    let shown = format!("`{name}` {version} from `{repo_url}`");
+    let archive = fetch_chart(&ctx.http, &reference, credentials.as_ref())
+        .await
+        .map_err(|err| {
+            let message = format!("cannot download chart {shown}: {err}");
+            if err.is_retryable() {
+                StepOutcome::errored(message)
+            } else {
+                StepOutcome::failed(message)
+            }
+        })?;
+    let file = format!("{DOWNLOADS}/{name}-{version}.tgz");
+    let path = ctx.path(&file).map_err(StepOutcome::failed)?;
+    let written = async {
+        if let Some(dir) = path.parent() {
+            tokio::fs::create_dir_all(dir).await?;
+        }
+        tokio::fs::write(&path, &archive).await
+    };
+    written.await.map_err(|err| {
+        StepOutcome::errored(format!(
+            "cannot write `{file}` in the work directory: {err}"
+        ))
+    })?;
+    ctx.log(&format!(
+        "downloaded chart {shown} ({} bytes)",
+        archive.len()
+    ));
+    Ok((path, shown))
 }
 
 #[cfg(test)]
@@ -281,6 +400,29 @@ mod tests {
                 .await,
         );
         assert!(reason.contains("missing field `releaseName`"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn path_and_chart_are_exclusive_and_the_chart_is_checked_before_any_request() {
+        let work = tempfile::tempdir().unwrap();
+        chart(work.path());
+        let ctx = context(work.path());
+        for config in [
+            json!({"releaseName": "web", "outPath": "o.yaml"}),
+            json!({"path": ".", "chart": {"repoURL": "https://c", "name": "app", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"}),
+        ] {
+            let reason = failed(HelmTemplate.run(&ctx, config).await);
+            assert!(reason.contains("set exactly one of `path`"), "{reason}");
+        }
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "https://c", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(reason.contains("`chart.name`"), "{reason}");
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "oci://r/charts/app", "name": "web", "version": "1.0.0"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(
+            reason.contains("is not the chart of `oci://r/charts/app`"),
+            "{reason}"
+        );
+        let reason = failed(HelmTemplate.run(&ctx, json!({"chart": {"repoURL": "oci://r/charts/app", "version": "../x"}, "releaseName": "web", "outPath": "o.yaml"})).await);
+        assert!(reason.contains("`chart.version`"), "{reason}");
     }
 
     fn which(program: &str) -> Option<PathBuf> {

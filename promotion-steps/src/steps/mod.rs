@@ -14,6 +14,7 @@ pub(crate) mod copy;
 pub(crate) mod delete;
 pub(crate) mod file_write;
 pub(crate) mod helm_template;
+pub(crate) mod helm_update_chart;
 pub(crate) mod json_update;
 pub(crate) mod kustomize_build;
 pub(crate) mod kustomize_set_image;

@@ -104,7 +104,7 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
 
 /// Sets `key` to `value` in the lossless tree and, in step, in `expected` (the plain data
 /// the file must hold afterwards). The error says, in words, what is missing.
-fn apply(
+pub(crate) fn apply(
     edit: &YamlEdit,
     expected: &mut Value,
     key: &[String],

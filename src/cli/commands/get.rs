@@ -346,6 +346,8 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         .map(|s| {
                             if let Some(image) = s.get("image") {
                                 format!("image:{}", text(image, "/repoURL"))
+                            } else if let Some(chart) = s.get("chart") {
+                                format!("chart:{}", text(chart, "/repoURL"))
                             } else {
                                 format!("git:{}", text(s, "/git/repoURL"))
                             }
@@ -367,7 +369,7 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
         ),
         Kind::Freight => (
             vec![
-                "ALIAS", "ID", "ORIGIN", "IMAGES", "COMMITS", "AGE", "WARNINGS",
+                "ALIAS", "ID", "ORIGIN", "IMAGES", "COMMITS", "CHARTS", "AGE", "WARNINGS",
             ],
             items
                 .iter()
@@ -390,6 +392,16 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                             format!("{} {}", &id[..id.len().min(7)], text(c, "/message"))
                         })
                         .collect();
+                    let charts: Vec<String> = array(i, "/charts")
+                        .iter()
+                        .map(|c| {
+                            let chart = format!("{}:{}", text(c, "/name"), text(c, "/version"));
+                            match c.get("digest").and_then(Value::as_str) {
+                                Some(digest) => format!("{chart}@{}", short_digest(digest)),
+                                None => chart,
+                            }
+                        })
+                        .collect();
                     let id = name(i);
                     vec![
                         text(i, "/alias"),
@@ -397,6 +409,7 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         text(i, "/origin/name"),
                         images.join(", "),
                         commits.join(", "),
+                        charts.join(", "),
                         age(i),
                         array(i, "/warnings").len().to_string(),
                     ]

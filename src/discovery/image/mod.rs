@@ -59,8 +59,10 @@
 //!
 //! `select` and `constraint` (pure tag rules), `repo` (`repoURL`), `registry` (HTTP and
 //! request counting, with `auth` and `failure` below it), `limit` (rate limit), `cache`,
-//! `resolve` (tag → pinned digest), `manifest` (the JSON it reads), `error`.
+//! `resolve` (tag → pinned digest), `manifest` (the JSON it reads), `error`, and
+//! `artifact`: the same client for other OCI artifacts (Helm charts, `discovery::chart`).
 
+mod artifact;
 mod cache;
 pub(crate) mod constraint;
 mod error;
@@ -351,6 +353,19 @@ impl ImageDiscoverer {
     ) -> Result<Found> {
         let ranked = selector.rank(&resolver.repo.display, tags)?;
         stats.tags_matched = ranked.len();
+        self.pin_ranked(resolver, &ranked, selector.limit, tags)
+            .await
+    }
+
+    /// Pins the first `limit` of `ranked` (newest first, taken from the listing `tags`):
+    /// the newest that still exists read fresh, the others from the cache.
+    async fn pin_ranked(
+        &self,
+        resolver: &Resolver<'_>,
+        ranked: &[String],
+        limit: usize,
+        tags: &[String],
+    ) -> Result<Found> {
         let mut rest = ranked.iter();
         let mut found = Vec::new();
         for tag in rest.by_ref() {
@@ -366,7 +381,7 @@ impl ImageDiscoverer {
         // The futures are built before the stream: a closure in the stream's type would
         // make the discovery future not `Send` (rust-lang/rust#102211).
         let lookups: Vec<_> = rest
-            .take(selector.limit - 1)
+            .take(limit.saturating_sub(1))
             .map(|t| pin_cached(resolver, t))
             .collect();
         let pinned: Vec<_> = stream::iter(lookups)

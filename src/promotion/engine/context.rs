@@ -169,18 +169,23 @@ pub fn target_freight(freight: &Freight) -> TargetFreight {
                 author: c.author.clone(),
             })
             .collect(),
+        charts: freight
+            .spec
+            .charts
+            .iter()
+            .map(|c| dray_steps::FreightChart {
+                repo_url: c.repo_url.clone(),
+                name: c.name.clone(),
+                version: c.version.clone(),
+                digest: c.digest.clone(),
+            })
+            .collect(),
     }
 }
 
 /// The Freight as `${{ ctx.targetFreight }}` and `imageFrom()` see it.
 pub(super) fn freight_view(freight: &Freight) -> FreightView {
-    FreightView {
-        id: freight.metadata.name.clone().unwrap_or_default(),
-        alias: freight.spec.alias.clone(),
-        origin: freight.spec.origin.clone(),
-        images: freight.spec.images.clone(),
-        commits: freight.spec.commits.clone(),
-    }
+    FreightView::from(freight)
 }
 
 /// How `project` reaches Argo CD: its ProjectConfig's `spec.argocd`, if it says (a

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use dray_steps::challenge_params;
 use reqwest::{Method, StatusCode, Url};
 use serde::Deserialize;
 use tokio::time::{Duration, Instant};
@@ -130,26 +131,6 @@ impl Session<'_> {
     }
 }
 
-/// `key="value"` pairs of a challenge.
-fn challenge_params(params: &str) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let mut rest = params.trim();
-    while let Some((key, after)) = rest.split_once('=') {
-        let key = key
-            .trim()
-            .trim_start_matches(',')
-            .trim()
-            .to_ascii_lowercase();
-        let (value, tail) = match after.strip_prefix('"') {
-            Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
-            None => after.split_once(',').unwrap_or((after, "")),
-        };
-        out.insert(key, value.to_owned());
-        rest = tail.trim_start_matches(|c: char| c == ',' || c.is_whitespace());
-    }
-    out
-}
-
 fn token_lifetime(expires_in: Option<u64>) -> Duration {
     match expires_in {
         // Renew a little early so a token does not expire in flight.
@@ -162,18 +143,6 @@ fn token_lifetime(expires_in: Option<u64>) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_bearer_challenges() {
-        let params = challenge_params(
-            r#"realm="https://auth.docker.io/token",service="registry.docker.io",scope="repository:library/nginx:pull""#,
-        );
-        assert_eq!(params["realm"], "https://auth.docker.io/token");
-        assert_eq!(params["service"], "registry.docker.io");
-        assert_eq!(params["scope"], "repository:library/nginx:pull");
-        let params = challenge_params(r#"realm="x", error=invalid_token"#);
-        assert_eq!(params["error"], "invalid_token");
-    }
 
     #[test]
     fn token_lifetimes() {
