@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::files::{read_text, resolve, write_if_changed};
+use super::files::{read_text, resolve};
 use super::json_text::value_span;
 use super::key_path::{self, Update};
 use super::typed::TypedStep;
@@ -87,15 +87,13 @@ fn run(ctx: &StepContext, config: &Config) -> Result<StepOutcome, StepOutcome> {
             config.path
         )));
     }
-    if write_if_changed(&file, &text)? {
-        ctx.log(&format!("updated `{}`", config.path));
-    } else {
-        ctx.log(&format!("`{}` already had these values", config.path));
-    }
-    Ok(StepOutcome::succeeded(key_path::commit_message(
+    key_path::write_edit(
+        ctx,
+        &file,
         &config.path,
+        &text,
         config.updates.iter().map(|u| (u.key.as_str(), &u.value)),
-    )))
+    )
 }
 
 #[cfg(test)]

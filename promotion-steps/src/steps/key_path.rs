@@ -4,9 +4,12 @@
 //!
 //! Not a step; each step walks its own format with the parts.
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
-use crate::StepOutcome;
+use super::files::write_if_changed;
+use crate::{StepContext, StepOutcome};
 
 /// Splits `a.b\.c.0` into `["a", "b.c", "0"]`; `kind` names the step in the error.
 pub(crate) fn parse(kind: &str, key: &str) -> Result<Vec<String>, StepOutcome> {
@@ -40,11 +43,20 @@ pub(crate) fn place(parts: &[String]) -> String {
     }
 }
 
-/// The `commitMessage` output of an edit: `update values.yaml: image.tag = 1.2.0, n = 3`.
-pub(crate) fn commit_message<'a>(
-    path: &str,
+/// Writes an edited file (`text`) unless it already holds it, logs which, and gives the
+/// edit's `commitMessage` output: `update values.yaml: image.tag = 1.2.0, n = 3`.
+pub(crate) fn write_edit<'a>(
+    ctx: &StepContext,
+    file: &Path,
+    shown: &str,
+    text: &str,
     updates: impl Iterator<Item = (&'a str, &'a Value)>,
-) -> Map<String, Value> {
+) -> Result<StepOutcome, StepOutcome> {
+    if write_if_changed(file, text)? {
+        ctx.log(&format!("updated `{shown}`"));
+    } else {
+        ctx.log(&format!("`{shown}` already had these values"));
+    }
     let changes = updates
         .map(|(key, value)| match value {
             Value::String(s) => format!("{key} = {s}"),
@@ -55,9 +67,9 @@ pub(crate) fn commit_message<'a>(
     let mut outputs = Map::new();
     outputs.insert(
         "commitMessage".to_owned(),
-        Value::from(format!("update {path}: {changes}")),
+        Value::from(format!("update {shown}: {changes}")),
     );
-    outputs
+    Ok(StepOutcome::succeeded(outputs))
 }
 
 /// One value to set by `json-update` or `toml-update`.

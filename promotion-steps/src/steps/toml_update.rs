@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::Value as Json;
 use toml_edit::{DocumentMut, Item, Table, Value};
 
-use super::files::{read_text, resolve, write_if_changed};
+use super::files::{read_text, resolve};
 use super::key_path::{self, Update, place};
 use super::typed::TypedStep;
 use crate::{StepContext, StepOutcome, Writes};
@@ -66,15 +66,13 @@ fn run(ctx: &StepContext, config: &Config) -> Result<StepOutcome, StepOutcome> {
         let new = to_toml(&update.value).map_err(cannot)?;
         set_in_table(document.as_table_mut(), &parts, 0, new).map_err(cannot)?;
     }
-    if write_if_changed(&file, &document.to_string())? {
-        ctx.log(&format!("updated `{}`", config.path));
-    } else {
-        ctx.log(&format!("`{}` already had these values", config.path));
-    }
-    Ok(StepOutcome::succeeded(key_path::commit_message(
+    key_path::write_edit(
+        ctx,
+        &file,
         &config.path,
+        &document.to_string(),
         config.updates.iter().map(|u| (u.key.as_str(), &u.value)),
-    )))
+    )
 }
 
 fn set_in_table(

@@ -11,7 +11,7 @@ use serde_yaml_ng::Value;
 use std::str::FromStr;
 use yaml_edit::{AsYaml, ScalarValue, YamlFile, YamlNode};
 
-use super::files::{read_text, resolve, write_if_changed};
+use super::files::{read_text, resolve};
 use super::key_path;
 use super::typed::TypedStep;
 use super::yaml_doc::{YamlEdit, plain, string_like};
@@ -90,16 +90,13 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
         })?;
     }
     let edited = edit.finish(&expected, &config.path)?;
-    if write_if_changed(&file, &edited)? {
-        ctx.log(&format!("updated `{}`", config.path));
-    } else {
-        ctx.log(&format!("`{}` already had these values", config.path));
-    }
-    let outputs = key_path::commit_message(
+    key_path::write_edit(
+        ctx,
+        &file,
         &config.path,
+        &edited,
         config.updates.iter().map(|u| (u.key.as_str(), &u.value)),
-    );
-    Ok(StepOutcome::succeeded(outputs))
+    )
 }
 
 /// Sets `key` to `value` in the lossless tree and, in step, in `expected` (the plain data
