@@ -136,7 +136,8 @@ pub fn image_reference(data: &[u8]) {
 pub fn git_tags(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let (pattern, subject) = text.split_once('\n').unwrap_or((&text, "v1.2.3"));
-    let version = parse_version(subject);
+    let version = parse_version(subject, true);
+    let _ = parse_version(subject, false);
     if let Ok(constraint) = SemverConstraint::new(Some(pattern)) {
         let _ = constraint.describe();
         if let Some(version) = &version {

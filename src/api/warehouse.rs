@@ -210,6 +210,10 @@ pub struct GitSubscription {
     /// A semver range for the `SemVer` strategy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semver_constraint: Option<String>,
+    /// For `SemVer`: only tags that are full `major.minor.patch` versions count (default
+    /// true; a leading `v` is accepted). False also takes `1.2` and `v1` (as `1.2.0`, `1.0.0`).
+    #[serde(default = "default_true")]
+    pub strict_semvers: bool,
     /// Regular expressions; when set, only matching tags are considered.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_tags: Vec<String>,

@@ -12,8 +12,12 @@ use crate::api::{
     Verb, WILDCARD, Warehouse, WebhookProvider, rule_resources,
 };
 
+use crate::api::ImageSubscription;
 use crate::discovery::chart::source::ChartSource;
+use crate::discovery::git::error::GitDiscoveryError;
+use crate::discovery::git::select::{PathFilter, SemverConstraint, TagFilter};
 use crate::discovery::image::constraint::Constraint;
+use crate::discovery::image::{self, ImageDiscoveryError};
 use crate::expr::{COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, check_filter, check_predicate};
 
 use super::durations;
@@ -413,6 +417,89 @@ fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
     }
 }
 
+/// An image subscription's selection rules, compiled as discovery compiles them: a
+/// `SemVer` constraint that parses, the tag `Digest` follows, tag regexes, the platform.
+fn image_selection(image: &ImageSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    if let Err(ImageDiscoveryError::InvalidSubscription {
+        field,
+        value,
+        reason,
+        hint,
+    }) = image::check_subscription(image)
+        // `discoveryLimit` and `expressionFilter` have their own rules.
+        && field != "discoveryLimit"
+        && field != "expressionFilter"
+    {
+        // `allowTags[1]` is a key and an index.
+        let path = match field.strip_suffix(']').and_then(|f| f.split_once('[')) {
+            Some((key, index)) => match index.parse() {
+                Ok(index) => at.key(key).index(index),
+                Err(_) => at.key(&field),
+            },
+            None => at.key(&field),
+        };
+        let issue = Issue::new(path, format!("`{field}` `{value}`: {reason}"));
+        issues.push(match hint {
+            Some(hint) => issue.hint(hint),
+            None => issue,
+        });
+    }
+}
+
+/// A git subscription's `semverConstraint`, tag regexes and path patterns, compiled as
+/// discovery compiles them.
+fn git_selection(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+    if let Err(GitDiscoveryError::InvalidConstraint { constraint, reason }) =
+        SemverConstraint::new(git.semver_constraint.as_deref())
+    {
+        issues.push(
+            Issue::new(
+                at.key("semverConstraint"),
+                format!("`semverConstraint` `{constraint}` is not a version range: {reason}"),
+            )
+            .hint("write a range such as `^1.2.0`, `>=1.0.0 <2.0.0` or `~1.4`"),
+        );
+    }
+    let lists: [(&str, &[String], Checker); 4] = [
+        ("allowTags", &git.allow_tags, |p| {
+            TagFilter::new(std::slice::from_ref(p), &[]).map(|_| ())
+        }),
+        ("ignoreTags", &git.ignore_tags, |p| {
+            TagFilter::new(&[], std::slice::from_ref(p)).map(|_| ())
+        }),
+        ("includePaths", &git.include_paths, |p| {
+            PathFilter::new(std::slice::from_ref(p), &[]).map(|_| ())
+        }),
+        ("excludePaths", &git.exclude_paths, |p| {
+            PathFilter::new(&[], std::slice::from_ref(p)).map(|_| ())
+        }),
+    ];
+    for (field, list, check) in lists {
+        for (i, pattern) in list.iter().enumerate() {
+            if let Err(GitDiscoveryError::InvalidPattern { reason, .. }) = check(pattern) {
+                let hint = if field.ends_with("Paths") {
+                    "write a path prefix (`apps/web/`), `glob:apps/*/values.yaml` or `regex:^env/(dev|prod)/`"
+                } else {
+                    "write a regular expression (Rust `regex` syntax, no look-around), e.g. `^v[0-9]+`"
+                };
+                // A regex error spans lines (the pattern, a caret, the error): keep the error.
+                let reason = reason.lines().last().unwrap_or_default().trim();
+                let reason = reason.strip_prefix("error: ").unwrap_or(reason);
+                issues.push(
+                    Issue::new(
+                        at.key(field).index(i),
+                        format!("`{pattern}` is not a valid pattern: {reason}"),
+                    )
+                    .hint(hint),
+                );
+            }
+        }
+    }
+}
+
+/// Compiles one pattern of a git subscription's list.
+type Checker = fn(&String) -> Result<(), GitDiscoveryError>;
+
 /// A git subscription's `expressionFilter` and `since`.
 fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
     if let Some(expression) = git.expression_filter.as_deref().map(str::trim)
@@ -474,6 +561,10 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
     }
     if let Some(git) = &sub.git {
         commit_filters(git, &at, issues);
+        git_selection(git, &at, issues);
+    }
+    if let Some(image) = &sub.image {
+        image_selection(image, &at, issues);
     }
     if let Some(expression) = sub
         .image
@@ -765,6 +856,66 @@ mod tests {
             "{found:?}"
         );
         assert!(found[3].1.contains("`<2.x.y`"), "{found:?}");
+    }
+
+    #[test]
+    fn selection_rules_are_compiled_at_apply_time_naming_the_value() {
+        let found = issues(
+            Kind::Warehouse,
+            json!({"metadata": {"name": "app"}, "spec": {"subscriptions": [
+                {"image": {"repoURL": "reg/app", "constraint": ">=1.0 <2.x.y"}},
+                {"image": {"repoURL": "reg/app", "imageSelectionStrategy": "Digest"}},
+                {"image": {"repoURL": "reg/app", "allowTags": ["^v(1"]}},
+                {"git": {"repoURL": "https://git/cfg.git", "commitSelectionStrategy": "SemVer",
+                         "semverConstraint": "^^1", "allowTags": ["ok", "(("],
+                         "includePaths": ["apps/", "glob:apps/[", "regexp:^env/(("],
+                         "excludePaths": ["regex:docs/[a-"]}},
+                {"git": {"repoURL": "https://git/ok.git", "includePaths": ["regexp:^env/(dev|prod)/", "glob:**/*.yaml"]}},
+            ]}}),
+        );
+        let paths: Vec<&str> = found.iter().map(|(path, _)| path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.subscriptions[0].image.constraint",
+                "spec.subscriptions[1].image.constraint",
+                "spec.subscriptions[2].image.allowTags[0]",
+                "spec.subscriptions[3].git.semverConstraint",
+                "spec.subscriptions[3].git.allowTags[1]",
+                "spec.subscriptions[3].git.includePaths[1]",
+                "spec.subscriptions[3].git.includePaths[2]",
+                "spec.subscriptions[3].git.excludePaths[0]",
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[0].1.starts_with("`constraint` `>=1.0 <2.x.y`: "),
+            "{}",
+            found[0].1
+        );
+        assert!(
+            found[1]
+                .1
+                .contains("the `Digest` strategy needs the tag to follow"),
+            "{}",
+            found[1].1
+        );
+        assert!(
+            found[2].1.contains("it is not a regular expression"),
+            "{}",
+            found[2].1
+        );
+        assert!(
+            found[3]
+                .1
+                .starts_with("`semverConstraint` `^^1` is not a version range"),
+            "{}",
+            found[3].1
+        );
+        assert_eq!(
+            found[6].1,
+            "`regexp:^env/((` is not a valid pattern: unclosed group"
+        );
     }
 
     #[test]

@@ -401,7 +401,9 @@ impl Rules {
                 let constraint = self.semver.as_ref();
                 let mut versions: Vec<_> = allowed
                     .iter()
-                    .filter_map(|t| Some((t.to_string(), parse_version(t)?)))
+                    .filter_map(|t| {
+                        Some((t.to_string(), parse_version(t, self.sub.strict_semvers)?))
+                    })
                     .filter(|(_, v)| constraint.is_none_or(|c| c.allows(v)))
                     .collect();
                 sort_semver(&mut versions);
@@ -493,7 +495,7 @@ impl Rules {
         // Prefer the newest release over a newer pre-release: that is what users compare.
         let by_version = all
             .iter()
-            .filter_map(|t| Some((parse_version(t)?, *t)))
+            .filter_map(|t| Some((parse_version(t, self.sub.strict_semvers)?, *t)))
             .max_by(|(a, _), (b, _)| (!a.is_prerelease(), a).cmp(&(!b.is_prerelease(), b)))
             .map(|(_, t)| t.to_owned());
         match self.sub.commit_selection_strategy {

@@ -16,7 +16,8 @@ use crate::discovery::image::constraint::parse_range;
 /// The trailer that marks commits Dray wrote itself.
 pub const PROMOTION_TRAILER: &str = "Dray-Promotion";
 
-/// One path pattern: a plain prefix, `glob:PATTERN` or `regex:PATTERN`.
+/// One path pattern: a plain prefix, `glob:PATTERN` or `regex:PATTERN` (also spelt
+/// `regexp:`, as Kargo accepts both).
 #[derive(Clone, Debug)]
 enum PathPattern {
     /// A plain string prefix, as Kargo compares (`apps/` matches `apps/a.yaml`).
@@ -40,7 +41,10 @@ impl PathPattern {
                 .build()
                 .map_err(|e| invalid(e.kind().to_string()))?;
             Ok(Self::Glob(glob.compile_matcher()))
-        } else if let Some(regex) = pattern.strip_prefix("regex:") {
+        } else if let Some(regex) = pattern
+            .strip_prefix("regex:")
+            .or_else(|| pattern.strip_prefix("regexp:"))
+        {
             Ok(Self::Regex(
                 Regex::new(regex).map_err(|e| invalid(e.to_string()))?,
             ))
@@ -182,14 +186,27 @@ impl SemverConstraint {
     }
 }
 
-/// A tag as a semantic version: `1.2.3`, `v1.2.3`, `1.2.3-rc.1`; `None` otherwise.
-pub(crate) fn parse_version(tag: &str) -> Option<Version> {
+/// A tag as a semantic version: `1.2.3`, `v1.2.3`, `1.2.3-rc.1`; `None` otherwise. With
+/// `strict` (`strictSemvers`, the default) only full `major.minor.patch` versions count;
+/// without, `1.2` and `v1` count too, as `1.2.0` and `1.0.0` (as Kargo coerces them).
+pub(crate) fn parse_version(tag: &str, strict: bool) -> Option<Version> {
     let bare = tag.strip_prefix(['v', 'V']).unwrap_or(tag);
-    // Only full `major.minor.patch` versions: `1.2` is not a release tag.
-    if bare.split(['-', '+']).next()?.split('.').count() != 3 {
-        return None;
+    let core_end = bare.find(['-', '+']).unwrap_or(bare.len());
+    let (core, rest) = bare.split_at(core_end);
+    let parts = core.split('.').count();
+    match parts {
+        3 => Version::parse(bare).ok(),
+        1 | 2
+            if !strict
+                && core
+                    .split('.')
+                    .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            let padded = format!("{core}{}{rest}", ".0".repeat(3 - parts));
+            Version::parse(&padded).ok()
+        }
+        _ => None,
     }
-    Version::parse(bare).ok()
 }
 
 /// Sort `(tag, version)` by version, highest first (ties: name, greatest first).
@@ -241,6 +258,10 @@ mod tests {
 
         let f = filter(&[r"regex:^env/(dev|prod)/"], &[]);
         assert!(f.is_relevant(["env/dev/a"]) && !f.is_relevant(["env/qa/a"]));
+        // Kargo's other spelling is the same regular expression, not a literal prefix.
+        let f = filter(&[r"regexp:^env/(dev|prod)/"], &[]);
+        assert!(f.is_relevant(["env/dev/a"]) && !f.is_relevant(["env/qa/a"]));
+        assert!(!f.is_relevant(["regexp:^env/(dev|prod)/x"]));
     }
 
     #[test]
@@ -275,7 +296,7 @@ mod tests {
 
     #[test]
     fn semver_excludes_pre_releases_unless_named() {
-        let v = |s: &str| parse_version(s).unwrap();
+        let v = |s: &str| parse_version(s, true).unwrap();
         let c = SemverConstraint::new(Some("^1.0.0")).unwrap();
         assert!(c.allows(&v("v1.4.0")));
         assert!(!c.allows(&v("v1.5.0-rc.1")));
@@ -289,7 +310,17 @@ mod tests {
                 .unwrap()
                 .allows(&v("1.0.0-alpha"))
         );
-        assert!(parse_version("release-1").is_none() && parse_version("1.2").is_none());
+        assert!(parse_version("release-1", true).is_none() && parse_version("1.2", true).is_none());
+        // strictSemvers: false takes partial versions, as Kargo coerces them.
+        assert_eq!(parse_version("1.2", false).unwrap().to_string(), "1.2.0");
+        assert_eq!(parse_version("v1", false).unwrap().to_string(), "1.0.0");
+        assert_eq!(
+            parse_version("v1.4-rc.1", false).unwrap().to_string(),
+            "1.4.0-rc.1"
+        );
+        assert!(
+            parse_version("release-1", false).is_none() && parse_version("1..2", false).is_none()
+        );
         assert!(SemverConstraint::new(Some("not a range")).is_err());
     }
 
@@ -297,7 +328,7 @@ mod tests {
     fn semver_order_is_numeric() {
         let mut tags: Vec<_> = ["v1.10.0", "v1.9.0", "v1.2.0"]
             .iter()
-            .map(|t| (t.to_string(), parse_version(t).unwrap()))
+            .map(|t| (t.to_string(), parse_version(t, true).unwrap()))
             .collect();
         sort_semver(&mut tags);
         assert_eq!(tags[0].0, "v1.10.0");

@@ -119,6 +119,7 @@ impl Origin {
         GitSubscription {
             repo_url: self.url(),
             discovery_limit: 20,
+            strict_semvers: true,
             ..Default::default()
         }
     }
@@ -524,6 +525,33 @@ async fn semver_selects_releases_and_skips_pre_releases() {
         .unwrap_err()
         .to_string();
     assert!(err.starts_with("invalid semverConstraint `^^x`"), "{err}");
+}
+
+#[tokio::test]
+async fn strict_semvers_false_takes_partial_versions_as_kargo_does() {
+    let origin = Origin::new();
+    for tag in ["v1.0.0", "v1.5", "v2"] {
+        origin.commit(&[("apps/a.yaml", tag)], tag);
+        origin.tag(tag, None);
+    }
+    let strict = GitSubscription {
+        commit_selection_strategy: CommitSelectionStrategy::SemVer,
+        ..origin.sub()
+    };
+    let discoverer = origin.discoverer();
+    let found = discoverer.discover(&strict, None, None).await.unwrap();
+    assert_eq!(
+        tags(&found),
+        ["v1.0.0"],
+        "strict by default: `v1.5` and `v2` are not versions"
+    );
+    let loose = GitSubscription {
+        strict_semvers: false,
+        semver_constraint: Some("^1.0.0".into()),
+        ..strict
+    };
+    let found = discoverer.discover(&loose, None, None).await.unwrap();
+    assert_eq!(tags(&found), ["v1.5", "v1.0.0"]);
 }
 
 #[tokio::test]

@@ -84,6 +84,14 @@ use jiff::Timestamp;
 
 use self::cache::Caches;
 pub use self::error::ImageDiscoveryError;
+
+/// Compiles `sub`'s selection rules (constraint, `Digest`'s tag, tag regexes, platform,
+/// limit) as discovery will, so `dray apply` refuses what discovery could not honour.
+pub(crate) fn check_subscription(
+    sub: &ImageSubscription,
+) -> std::result::Result<(), ImageDiscoveryError> {
+    select::Selector::new(sub).map(|_| ())
+}
 use self::registry::RegistryHttp;
 use self::repo::Repo;
 use self::resolve::{Pinned, Resolver};
