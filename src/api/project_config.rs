@@ -189,12 +189,30 @@ pub struct PromotionPolicy {
     /// Which Stages this policy applies to.
     #[serde(default)]
     pub stage_selector: StageSelector,
+    /// One Stage by name: Kargo's shorthand for `stageSelector: {name: …}` (set one of
+    /// the two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
     /// Promote new available Freight without a person clicking.
     #[serde(default)]
     pub auto_promotion_enabled: bool,
     /// Which Freight auto-promotion picks.
     #[serde(default)]
     pub selection_policy: SelectionPolicy,
+}
+
+impl PromotionPolicy {
+    /// The Stages this policy selects: `stage` as a name selector when it is set, else
+    /// `stageSelector`.
+    pub fn selector(&self) -> std::borrow::Cow<'_, StageSelector> {
+        match &self.stage {
+            Some(name) => std::borrow::Cow::Owned(StageSelector {
+                name: Some(name.clone()),
+                ..StageSelector::default()
+            }),
+            None => std::borrow::Cow::Borrowed(&self.stage_selector),
+        }
+    }
 }
 
 /// A webhook receiver. Exactly one of the provider blocks is set; each names the

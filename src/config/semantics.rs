@@ -299,6 +299,30 @@ fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
             issues.push(issue);
         }
     }
+    let policies = FieldPath::of(&["spec", "promotionPolicies"]);
+    for (i, policy) in config.spec.promotion_policies.iter().enumerate() {
+        let selects =
+            policy.stage_selector.name.is_some() || !policy.stage_selector.match_labels.is_empty();
+        if policy.stage.is_some() && selects {
+            issues.push(
+                Issue::new(
+                    policies.index(i).key("stage"),
+                    "a promotion policy sets both `stage` and `stageSelector`",
+                )
+                .hint("keep one: `stage: dev` is short for `stageSelector: {name: dev}`"),
+            );
+        }
+        if let Some(name) = policy.stage.as_deref()
+            && let Some(issue) = names::check(
+                name,
+                MAX_LABEL,
+                "Stage name",
+                policies.index(i).key("stage"),
+            )
+        {
+            issues.push(issue);
+        }
+    }
     let windows = FieldPath::of(&["spec", "promotionWindows"]);
     let mut window_names = std::collections::BTreeSet::new();
     for (i, window) in config.spec.promotion_windows.iter().enumerate() {
@@ -856,6 +880,31 @@ mod tests {
             "{found:?}"
         );
         assert!(found[3].1.contains("`<2.x.y`"), "{found:?}");
+    }
+
+    #[test]
+    fn a_promotion_policy_names_its_stage_one_way() {
+        let found = issues(
+            Kind::ProjectConfig,
+            json!({"metadata": {"name": "demo", "namespace": "demo"}, "spec": {"promotionPolicies": [
+                {"stage": "dev", "autoPromotionEnabled": true},
+                {"stage": "qa", "stageSelector": {"name": "qa"}},
+                {"stage": "Bad_Name"}]}}),
+        );
+        let paths: Vec<&str> = found.iter().map(|(path, _)| path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.promotionPolicies[1].stage",
+                "spec.promotionPolicies[2].stage"
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[0].1.contains("sets both `stage` and `stageSelector`"),
+            "{}",
+            found[0].1
+        );
     }
 
     #[test]

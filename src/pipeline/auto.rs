@@ -184,7 +184,7 @@ fn policy_for<'a>(stage: &Stage, configs: &'a [Arc<ProjectConfig>]) -> Option<&'
             .spec
             .promotion_policies
             .iter()
-            .find(|p| windows::matches(&p.stage_selector, stage.name(), &labels))
+            .find(|p| windows::matches(&p.selector(), stage.name(), &labels))
             .filter(|p| p.auto_promotion_enabled)
     })
 }
@@ -356,6 +356,29 @@ mod tests {
             "once the soak ended the Freight is wanted"
         );
         shutdown.cancel();
+    }
+
+    #[test]
+    fn kargo_stage_shorthand_selects_that_stage_only() {
+        let config: ProjectConfig = serde_json::from_value(json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+            "metadata": {"name": "demo", "namespace": "demo"},
+            "spec": {"promotionPolicies": [{"stage": "dev", "autoPromotionEnabled": true}]}
+        }))
+        .unwrap();
+        let configs = [Arc::new(config)];
+        let stage = |name: &str| -> Stage {
+            serde_json::from_value(json!({
+                "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                "metadata": {"name": name, "namespace": "demo"}, "spec": {"requestedFreight": []}
+            }))
+            .unwrap()
+        };
+        assert!(policy_for(&stage("dev"), &configs).is_some());
+        assert!(
+            policy_for(&stage("staging"), &configs).is_none(),
+            "`stage: dev` is not an empty selector that selects every Stage"
+        );
     }
 
     #[test]
