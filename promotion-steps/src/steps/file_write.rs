@@ -53,11 +53,10 @@ fn run(ctx: &StepContext, config: &Config) -> Result<StepOutcome, StepOutcome> {
         )));
     }
     let exists = path.symlink_metadata().is_ok();
-    if exists && !config.overwrite {
-        // A re-run after a crash finds the file it wrote: that is not a conflict.
-        if std::fs::read(&path).is_ok_and(|old| old == config.contents.as_bytes()) {
-            return Ok(StepOutcome::succeeded(Map::new()));
-        }
+    // A re-run after a crash finds the file it wrote: that is not a conflict.
+    let already_written =
+        exists && std::fs::read(&path).is_ok_and(|old| old == config.contents.as_bytes());
+    if exists && !config.overwrite && !already_written {
         return Err(StepOutcome::failed(format!(
             "`{}` exists already; set `overwrite: true` to replace it",
             config.path
@@ -101,8 +100,9 @@ mod tests {
             std::fs::read_to_string(w.join("out/app/config.yaml")).unwrap(),
             "a: 1\n"
         );
-        // The same contents again (a resumed promotion) is fine; other contents are refused.
-        outputs(
+        // The same contents again (a resumed promotion) is fine, with the same outputs;
+        // other contents are refused.
+        let again = outputs(
             FileWrite
                 .run(
                     &ctx,
@@ -110,6 +110,7 @@ mod tests {
                 )
                 .await,
         );
+        assert_eq!(again["commitMessage"], "write out/app/config.yaml");
         let reason = failed(
             FileWrite
                 .run(

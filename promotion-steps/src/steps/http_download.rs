@@ -89,11 +89,6 @@ impl TypedStep for HttpDownload {
         };
         request.secrets.scrub_outcome(outcome)
     }
-
-    fn default_timeout(&self, _config: &Config) -> Duration {
-        // The download's own `timeout` bounds it; the step's default bounds the retries.
-        crate::DEFAULT_STEP_TIMEOUT
-    }
 }
 
 async fn download(
