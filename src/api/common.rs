@@ -99,9 +99,144 @@ pub fn optional_duration_string(_: &mut SchemaGenerator) -> Schema {
 ///
 /// Errors name the offending text and show the accepted form.
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    parse_duration_in(text, dray_steps::duration::Units::Go)
+}
+
+fn parse_duration_in(
+    text: &str,
+    units: dray_steps::duration::Units,
+) -> Result<std::time::Duration, String> {
     let hint = "write a duration such as `30s`, `5m` or `1h30m` (no spaces)";
     if text.trim().is_empty() {
         return Err(format!("empty duration; {hint}"));
     }
-    dray_steps::duration::parse(text).map_err(|e| format!("{e}; {hint}"))
+    dray_steps::duration::parse_with(text, units).map_err(|e| format!("{e}; {hint}"))
+}
+
+/// What one duration flag or field accepts beyond the grammar of [`parse_duration`]: its
+/// bounds, and the two documented extensions — a bare number meaning seconds (only where
+/// the docs always said seconds, e.g. `dray refresh --timeout 60`) and weeks (`2w`, only
+/// for token lifetimes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationRule {
+    /// The shortest allowed.
+    pub min: std::time::Duration,
+    /// The longest allowed.
+    pub max: std::time::Duration,
+    /// Whether a bare number is read as seconds.
+    pub bare_seconds: bool,
+    /// Whether `w` (seven days) is a unit.
+    pub weeks: bool,
+}
+
+impl DurationRule {
+    /// A Go-form duration from `min` to `max`.
+    pub const fn between(min: std::time::Duration, max: std::time::Duration) -> Self {
+        DurationRule {
+            min,
+            max,
+            bare_seconds: false,
+            weeks: false,
+        }
+    }
+
+    /// Reads `text` by [`parse_duration`]'s grammar (with this rule's extensions) and
+    /// checks the bounds; the error names the bound broken, e.g. `at most 2m (120s)`.
+    pub fn parse(&self, text: &str) -> Result<std::time::Duration, String> {
+        let trimmed = text.trim();
+        let duration = match trimmed.parse::<u64>() {
+            Ok(seconds) if self.bare_seconds => std::time::Duration::from_secs(seconds),
+            Ok(_) => {
+                return Err(format!(
+                    "`{trimmed}` has no unit; write e.g. `{trimmed}s` or `{trimmed}m`"
+                ));
+            }
+            Err(_) => {
+                let units = if self.weeks {
+                    dray_steps::duration::Units::WithWeeks
+                } else {
+                    dray_steps::duration::Units::Go
+                };
+                parse_duration_in(trimmed, units)?
+            }
+        };
+        if duration > self.max {
+            return Err(format!(
+                "at most {} ({}s)",
+                format_duration(self.max),
+                self.max.as_secs()
+            ));
+        }
+        if duration < self.min {
+            return Err(format!("at least {}", format_duration(self.min)));
+        }
+        Ok(duration)
+    }
+}
+
+/// A duration written the way [`parse_duration`] reads it, largest units first (`2m`,
+/// `1h30m`, `500ms`, `0s`); days are written as hours, as Go does.
+pub fn format_duration(duration: std::time::Duration) -> String {
+    let mut secs = duration.as_secs();
+    let millis = duration.subsec_millis();
+    let mut out = String::new();
+    for (unit, size) in [("h", 3600), ("m", 60), ("s", 1)] {
+        if secs >= size {
+            out.push_str(&format!("{}{unit}", secs / size));
+            secs %= size;
+        }
+    }
+    if millis > 0 {
+        out.push_str(&format!("{millis}ms"));
+    }
+    if out.is_empty() {
+        out.push_str("0s");
+    }
+    out
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn one_grammar_with_bounds_named_in_the_error() {
+        let rule = DurationRule::between(Duration::from_secs(1), Duration::from_secs(120));
+        assert_eq!(rule.parse("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(rule.parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(rule.parse("500s"), Err("at most 2m (120s)".to_owned()));
+        assert_eq!(rule.parse("500ms"), Err("at least 1s".to_owned()));
+        assert!(rule.parse("60").unwrap_err().contains("has no unit"));
+        assert!(rule.parse("soon").unwrap_err().contains("is not a duration"));
+        assert!(rule.parse("2w").is_err(), "weeks only where the rule says so");
+        let seconds = DurationRule {
+            bare_seconds: true,
+            ..rule
+        };
+        assert_eq!(seconds.parse("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(seconds.parse("500"), Err("at most 2m (120s)".to_owned()));
+        let weeks = DurationRule {
+            weeks: true,
+            ..DurationRule::between(Duration::from_secs(1), Duration::from_secs(86_400 * 30))
+        };
+        assert_eq!(weeks.parse("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(weeks.parse("1h30m"), Ok(Duration::from_secs(5400)));
+    }
+
+    #[test]
+    fn durations_are_written_as_they_are_read() {
+        for (secs, millis, text) in [
+            (120, 0, "2m"),
+            (5400, 0, "1h30m"),
+            (9910, 0, "2h45m10s"),
+            (0, 500, "500ms"),
+            (0, 0, "0s"),
+        ] {
+            let d = Duration::from_secs(secs) + Duration::from_millis(millis);
+            assert_eq!(format_duration(d), text);
+            assert_eq!(parse_duration(text), Ok(d));
+        }
+    }
 }

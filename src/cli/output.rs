@@ -31,6 +31,29 @@ pub fn paint(text: &str, ansi: &str, colour: bool) -> String {
     }
 }
 
+/// How many characters of a Freight id the CLI shows (as `dray get freight` does).
+pub const SHORT_ID: usize = 12;
+
+/// The first [`SHORT_ID`] characters of a Freight id.
+pub fn short_id(id: &str) -> &str {
+    match id.char_indices().nth(SHORT_ID) {
+        Some((at, _)) => &id[..at],
+        None => id,
+    }
+}
+
+/// Freight as the CLI shows it everywhere: `fresh-otter (3f2a9c1b7d0e)`; the short id
+/// alone when the alias is unknown, `-` when there is no Freight.
+pub fn freight_label(alias: Option<&str>, id: Option<&str>) -> String {
+    let alias = alias.filter(|a| !a.is_empty() && *a != "-");
+    match (alias, id.filter(|i| !i.is_empty() && *i != "-")) {
+        (Some(alias), Some(id)) => format!("{alias} ({})", short_id(id)),
+        (Some(alias), None) => alias.to_owned(),
+        (None, Some(id)) => short_id(id).to_owned(),
+        (None, None) => "-".to_owned(),
+    }
+}
+
 /// Renders rows under a header as an aligned table.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
@@ -102,6 +125,17 @@ mod tests {
             ],
         );
         assert_eq!(text, "NAME      AGE\ndev       5m\nstaging   1h\n");
+    }
+
+    #[test]
+    fn freight_is_shown_as_alias_and_short_id() {
+        let id = "3f2a9c1b7d0e5566778899";
+        assert_eq!(
+            freight_label(Some("fresh-otter"), Some(id)),
+            "fresh-otter (3f2a9c1b7d0e)"
+        );
+        assert_eq!(freight_label(None, Some(id)), "3f2a9c1b7d0e");
+        assert_eq!(freight_label(Some(""), None), "-");
     }
 
     #[test]

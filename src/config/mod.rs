@@ -32,7 +32,7 @@ mod references;
 mod schema_check;
 mod semantics;
 mod steps;
-mod suggest;
+pub(crate) mod suggest;
 mod typed;
 pub mod webhook_secret;
 mod yaml;

@@ -3,7 +3,7 @@
 //! windows now (`GET …/stages/{stage}/window`, and `status.window` on Stages as listed),
 //! and approving Freight for a Stage (`POST …/stages/{stage}/approve`, `approve` on the
 //! Stage). What the gates and windows say is [`crate::pipeline::board`]'s; this module
-//! only turns it into JSON.
+//! only turns it into JSON — the Freight listing names a closed window as promote does.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -23,10 +23,10 @@ use super::error::ApiError;
 /// The body of `POST …/stages/{stage}/approve`.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 pub struct ApproveBody {
-    /// The Freight, by id.
+    /// The Freight: its id, a unique id prefix (7 characters or more) or its alias.
     #[serde(default)]
     pub freight: Option<String>,
-    /// The Freight, by alias.
+    /// The Freight, named the same ways.
     #[serde(default)]
     pub alias: Option<String>,
     /// Why it is approved (kept on the record).
@@ -41,13 +41,15 @@ pub(crate) async fn approve(
     caller: Caller,
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
+    let store = state.store.as_ref();
+    let (freight, alias) =
+        super::freight_names::resolve_choice(store, &project, body.freight, body.alias).await?;
     let which = PromoteRequest {
         stage: stage.clone(),
-        freight: body.freight,
-        alias: body.alias,
+        freight,
+        alias,
         ..Default::default()
     };
-    let store = state.store.as_ref();
     let updated = request::approve(store, &caller, &project, &stage, &which, &body.reason).await?;
     tracing::info!(freight = %updated.key, %stage, by = %caller.user, "freight approved");
     Ok(Json(present(updated.object)))
@@ -84,13 +86,16 @@ pub(crate) async fn stage_freight(
         .unzip();
     let refs: Vec<&Freight> = freight.iter().collect();
     let stage_board = board::stage_board(&stage, &refs, &windows, jiff::Timestamp::now());
+    let window = window_refusal(&stage_board.window);
     let mut listed = Vec::new();
     for (object, entry) in objects.into_iter().zip(&stage_board.freight) {
         let gates = &entry.availability;
+        let mut reasons: Vec<String> = gates.reasons.iter().map(ToString::to_string).collect();
+        reasons.extend(window.clone());
         let mut object = present(object);
         object["availability"] = json!({
-            "available": gates.is_available(),
-            "reasons": gates.reasons.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "available": reasons.is_empty(),
+            "reasons": reasons,
             "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
             "approvedBy": gates.approved_by,
         });
@@ -99,6 +104,18 @@ pub(crate) async fn stage_freight(
     listed
         .sort_by_key(|f| std::cmp::Reverse(f.creation_timestamp().unwrap_or_default().to_owned()));
     Ok(Json(listed))
+}
+
+/// What the Stage's windows add to every Freight's reasons, as promote says it: the closed
+/// window with when it opens, or why the windows cannot be evaluated (which keeps Freight
+/// out too).
+fn window_refusal(window: &StageWindow) -> Option<String> {
+    if let Some(reason) = window.reason() {
+        return Some(reason.to_string());
+    }
+    window
+        .error()
+        .map(|error| format!("{error}; hint: {}", error.hint()))
 }
 
 /// `POST /api/v1/projects/{project}/stages/{stage}/hold/lift`: lets auto-promotion act on

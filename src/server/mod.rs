@@ -19,6 +19,7 @@ mod credentials;
 #[cfg(test)]
 mod door_tests;
 pub mod error;
+pub mod freight_names;
 pub mod gates;
 pub mod metrics;
 pub mod promotions;

@@ -24,10 +24,10 @@ use super::gates::load_stage;
 /// The body of `POST …/stages/{stage}/promote`.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 pub struct PromoteBody {
-    /// The Freight's id.
+    /// The Freight: its id, a unique id prefix (7 characters or more) or its alias.
     #[serde(default)]
     pub freight: Option<String>,
-    /// The Freight's alias.
+    /// The Freight, named the same ways (kept for clients that name it by alias).
     #[serde(default)]
     pub alias: Option<String>,
     /// Promote through a closed promotion window, for this reason.
@@ -76,10 +76,17 @@ pub(crate) async fn promote(
     caller: Caller,
     Json(body): Json<PromoteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let (freight, alias) = super::freight_names::resolve_choice(
+        state.store.as_ref(),
+        &project,
+        body.freight,
+        body.alias,
+    )
+    .await?;
     let request = PromoteRequest {
         stage,
-        freight: body.freight,
-        alias: body.alias,
+        freight,
+        alias,
         override_window: body.override_window,
         name: None,
     };

@@ -349,7 +349,14 @@ pub(crate) async fn create(
     check_path_matches(&object, &key)?;
     let object = validated(&state, &object).await?;
     let mut object = match door::admit(Operation::Create, &key, Some(object), None)? {
-        Admitted::Promote(request) => {
+        Admitted::Promote(mut request) => {
+            (request.freight, request.alias) = super::freight_names::resolve_choice(
+                state.store.as_ref(),
+                &project,
+                request.freight.take(),
+                request.alias.take(),
+            )
+            .await?;
             let created =
                 super::promotions::request_through_door(&state, &caller, &project, &request)
                     .await?;
@@ -376,6 +383,10 @@ pub(crate) async fn get(
         && let Some(role) = builtin_role(&name, &project)
     {
         return Ok(Json(role));
+    }
+    if kind == Kind::Freight {
+        let found = freight_by_name(&state, &caller, Verb::Get, &project, &name).await?;
+        return Ok(body(found));
     }
     let key = ObjectKey::namespaced(kind, &project, &name);
     let stored = state.store.get(&key).await?.ok_or_else(|| {
@@ -478,5 +489,30 @@ pub(crate) async fn delete(
         Some(&name),
     )
     .await?;
+    let name = if kind == Kind::Freight {
+        freight_by_name(&state, &caller, Verb::Delete, &project, &name)
+            .await?
+            .key
+            .name
+    } else {
+        name
+    };
     delete_key(&state, ObjectKey::namespaced(kind, &project, &name), params).await
+}
+
+/// The Freight `name` names (id, id prefix or alias: [`super::freight_names`]), once the
+/// caller may `verb` it by its id too.
+async fn freight_by_name(
+    state: &AppState,
+    caller: &Caller,
+    verb: Verb,
+    project: &str,
+    name: &str,
+) -> Result<StoredObject, ApiError> {
+    require_project(state, project).await?;
+    let found = super::freight_names::resolve(state.store.as_ref(), project, name).await?;
+    if found.key.name != name {
+        authorized_kind(state, caller, verb, "freight", project, Some(&found.key.name)).await?;
+    }
+    Ok(found)
 }

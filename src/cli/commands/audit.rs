@@ -1,5 +1,5 @@
-//! `dray audit STAGE [-o table|json]`: the Stage's history as its branch in git tells it,
-//! with every commit Dray did not make flagged.
+//! `dray audit --stage S [-o table|json]` (also `dray audit S`): the Stage's history as its
+//! branch in git tells it, with every commit Dray did not make flagged.
 
 use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
@@ -8,8 +8,12 @@ use crate::promotion::audit::AuditEntry;
 /// Arguments of `dray audit`.
 #[derive(clap::Args, Debug)]
 pub struct AuditArgs {
-    /// The Stage.
-    pub stage: String,
+    /// The Stage (the older form of `--stage`).
+    #[arg(value_name = "STAGE", required_unless_present = "stage_flag")]
+    pub stage: Option<String>,
+    /// The Stage whose history is read.
+    #[arg(long = "stage", id = "stage_flag", conflicts_with = "stage")]
+    pub stage_flag: Option<String>,
     /// The output format.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
@@ -24,10 +28,13 @@ fn short(text: &str, n: usize) -> String {
 
 /// Runs `dray audit`.
 pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
+    let stage = args.stage_flag.or(args.stage).ok_or_else(|| {
+        CliError::usage("no Stage given", "name it: `dray audit --stage S`")
+    })?;
     let project = ctx.project().await?;
     let path = format!(
-        "/api/v1/projects/{project}/stages/{}/audit?limit={}",
-        args.stage, args.limit
+        "/api/v1/projects/{project}/stages/{stage}/audit?limit={}",
+        args.limit
     );
     let entries: Vec<AuditEntry> = ctx.client.get(&path).await?;
     match args.output {

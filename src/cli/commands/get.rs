@@ -1,12 +1,35 @@
-//! `dray get KIND [NAME] [-o table|yaml|json]`.
+//! `dray get KIND [NAME] [-o table|wide|name|yaml|json] [-w]`: one resource or a listing,
+//! filtered by `--stage` / `--warehouse` (each must name an existing resource), Stages in
+//! pipeline order, Freight shown as `alias (short id)` wherever it appears.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::api::{
     BodyPart, FreightFields, Kind, PromotionSpec, ResourceBody as _, StageStatus, annotations,
 };
-use crate::cli::output::{self, OutputFormat};
+use crate::cli::output::{self, freight_label};
 use crate::cli::{CliError, Context};
+
+use super::listing_filters::{Filtered, must_exist};
+use super::watch::{self, Frame};
+
+/// How `dray get` prints.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GetFormat {
+    /// An aligned table.
+    #[default]
+    Table,
+    /// The table with extra columns (full ids, messages).
+    Wide,
+    /// `kind/name`, one per line, as kubectl prints it.
+    Name,
+    /// YAML documents.
+    Yaml,
+    /// JSON.
+    Json,
+}
 
 /// Arguments of `dray get`.
 #[derive(clap::Args, Debug)]
@@ -14,18 +37,24 @@ pub struct GetArgs {
     /// The kind: projects, projectconfigs, credentials, roles, rolebindings, warehouses,
     /// freight, stages, promotiontasks, analysistemplates, promotions.
     pub kind: String,
-    /// Show only this resource.
+    /// Show only this resource (Freight: its id, a unique id prefix or its alias).
     pub name: Option<String>,
     /// The output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Table)]
-    pub output: OutputFormat,
-    /// For freight: only Freight from this Warehouse.
+    #[arg(short = 'o', long, value_enum, default_value_t = GetFormat::Table)]
+    pub output: GetFormat,
+    /// For freight: only Freight from this Warehouse. For stages: only Stages that take
+    /// Freight from it.
     #[arg(long)]
     pub warehouse: Option<String>,
-    /// For promotions: only promotions into this Stage. For freight: every Freight with
-    /// `available` or the reasons it may not enter this Stage.
+    /// For promotions: only promotions into this Stage. For stages: only this Stage. For
+    /// freight: every Freight with `available` or the reasons it may not enter this Stage
+    /// (the gates promote checks, promotion windows included).
     #[arg(long)]
     pub stage: Option<String>,
+    /// Keep watching: print the listing, then each resource again when it changes, until
+    /// Ctrl-C.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
 }
 
 /// Parses a kind as users type it, with a hint listing the kinds.
@@ -39,107 +68,279 @@ pub fn parse_kind(text: &str) -> Result<Kind, CliError> {
     })
 }
 
+/// Refuses a filter the kind has no use for, rather than ignoring it.
+fn check_filters(kind: Kind, args: &GetArgs) -> Result<(), CliError> {
+    if args.stage.is_some() && !matches!(kind, Kind::Stage | Kind::Freight | Kind::Promotion) {
+        return Err(CliError::usage(
+            format!("--stage does not filter {}", kind.plural()),
+            "--stage filters stages, freight and promotions",
+        ));
+    }
+    if args.warehouse.is_some() && !matches!(kind, Kind::Stage | Kind::Freight) {
+        return Err(CliError::usage(
+            format!("--warehouse does not filter {}", kind.plural()),
+            "--warehouse filters stages and freight",
+        ));
+    }
+    if args.watch && args.output == GetFormat::Yaml {
+        return Err(CliError::usage(
+            "--watch prints one line per change, which YAML is not",
+            "use -o table, wide, name or json with --watch",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `dray get`.
 pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
     let kind = parse_kind(&args.kind)?;
-    let base = if kind == Kind::Project {
-        "/api/v1/projects".to_owned()
+    check_filters(kind, &args)?;
+    let project = if kind == Kind::Project {
+        None
     } else {
-        format!(
-            "/api/v1/projects/{}/{}",
-            ctx.project().await?,
-            kind.plural()
-        )
+        Some(ctx.project().await?)
     };
-    let (items, single) = match (&args.name, kind, &args.stage) {
-        (None, Kind::Freight, Some(stage)) => {
-            let project = ctx.project().await?;
-            let path = format!("/api/v1/projects/{project}/stages/{stage}/freight");
-            (ctx.client.get::<Vec<Value>>(&path).await?, false)
-        }
-        _ => match &args.name {
-            Some(name) => (
-                vec![ctx.client.get::<Value>(&format!("{base}/{name}")).await?],
-                true,
-            ),
-            None => (ctx.client.get::<Vec<Value>>(&base).await?, false),
-        },
-    };
-    let mut items = items;
-    if let (Kind::Promotion, Some(stage)) = (kind, &args.stage) {
-        items.retain(|p| {
-            p.spec::<PromotionSpec>()
-                .is_some_and(|spec| &spec.stage == stage)
-        });
+    let project = project.as_deref();
+    if args.watch {
+        return watch::watch(|| frame(ctx, &args, kind, project)).await;
     }
-    let items = if kind == Kind::Freight && !single {
-        newest_first(items, args.warehouse.as_deref())
-    } else {
-        items
-    };
+    let (items, single) = fetch(ctx, &args, kind, project).await?;
     let text = match args.output {
-        OutputFormat::Json => {
-            let value = if single {
-                items[0].clone()
-            } else {
-                Value::Array(items)
+        GetFormat::Json => {
+            let value = match (single, items.first()) {
+                (true, Some(item)) => item.clone(),
+                _ => Value::Array(items),
             };
             let mut text = serde_json::to_string_pretty(&value)
                 .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
             text.push('\n');
             text
         }
-        OutputFormat::Yaml => output::yaml(&items)?,
-        OutputFormat::Table if items.is_empty() => {
+        GetFormat::Yaml => output::yaml(&items)?,
+        GetFormat::Name => items
+            .iter()
+            .map(|i| format!("{}\n", name_line(kind, i)))
+            .collect(),
+        GetFormat::Table | GetFormat::Wide if items.is_empty() => {
             eprintln!("no {} found", kind.plural());
             return Ok(());
         }
-        OutputFormat::Table => {
-            let (mut header, mut rows) = columns(kind, &items);
-            let current_promotions: Vec<Option<String>> = match kind {
-                Kind::Stage => items
-                    .iter()
-                    .map(|i| {
-                        i.status::<StageStatus>()
-                            .and_then(|status| status.current_promotion)
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            if current_promotions.iter().any(Option::is_some) {
-                // What each running promotion waits for (e.g. a review, with its link), from
-                // one list call rather than one call per Stage.
-                let project = ctx.project().await?;
-                let promotions: Vec<Value> = ctx
-                    .client
-                    .get(&format!("/api/v1/projects/{project}/promotions"))
-                    .await?;
-                header.push("WAITING FOR");
-                for (row, current) in rows.iter_mut().zip(&current_promotions) {
-                    let message = promotions
-                        .iter()
-                        .find(|p| current.is_some() && p.name() == current.as_deref())
-                        .and_then(|p| p.status::<PromotionMessage>())
-                        .map(|status| status.message)
-                        .and_then(|m| {
-                            m.split_once(" is waiting for ")
-                                .map(|(_, what)| what.to_owned())
-                        })
-                        .unwrap_or_else(|| "-".into());
-                    row.push(message);
-                }
-            }
-            if items.iter().any(|i| i.get("availability").is_some()) {
-                header.push("AVAILABILITY");
-                for (row, item) in rows.iter_mut().zip(&items) {
-                    row.push(availability_cell(item));
-                }
-            }
+        GetFormat::Table | GetFormat::Wide => {
+            let wide = args.output == GetFormat::Wide;
+            let (header, rows) = table(ctx, project, kind, &items, wide).await?;
             output::table(&header, &rows)
         }
     };
     print!("{text}");
     Ok(())
+}
+
+/// `kind/name`, as `-o name` prints it.
+fn name_line(kind: Kind, item: &Value) -> String {
+    format!(
+        "{}/{}",
+        kind.as_str().to_lowercase(),
+        item.name().unwrap_or_default()
+    )
+}
+
+/// One poll of `--watch`: the listing as lines keyed by resource name.
+async fn frame(
+    ctx: &Context,
+    args: &GetArgs,
+    kind: Kind,
+    project: Option<&str>,
+) -> Result<Frame, CliError> {
+    let (items, _) = fetch(ctx, args, kind, project).await?;
+    let key = |i: &Value| i.name().unwrap_or_default().to_owned();
+    match args.output {
+        GetFormat::Name => Ok(Frame {
+            header: None,
+            lines: items
+                .iter()
+                .map(|i| (key(i), name_line(kind, i)))
+                .collect(),
+        }),
+        GetFormat::Json | GetFormat::Yaml => Ok(Frame {
+            header: None,
+            lines: items
+                .iter()
+                .map(|i| (key(i), i.to_string()))
+                .collect(),
+        }),
+        GetFormat::Table | GetFormat::Wide => {
+            let wide = args.output == GetFormat::Wide;
+            let (header, rows) = table(ctx, project, kind, &items, wide).await?;
+            let text = output::table(&header, &rows);
+            let mut lines = text.lines().map(str::to_owned);
+            let header = lines.next();
+            Ok(Frame {
+                header,
+                lines: items.iter().map(key).zip(lines).collect(),
+            })
+        }
+    }
+}
+
+/// The names of the project's `plural` (stages, warehouses).
+async fn names_of(ctx: &Context, project: &str, plural: &str) -> Result<Vec<String>, CliError> {
+    let all: Vec<Value> = ctx
+        .client
+        .get(&format!("/api/v1/projects/{project}/{plural}"))
+        .await?;
+    Ok(all
+        .iter()
+        .filter_map(|i| i.name().map(str::to_owned))
+        .collect())
+}
+
+/// Checks that a filter names an existing Stage or Warehouse of `project`.
+async fn check_exists(
+    ctx: &Context,
+    project: &str,
+    what: Filtered,
+    wanted: &str,
+) -> Result<(), CliError> {
+    let plural = match what {
+        Filtered::Stage => "stages",
+        Filtered::Warehouse => "warehouses",
+    };
+    let names = names_of(ctx, project, plural).await?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    must_exist(what, wanted, &names, project)
+}
+
+/// The resources to show (filtered, in listing order), and whether one was asked for.
+async fn fetch(
+    ctx: &Context,
+    args: &GetArgs,
+    kind: Kind,
+    project: Option<&str>,
+) -> Result<(Vec<Value>, bool), CliError> {
+    let Some(project) = project else {
+        return Ok(match &args.name {
+            Some(name) => (
+                vec![ctx.client.get(&format!("/api/v1/projects/{name}")).await?],
+                true,
+            ),
+            None => (ctx.client.get("/api/v1/projects").await?, false),
+        });
+    };
+    if let Some(stage) = &args.stage {
+        check_exists(ctx, project, Filtered::Stage, stage).await?;
+    }
+    if let Some(warehouse) = &args.warehouse {
+        check_exists(ctx, project, Filtered::Warehouse, warehouse).await?;
+    }
+    let base = format!("/api/v1/projects/{project}/{}", kind.plural());
+    let (mut items, single) = match (&args.name, kind, &args.stage) {
+        (Some(name), _, _) => (vec![ctx.client.get(&format!("{base}/{name}")).await?], true),
+        (None, Kind::Freight, Some(stage)) => {
+            let path = format!("/api/v1/projects/{project}/stages/{stage}/freight");
+            (ctx.client.get::<Vec<Value>>(&path).await?, false)
+        }
+        (None, _, _) => (ctx.client.get::<Vec<Value>>(&base).await?, false),
+    };
+    if single {
+        return Ok((items, true));
+    }
+    match kind {
+        Kind::Promotion => {
+            if let Some(stage) = &args.stage {
+                items.retain(|p| {
+                    p.spec::<PromotionSpec>()
+                        .is_some_and(|spec| &spec.stage == stage)
+                });
+            }
+        }
+        Kind::Stage => {
+            if let Some(stage) = &args.stage {
+                items.retain(|s| s.name() == Some(stage.as_str()));
+            }
+            if let Some(warehouse) = &args.warehouse {
+                items.retain(|s| takes_from(s, warehouse));
+            }
+            items = super::stage_order::pipeline_order(items);
+        }
+        Kind::Freight => items = newest_first(items, args.warehouse.as_deref()),
+        _ => {}
+    }
+    Ok((items, false))
+}
+
+/// Whether the Stage requests Freight from the Warehouse `warehouse`.
+fn takes_from(stage: &Value, warehouse: &str) -> bool {
+    array(stage, "/spec/requestedFreight")
+        .iter()
+        .any(|r| r.pointer("/origin/name").and_then(Value::as_str) == Some(warehouse))
+}
+
+/// The table of `items`: the kind's columns, then what only the server's other listings
+/// say (what a running promotion waits for, Freight availability).
+async fn table(
+    ctx: &Context,
+    project: Option<&str>,
+    kind: Kind,
+    items: &[Value],
+    wide: bool,
+) -> Result<(Vec<&'static str>, Vec<Vec<String>>), CliError> {
+    let aliases = match (kind, project) {
+        (Kind::Promotion, Some(project)) => {
+            let freight: Vec<Value> = ctx
+                .client
+                .get(&format!("/api/v1/projects/{project}/freight"))
+                .await?;
+            freight
+                .iter()
+                .filter_map(|f| {
+                    Some((f.name()?.to_owned(), f.get("alias")?.as_str()?.to_owned()))
+                })
+                .collect()
+        }
+        _ => BTreeMap::new(),
+    };
+    let (mut header, mut rows) = columns(kind, items, &aliases, wide);
+    let current_promotions: Vec<Option<String>> = match kind {
+        Kind::Stage => items
+            .iter()
+            .map(|i| {
+                i.status::<StageStatus>()
+                    .and_then(|status| status.current_promotion)
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    if let Some(project) = project
+        && current_promotions.iter().any(Option::is_some)
+    {
+        // What each running promotion waits for (e.g. a review, with its link), from
+        // one list call rather than one call per Stage.
+        let promotions: Vec<Value> = ctx
+            .client
+            .get(&format!("/api/v1/projects/{project}/promotions"))
+            .await?;
+        header.push("WAITING FOR");
+        for (row, current) in rows.iter_mut().zip(&current_promotions) {
+            let message = promotions
+                .iter()
+                .find(|p| current.is_some() && p.name() == current.as_deref())
+                .and_then(|p| p.status::<PromotionMessage>())
+                .map(|status| status.message)
+                .and_then(|m| {
+                    m.split_once(" is waiting for ")
+                        .map(|(_, what)| what.to_owned())
+                })
+                .unwrap_or_else(|| "-".into());
+            row.push(message);
+        }
+    }
+    if items.iter().any(|i| i.get("availability").is_some()) {
+        header.push("AVAILABILITY");
+        for (row, item) in rows.iter_mut().zip(items) {
+            row.push(availability_cell(item));
+        }
+    }
+    Ok((header, rows))
 }
 
 /// `available`, or every reason the Freight may not enter the Stage.
@@ -230,7 +431,40 @@ fn short_digest(digest: &str) -> String {
     }
 }
 
-fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+/// The kind's columns (with `wide`, the extra ones at the end); `aliases` maps Freight
+/// ids to aliases where a row names Freight by id.
+fn columns(
+    kind: Kind,
+    items: &[Value],
+    aliases: &BTreeMap<String, String>,
+    wide: bool,
+) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let (mut header, mut rows) = narrow_columns(kind, items, aliases);
+    if wide {
+        let extra: Vec<(&'static str, &str)> = match kind {
+            Kind::Freight => vec![("FULL ID", "/metadata/name")],
+            Kind::Stage => vec![("FREIGHT ID", "/status/currentFreight/name")],
+            Kind::Promotion => vec![
+                ("FREIGHT ID", "/spec/freight"),
+                ("MESSAGE", "/status/message"),
+            ],
+            _ => vec![("RESOURCE VERSION", "/metadata/resourceVersion")],
+        };
+        for (column, pointer) in extra {
+            header.push(column);
+            for (row, item) in rows.iter_mut().zip(items) {
+                row.push(text(item, pointer));
+            }
+        }
+    }
+    (header, rows)
+}
+
+fn narrow_columns(
+    kind: Kind,
+    items: &[Value],
+    aliases: &BTreeMap<String, String>,
+) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let name = |item: &Value| text(item, "/metadata/name");
     match kind {
         Kind::Project => (
@@ -369,7 +603,8 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
         ),
         Kind::Freight => (
             vec![
-                "ALIAS", "ID", "ORIGIN", "IMAGES", "COMMITS", "CHARTS", "AGE", "WARNINGS",
+                "ALIAS", "ID", "ORIGIN", "STAGES", "IMAGES", "COMMITS", "CHARTS", "AGE",
+                "WARNINGS",
             ],
             items
                 .iter()
@@ -403,10 +638,20 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                         })
                         .collect();
                     let id = name(i);
+                    let stages: Vec<&str> = i
+                        .pointer("/status/currentlyIn")
+                        .and_then(Value::as_object)
+                        .map(|m| m.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
                     vec![
                         text(i, "/alias"),
-                        id[..id.len().min(12)].to_owned(),
+                        output::short_id(&id).to_owned(),
                         text(i, "/origin/name"),
+                        if stages.is_empty() {
+                            "-".into()
+                        } else {
+                            stages.join(",")
+                        },
                         images.join(", "),
                         commits.join(", "),
                         charts.join(", "),
@@ -468,7 +713,12 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
                     vec![
                         name(i),
                         requests.join(", "),
-                        text(i, "/status/currentFreight/alias"),
+                        freight_label(
+                            i.pointer("/status/currentFreight/alias")
+                                .and_then(Value::as_str),
+                            i.pointer("/status/currentFreight/name")
+                                .and_then(Value::as_str),
+                        ),
                         text(i, "/status/health/status"),
                         text(i, "/status/verification/phase"),
                         text(i, "/status/currentPromotion"),
@@ -519,10 +769,12 @@ fn columns(kind: Kind, items: &[Value]) -> (Vec<&'static str>, Vec<Vec<String>>)
             items
                 .iter()
                 .map(|i| {
+                    let id = i.pointer("/spec/freight").and_then(Value::as_str);
+                    let alias = id.and_then(|id| aliases.get(id)).map(String::as_str);
                     vec![
                         name(i),
                         text(i, "/spec/stage"),
-                        text(i, "/spec/freight"),
+                        freight_label(alias, id),
                         text(i, "/status/phase"),
                         age(i),
                     ]

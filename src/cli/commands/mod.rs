@@ -7,23 +7,30 @@ pub mod audit;
 pub mod controller;
 pub mod crds;
 pub mod delete;
+pub mod durations;
 pub mod freight;
+pub mod freight_names;
 pub mod get;
 pub mod hold;
+pub mod listing_filters;
 pub mod promote;
 pub mod refresh;
 pub mod serve;
+pub mod stage_order;
 pub mod token;
 pub mod verify;
 pub mod version;
+pub mod watch;
 
-/// Which Freight a command is about: `--freight ID` or `--alias A`, exactly one.
+/// Which Freight a command is about: `--freight NAME` or `--alias NAME`, exactly one; each
+/// takes the full id, a unique id prefix (7 characters or more) or the alias — the server
+/// resolves either the same way (`server::freight_names`).
 #[derive(clap::Args, Debug)]
 pub struct FreightChoice {
-    /// The Freight, by id.
+    /// The Freight: its id, a unique id prefix (7+ characters) or its alias.
     #[arg(long, conflicts_with = "alias", required_unless_present = "alias")]
     pub freight: Option<String>,
-    /// The Freight, by alias.
+    /// The Freight, named the same ways as `--freight` (usually by its alias).
     #[arg(long)]
     pub alias: Option<String>,
 }

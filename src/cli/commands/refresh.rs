@@ -13,12 +13,13 @@ pub struct RefreshArgs {
     pub kind: String,
     /// The Warehouse's name.
     pub name: String,
-    /// Wait until discovery finished and show what it found (at most `--timeout` seconds).
+    /// Wait until discovery finished and show what it found (at most `--timeout`).
     #[arg(long)]
     pub wait: bool,
-    /// How long `--wait` waits, in seconds (at most 120).
-    #[arg(long, default_value_t = 60)]
-    pub timeout: u64,
+    /// How long `--wait` waits: a duration such as `90s` or `1m`, or a number of seconds;
+    /// at most 2m (120s).
+    #[arg(long, default_value = "60s", value_parser = super::durations::refresh_timeout)]
+    pub timeout: std::time::Duration,
 }
 
 /// Runs `dray refresh`.
@@ -35,7 +36,9 @@ pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
     let path = format!(
         "/api/v1/projects/{project}/warehouses/{}/refresh?wait={}&timeoutSeconds={}",
-        args.name, args.wait, args.timeout
+        args.name,
+        args.wait,
+        args.timeout.as_secs()
     );
     let answer: Value = ctx.client.send(Method::POST, &path, None::<&()>).await?;
     if !args.wait {
@@ -66,7 +69,8 @@ pub async fn run(ctx: &Context, args: RefreshArgs) -> Result<(), CliError> {
         println!("warning: {warning}");
     }
     if let Some(id) = &status.last_freight_id {
-        println!("newest freight: {id}");
+        let label = super::freight_names::label_of(ctx, &project, id).await;
+        println!("newest freight: {label}");
     }
     if failed.is_empty() {
         Ok(())

@@ -16,7 +16,7 @@ use reqwest::Method;
 use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
 use crate::server::tokens::{
-    RevokeResponse, TokenList, TokenRequest, TokenResponse, parse_lifetime,
+    RevokeResponse, TokenList, TokenRequest, TokenResponse,
 };
 
 /// Arguments of `dray token`.
@@ -56,9 +56,9 @@ pub struct CreateArgs {
     /// What the token is for, shown by `dray token list` (one line, at most 200 characters).
     #[arg(long)]
     pub description: Option<String>,
-    /// How long the token works: a number and `s`, `m`, `h`, `d` or `w`, e.g. `30d`.
+    /// How long the token works: a duration such as `30d`, `12h`, `1h30m` or `2w`.
     /// Forever when not given.
-    #[arg(long, value_parser = lifetime)]
+    #[arg(long, value_parser = super::durations::token_lifetime)]
     pub expires_in: Option<String>,
 }
 
@@ -75,13 +75,6 @@ pub struct ListArgs {
 pub struct RevokeArgs {
     /// The token's id, as `dray token list` shows it.
     pub id: String,
-}
-
-/// Checks `--expires-in` before anything is sent.
-fn lifetime(text: &str) -> Result<String, String> {
-    parse_lifetime(text)
-        .map(|_| text.trim().to_owned())
-        .map_err(|e| format!("{e}; use e.g. `30d`, `12h` or `2w`"))
 }
 
 /// Runs `dray token`.

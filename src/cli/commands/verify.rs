@@ -1,6 +1,7 @@
-//! `dray verify stage S [--abort] [--wait]`: re-run the verification of a Stage's current
-//! Freight (a failed re-run revokes its `verifiedIn` there), or stop the running one; with
-//! `--wait`, follow the run until it ends (bounded by `--timeout`).
+//! `dray verify --stage S [--abort] [--wait]` (also `dray verify stage S`): re-run the
+//! verification of a Stage's current Freight (a failed re-run revokes its `verifiedIn`
+//! there), or stop the running one; with `--wait`, follow the run until it ends (bounded by
+//! `--timeout`).
 
 use std::time::Duration;
 
@@ -13,48 +14,62 @@ use crate::cli::{CliError, Context};
 /// Arguments of `dray verify`.
 #[derive(clap::Args, Debug)]
 pub struct VerifyArgs {
-    /// What to verify: `stage`.
-    pub what: String,
-    /// The Stage.
-    pub stage: String,
+    /// `stage` and the Stage (`dray verify stage S`), the older form of `--stage S`.
+    #[arg(value_name = "stage STAGE", num_args = 0..=2)]
+    pub positional: Vec<String>,
+    /// The Stage whose current Freight is verified.
+    #[arg(long)]
+    pub stage: Option<String>,
     /// Stop the running verification instead.
     #[arg(long)]
     pub abort: bool,
     /// Follow the run until it ends; the exit status is 0 only when it is Successful.
     #[arg(long, conflicts_with = "abort")]
     pub wait: bool,
-    /// How long `--wait` waits (e.g. `30m`).
-    #[arg(long, default_value = "30m")]
-    pub timeout: String,
+    /// How long `--wait` waits: a duration such as `90s` or `30m` (1s to 24h).
+    #[arg(long, default_value = "30m", value_parser = super::durations::wait_timeout)]
+    pub timeout: Duration,
+}
+
+impl VerifyArgs {
+    /// The Stage, from `--stage` or the positional `stage S`.
+    fn stage(&self) -> Result<String, CliError> {
+        let usage = "name the Stage: `dray verify --stage S [--abort] [--wait]`";
+        match (self.positional.as_slice(), &self.stage) {
+            ([], Some(stage)) => Ok(stage.clone()),
+            ([what, ..], _) if what != "stage" => Err(CliError::usage(
+                format!("cannot verify `{what}`"),
+                format!("verification runs per Stage: {usage}"),
+            )),
+            ([_, stage], Some(flag)) if stage != flag => Err(CliError::usage(
+                format!("two Stages given: `{stage}` and --stage `{flag}`"),
+                usage,
+            )),
+            ([_, stage], _) => Ok(stage.clone()),
+            ([_], Some(stage)) => Ok(stage.clone()),
+            _ => Err(CliError::usage("no Stage given", usage)),
+        }
+    }
 }
 
 /// Runs `dray verify`.
 pub async fn run(ctx: &Context, args: VerifyArgs) -> Result<(), CliError> {
-    if args.what != "stage" {
-        return Err(CliError::usage(
-            format!("cannot verify `{}`", args.what),
-            "verification runs per Stage: `dray verify stage S [--abort]`",
-        ));
-    }
-    let timeout = crate::api::parse_duration(&args.timeout)
-        .map_err(|e| CliError::usage(format!("--timeout: {e}"), "e.g. --timeout 30m"))?;
+    let stage = args.stage()?;
     let project = ctx.project().await?;
-    let path = format!("/api/v1/projects/{project}/stages/{}/verify", args.stage);
+    let path = format!("/api/v1/projects/{project}/stages/{stage}/verify");
     let body = json!({"abort": args.abort});
     let run: VerificationInfo = ctx.client.send(Method::POST, &path, Some(&body)).await?;
-    let (id, freight) = (run.id, run.freight);
+    let id = run.id;
+    let freight = super::freight_names::label_of(ctx, &project, &run.freight).await;
     if args.abort {
-        println!(
-            "stage {}: verification {id} of {freight} aborted",
-            args.stage
-        );
+        println!("stage {stage}: verification {id} of {freight} aborted");
         return Ok(());
     }
-    println!("stage {}: verifying {freight} (run {id})", args.stage);
+    println!("stage {stage}: verifying {freight} (run {id})");
     if !args.wait {
         return Ok(());
     }
-    follow(ctx, &project, &args.stage, &id, timeout).await
+    follow(ctx, &project, &stage, &id, args.timeout).await
 }
 
 /// Prints the run's progress until it ends.

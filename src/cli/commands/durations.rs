@@ -1,0 +1,62 @@
+//! The clap value parsers of every duration flag: one grammar, [`crate::api::parse_duration`]'s
+//! Go form (`90s`, `10m`, `1h30m`, `500ms`), each flag with its bounds
+//! ([`crate::api::DurationRule`]); a bare number only for `dray refresh --timeout`, which
+//! was always documented in seconds, and weeks (`2w`) only for token lifetimes.
+
+use std::time::Duration;
+
+use crate::api::DurationRule;
+
+/// `dray refresh --timeout`: at most the server's wait (120s); a bare number is seconds.
+pub const REFRESH_TIMEOUT: DurationRule = DurationRule {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(120),
+    bare_seconds: true,
+    weeks: false,
+};
+
+/// `--wait` timeouts of commands that follow something (`dray verify --wait`): 1s to 24h.
+pub const WAIT_TIMEOUT: DurationRule =
+    DurationRule::between(Duration::from_secs(1), Duration::from_secs(24 * 3600));
+
+/// `dray token create --expires-in`: 1s to ten years; weeks allowed (`2w`).
+pub const TOKEN_LIFETIME: DurationRule = DurationRule {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(10 * 366 * 86_400),
+    bare_seconds: false,
+    weeks: true,
+};
+
+/// The value parser of `dray refresh --timeout`.
+pub fn refresh_timeout(text: &str) -> Result<Duration, String> {
+    REFRESH_TIMEOUT.parse(text)
+}
+
+/// The value parser of `--timeout` on `dray verify`.
+pub fn wait_timeout(text: &str) -> Result<Duration, String> {
+    WAIT_TIMEOUT.parse(text)
+}
+
+/// The value parser of `dray token create --expires-in`: the text, once it is a lifetime
+/// (the server reads it again).
+pub fn token_lifetime(text: &str) -> Result<String, String> {
+    TOKEN_LIFETIME.parse(text).map(|_| text.trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_flag_keeps_its_documented_bounds() {
+        assert_eq!(refresh_timeout("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(refresh_timeout("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(refresh_timeout("500"), Err("at most 2m (120s)".to_owned()));
+        assert_eq!(refresh_timeout("500s"), Err("at most 2m (120s)".to_owned()));
+        assert_eq!(wait_timeout("10m"), Ok(Duration::from_secs(600)));
+        assert!(wait_timeout("30").is_err(), "a bare number only for refresh");
+        assert_eq!(token_lifetime("1h30m"), Ok("1h30m".to_owned()));
+        assert_eq!(token_lifetime("2w"), Ok("2w".to_owned()));
+        assert!(token_lifetime("11000d").unwrap_err().starts_with("at most"));
+    }
+}

@@ -1,0 +1,191 @@
+//! The one way every route names Freight: its full id, a unique id prefix of at least
+//! [`MIN_PREFIX`] characters, or its alias. An ambiguous prefix is refused listing the
+//! candidates; an unknown name gets "did you mean" over the project's aliases. The generic
+//! `…/freight/{name}` routes, promote, approve and Promotion documents all resolve here.
+
+use serde_json::Value;
+
+use crate::api::{Kind, ResourceBody as _};
+use crate::config::suggest;
+use crate::store::{Store, StoredObject};
+
+use super::error::ApiError;
+
+/// The shortest id prefix that names Freight.
+pub const MIN_PREFIX: usize = 7;
+
+/// Why a name names no one Freight.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FreightNameError {
+    /// Nothing has that id, id prefix or alias.
+    #[error("no Freight `{name}` in project `{project}` (by id, id prefix or alias)")]
+    Unknown {
+        /// The project.
+        project: String,
+        /// The name as given.
+        name: String,
+        /// "did you mean" or how to list Freight.
+        hint: String,
+    },
+    /// The prefix starts several ids.
+    #[error(
+        "Freight id prefix `{name}` is ambiguous in project `{project}`: it starts {}",
+        candidates.join(", ")
+    )]
+    Ambiguous {
+        /// The project.
+        project: String,
+        /// The prefix as given.
+        name: String,
+        /// Each candidate, `id (alias)`.
+        candidates: Vec<String>,
+    },
+}
+
+impl From<FreightNameError> for ApiError {
+    fn from(error: FreightNameError) -> Self {
+        let message = error.to_string();
+        match error {
+            FreightNameError::Unknown { hint, .. } => ApiError::not_found(message).with_hint(hint),
+            FreightNameError::Ambiguous { .. } => ApiError::bad_request(message)
+                .with_hint("give more of the id, or the Freight's alias"),
+        }
+    }
+}
+
+/// Which of `freight` (`(id, alias)` pairs) `name` names: an exact id or alias first, then
+/// a unique id prefix of at least [`MIN_PREFIX`] characters. Returns the index.
+pub fn resolve_in(
+    project: &str,
+    freight: &[(&str, &str)],
+    name: &str,
+) -> Result<usize, FreightNameError> {
+    let name = name.trim();
+    if let Some(at) = freight.iter().position(|(id, _)| *id == name) {
+        return Ok(at);
+    }
+    if let Some(at) = freight.iter().position(|(_, alias)| *alias == name) {
+        return Ok(at);
+    }
+    if name.chars().count() >= MIN_PREFIX {
+        let matches: Vec<usize> = (0..freight.len())
+            .filter(|i| freight[*i].0.starts_with(name))
+            .collect();
+        match matches.as_slice() {
+            [one] => return Ok(*one),
+            [] => {}
+            many => {
+                return Err(FreightNameError::Ambiguous {
+                    project: project.to_owned(),
+                    name: name.to_owned(),
+                    candidates: many
+                        .iter()
+                        .map(|i| format!("`{}` ({})", freight[*i].0, freight[*i].1))
+                        .collect(),
+                });
+            }
+        }
+    }
+    let fallback = format!("run `dray get freight -p {project}` to list Freight");
+    let hint = suggest::hint_for(
+        name,
+        freight.iter().map(|(_, alias)| *alias),
+        &fallback,
+    );
+    // A long list of aliases helps no one; the listing command does.
+    let hint = if hint.starts_with("did you mean") {
+        format!("{hint} ({fallback})")
+    } else {
+        fallback
+    };
+    Err(FreightNameError::Unknown {
+        project: project.to_owned(),
+        name: name.to_owned(),
+        hint,
+    })
+}
+
+/// The Freight of `project` that `name` names (see the module doc).
+pub async fn resolve(
+    store: &dyn Store,
+    project: &str,
+    name: &str,
+) -> Result<StoredObject, ApiError> {
+    let mut all = store.list(Kind::Freight, Some(project)).await?;
+    let pairs: Vec<(&str, &str)> = all
+        .iter()
+        .map(|f| {
+            let alias = f.object.get("alias").and_then(Value::as_str).unwrap_or("");
+            (f.object.name().unwrap_or(f.key.name.as_str()), alias)
+        })
+        .collect();
+    let at = resolve_in(project, &pairs, name)?;
+    Ok(all.swap_remove(at))
+}
+
+/// The full id of the Freight named by `freight` (an id, id prefix or alias) or, failing
+/// that, by `alias` (any of the three too); `None` when neither is given, and both given
+/// stay both (the pipeline refuses that, naming it).
+pub async fn resolve_choice(
+    store: &dyn Store,
+    project: &str,
+    freight: Option<String>,
+    alias: Option<String>,
+) -> Result<(Option<String>, Option<String>), ApiError> {
+    match (freight, alias) {
+        (Some(name), None) | (None, Some(name)) => {
+            let found = resolve(store, project, &name).await?;
+            Ok((Some(found.key.name), None))
+        }
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FREIGHT: [(&str, &str); 3] = [
+        ("3f2a9c1b7d0e11aa", "fresh-otter"),
+        ("3f2a9c1b7d0e22bb", "calm-heron"),
+        ("9b8c7d6e5f4a3b2c", "brave-lynx"),
+    ];
+
+    #[test]
+    fn full_ids_unique_prefixes_and_aliases_all_name_freight() {
+        assert_eq!(resolve_in("p", &FREIGHT, "3f2a9c1b7d0e11aa"), Ok(0));
+        assert_eq!(resolve_in("p", &FREIGHT, "calm-heron"), Ok(1));
+        assert_eq!(resolve_in("p", &FREIGHT, "9b8c7d6"), Ok(2));
+        assert_eq!(resolve_in("p", &FREIGHT, "3f2a9c1b7d0e2"), Ok(1));
+    }
+
+    #[test]
+    fn short_ambiguous_and_unknown_names_are_refused_with_what_to_do() {
+        let Err(FreightNameError::Ambiguous { candidates, .. }) =
+            resolve_in("p", &FREIGHT, "3f2a9c1b")
+        else {
+            panic!("two ids start with 3f2a9c1b");
+        };
+        assert_eq!(
+            candidates,
+            vec!["`3f2a9c1b7d0e11aa` (fresh-otter)", "`3f2a9c1b7d0e22bb` (calm-heron)"]
+        );
+        // Fewer than 7 characters is not a prefix, however unique.
+        assert!(matches!(
+            resolve_in("p", &FREIGHT, "9b8c7d"),
+            Err(FreightNameError::Unknown { .. })
+        ));
+        let Err(FreightNameError::Unknown { hint, .. }) = resolve_in("p", &FREIGHT, "fresh-oter")
+        else {
+            panic!("no such alias");
+        };
+        assert!(hint.starts_with("did you mean `fresh-otter`?"), "{hint}");
+        let Err(error) = resolve_in("p", &FREIGHT, "nothing-like-it") else {
+            panic!("no such Freight");
+        };
+        assert_eq!(
+            error.to_string(),
+            "no Freight `nothing-like-it` in project `p` (by id, id prefix or alias)"
+        );
+    }
+}
