@@ -58,7 +58,14 @@ async fn freight_is_named_by_id_prefix_or_alias_and_shown_as_alias_and_short_id(
 
         // promote and approve take the short id through --freight, and --alias takes it too.
         let promoted = p.cli(&[
-            "promote", "--stage", "dev", "--freight", short, "--wait", "--timeout", "2m",
+            "promote",
+            "--stage",
+            "dev",
+            "--freight",
+            short,
+            "--wait",
+            "--timeout",
+            "2m",
         ])?;
         assert!(promoted.status.success(), "{}", text(&promoted));
         let approved = p.cli(&["approve", "--stage", "prod", "--alias", short])?;
@@ -107,7 +114,11 @@ async fn stage_flags_and_durations_are_one_grammar() -> Result<()> {
                 "--timeout",
                 timeout,
             ])?;
-            assert!(refreshed.status.success(), "{timeout}: {}", text(&refreshed));
+            assert!(
+                refreshed.status.success(),
+                "{timeout}: {}",
+                text(&refreshed)
+            );
         }
         // Beyond the documented maximum is refused, naming it, however it is written.
         for timeout in ["500", "500s", "1h"] {
@@ -120,11 +131,7 @@ async fn stage_flags_and_durations_are_one_grammar() -> Result<()> {
             );
         }
         let refused = p.cli(&["verify", "--stage", "dev", "--wait", "--timeout", "10"])?;
-        assert!(
-            text(&refused).contains("has no unit"),
-            "{}",
-            text(&refused)
-        );
+        assert!(text(&refused).contains("has no unit"), "{}", text(&refused));
 
         // --stage works on verify and audit; the positional forms still do.
         for args in [
@@ -239,7 +246,10 @@ async fn listings_filter_order_and_show_what_promote_would_say() -> Result<()> {
             .lines()
             .find(|l| l.starts_with(&alias))
             .context("a row for the Freight")?;
-        assert!(row.split_whitespace().any(|cell| cell == "dev"), "{freight}");
+        assert!(
+            row.split_whitespace().any(|cell| cell == "dev"),
+            "{freight}"
+        );
         let wide = text(&p.cli(&["get", "freight", "-o", "wide"])?);
         assert!(wide.contains("FULL ID") && wide.contains(&id), "{wide}");
 

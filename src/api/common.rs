@@ -209,8 +209,15 @@ mod duration_tests {
         assert_eq!(rule.parse("500s"), Err("at most 2m (120s)".to_owned()));
         assert_eq!(rule.parse("500ms"), Err("at least 1s".to_owned()));
         assert!(rule.parse("60").unwrap_err().contains("has no unit"));
-        assert!(rule.parse("soon").unwrap_err().contains("is not a duration"));
-        assert!(rule.parse("2w").is_err(), "weeks only where the rule says so");
+        assert!(
+            rule.parse("soon")
+                .unwrap_err()
+                .contains("is not a duration")
+        );
+        assert!(
+            rule.parse("2w").is_err(),
+            "weeks only where the rule says so"
+        );
         let seconds = DurationRule {
             bare_seconds: true,
             ..rule

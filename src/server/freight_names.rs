@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::api::{Kind, ResourceBody as _};
 use crate::config::suggest;
+use crate::pipeline::request::PromoteError;
 use crate::store::{Store, StoredObject};
 
 use super::error::ApiError;
@@ -87,11 +88,7 @@ pub fn resolve_in(
         }
     }
     let fallback = format!("run `dray get freight -p {project}` to list Freight");
-    let hint = suggest::hint_for(
-        name,
-        freight.iter().map(|(_, alias)| *alias),
-        &fallback,
-    );
+    let hint = suggest::hint_for(name, freight.iter().map(|(_, alias)| *alias), &fallback);
     // A long list of aliases helps no one; the listing command does.
     let hint = if hint.starts_with("did you mean") {
         format!("{hint} ({fallback})")
@@ -112,33 +109,78 @@ pub async fn resolve(
     name: &str,
 ) -> Result<StoredObject, ApiError> {
     let mut all = store.list(Kind::Freight, Some(project)).await?;
-    let pairs: Vec<(&str, &str)> = all
-        .iter()
+    let at = resolve_in(project, &pairs(&all), name)?;
+    Ok(all.swap_remove(at))
+}
+
+/// `(id, alias)` of each stored Freight.
+fn pairs(all: &[StoredObject]) -> Vec<(&str, &str)> {
+    all.iter()
         .map(|f| {
             let alias = f.object.get("alias").and_then(Value::as_str).unwrap_or("");
             (f.object.name().unwrap_or(f.key.name.as_str()), alias)
         })
-        .collect();
-    let at = resolve_in(project, &pairs, name)?;
-    Ok(all.swap_remove(at))
+        .collect()
 }
 
-/// The full id of the Freight named by `freight` (an id, id prefix or alias) or, failing
-/// that, by `alias` (any of the three too); `None` when neither is given, and both given
-/// stay both (the pipeline refuses that, naming it).
+/// A Freight choice (`freight` or `alias`) as the pipeline gets it: resolved to the full
+/// id when it names Freight, else passed on as given, with why it names none kept — the
+/// pipeline authorizes and checks the Stage first (so a caller who may not promote is told
+/// that, whatever the Freight), and only where it would say "no Freight" is the resolver's
+/// answer (ambiguous, or "did you mean") given instead ([`Resolved::explain`]).
+#[derive(Debug, Default)]
+pub struct Resolved {
+    /// The Freight's id (or the name as given, when it names none).
+    pub freight: Option<String>,
+    /// The alias as given, when `freight` is not resolved from it.
+    pub alias: Option<String>,
+    unresolved: Option<FreightNameError>,
+}
+
+impl Resolved {
+    /// The API's answer to a refused request: the resolver's, where the pipeline found no
+    /// Freight for a name the resolver could not resolve.
+    pub fn explain(&self, error: PromoteError) -> ApiError {
+        match (error, &self.unresolved) {
+            (PromoteError::NoFreight { .. }, Some(why)) => why.clone().into(),
+            (other, _) => other.into(),
+        }
+    }
+}
+
+/// Resolves `freight` (an id, id prefix or alias) or, failing that, `alias` (any of the
+/// three too) — see [`Resolved`]. Neither or both given stay as given (the pipeline refuses
+/// that, naming it).
 pub async fn resolve_choice(
     store: &dyn Store,
     project: &str,
     freight: Option<String>,
     alias: Option<String>,
-) -> Result<(Option<String>, Option<String>), ApiError> {
-    match (freight, alias) {
-        (Some(name), None) | (None, Some(name)) => {
-            let found = resolve(store, project, &name).await?;
-            Ok((Some(found.key.name), None))
+) -> Result<Resolved, ApiError> {
+    let name = match (&freight, &alias) {
+        (Some(name), None) | (None, Some(name)) => name.clone(),
+        _ => {
+            return Ok(Resolved {
+                freight,
+                alias,
+                unresolved: None,
+            });
         }
-        other => Ok(other),
-    }
+    };
+    let all = store.list(Kind::Freight, Some(project)).await?;
+    let pairs = pairs(&all);
+    Ok(match resolve_in(project, &pairs, &name) {
+        Ok(at) => Resolved {
+            freight: Some(all[at].key.name.clone()),
+            alias: None,
+            unresolved: None,
+        },
+        Err(why) => Resolved {
+            freight,
+            alias,
+            unresolved: Some(why),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -168,7 +210,10 @@ mod tests {
         };
         assert_eq!(
             candidates,
-            vec!["`3f2a9c1b7d0e11aa` (fresh-otter)", "`3f2a9c1b7d0e22bb` (calm-heron)"]
+            vec![
+                "`3f2a9c1b7d0e11aa` (fresh-otter)",
+                "`3f2a9c1b7d0e22bb` (calm-heron)"
+            ]
         );
         // Fewer than 7 characters is not a prefix, however unique.
         assert!(matches!(
@@ -187,5 +232,111 @@ mod tests {
             error.to_string(),
             "no Freight `nothing-like-it` in project `p` (by id, id prefix or alias)"
         );
+    }
+
+    /// Route tests: the resolver behind the real routes.
+    mod routes {
+        use axum::http::{Method, StatusCode};
+        use serde_json::json;
+
+        use crate::server::AuthMode;
+        use crate::server::test_support::{call, fresh, three_stages_dev_promotable};
+        use crate::store::Store as _;
+
+        async fn stored(store: &crate::store::SqliteStore, id: &str, alias: &str) {
+            let freight = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                "metadata": {"name": id, "namespace": "demo"},
+                "alias": alias, "origin": {"kind": "Warehouse", "name": "app"},
+                "images": [{"repoURL": "127.0.0.1:5000/demo/app", "tag": "1.0.0", "digest": "sha256:aa"}]});
+            store.create(freight).await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn get_delete_and_promote_take_a_prefix_and_refuse_an_ambiguous_one() {
+            let f = fresh(AuthMode::None).await;
+            let apply =
+                json!({"files": [{"path": "t.yaml", "content": three_stages_dev_promotable()}]});
+            let (status, body) =
+                call(&f.state, None, Method::POST, "/api/v1/apply", Some(apply)).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            stored(&f.store, "3f2a9c1b7d0e11aa", "fresh-otter").await;
+            stored(&f.store, "3f2a9c1b7d0e22bb", "calm-heron").await;
+            let freight = "/api/v1/projects/demo/freight";
+
+            let (status, got) = call(
+                &f.state,
+                None,
+                Method::GET,
+                &format!("{freight}/3f2a9c1b7d0e2"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{got}");
+            assert_eq!(got["metadata"]["name"], "3f2a9c1b7d0e22bb");
+            let (status, got) = call(
+                &f.state,
+                None,
+                Method::GET,
+                &format!("{freight}/fresh-otter"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{got}");
+            assert_eq!(got["metadata"]["name"], "3f2a9c1b7d0e11aa");
+
+            let (status, refused) = call(
+                &f.state,
+                None,
+                Method::GET,
+                &format!("{freight}/3f2a9c1"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+            let message = refused["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("`3f2a9c1b7d0e11aa` (fresh-otter)"),
+                "{refused}"
+            );
+
+            let promote = "/api/v1/projects/demo/stages/dev/promote";
+            let (status, made) = call(
+                &f.state,
+                None,
+                Method::POST,
+                promote,
+                Some(json!({"alias": "3f2a9c1b7d0e11"})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::CREATED, "{made}");
+            assert_eq!(made["spec"]["freight"], "3f2a9c1b7d0e11aa");
+            let (status, refused) = call(
+                &f.state,
+                None,
+                Method::POST,
+                promote,
+                Some(json!({"freight": "fresh-oter"})),
+            )
+            .await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+            assert!(
+                refused["error"]["hint"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with("did you mean `fresh-otter`?"),
+                "{refused}"
+            );
+
+            let (status, deleted) = call(
+                &f.state,
+                None,
+                Method::DELETE,
+                &format!("{freight}/calm-heron"),
+                None,
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{deleted}");
+            assert_eq!(deleted["metadata"]["name"], "3f2a9c1b7d0e22bb");
+        }
     }
 }

@@ -42,15 +42,17 @@ pub(crate) async fn approve(
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.as_ref();
-    let (freight, alias) =
+    let named =
         super::freight_names::resolve_choice(store, &project, body.freight, body.alias).await?;
     let which = PromoteRequest {
         stage: stage.clone(),
-        freight,
-        alias,
+        freight: named.freight.clone(),
+        alias: named.alias.clone(),
         ..Default::default()
     };
-    let updated = request::approve(store, &caller, &project, &stage, &which, &body.reason).await?;
+    let updated = request::approve(store, &caller, &project, &stage, &which, &body.reason)
+        .await
+        .map_err(|e| named.explain(e))?;
     tracing::info!(freight = %updated.key, %stage, by = %caller.user, "freight approved");
     Ok(Json(present(updated.object)))
 }

@@ -76,35 +76,39 @@ pub(crate) async fn promote(
     caller: Caller,
     Json(body): Json<PromoteBody>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let (freight, alias) = super::freight_names::resolve_choice(
-        state.store.as_ref(),
-        &project,
-        body.freight,
-        body.alias,
-    )
-    .await?;
     let request = PromoteRequest {
         stage,
-        freight,
-        alias,
+        freight: body.freight,
+        alias: body.alias,
         override_window: body.override_window,
         name: None,
     };
-    let created = request_through_door(&state, &caller, &project, &request).await?;
+    let created = request_through_door(&state, &caller, &project, request).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
 /// Every way a client asks for a Promotion — this route, the web UI's Promote button, a
 /// Promotion document on the generic routes — comes here: the pipeline's one door, asked
-/// as the authenticated caller.
+/// as the authenticated caller, with the Freight named by id, id prefix or alias
+/// ([`super::freight_names`]).
 pub(crate) async fn request_through_door(
     state: &AppState,
     caller: &Caller,
     project: &str,
-    request: &PromoteRequest,
+    mut request: PromoteRequest,
 ) -> Result<Value, ApiError> {
-    let created =
-        request::request_promotion(state.store.as_ref(), caller, project, request).await?;
+    let store = state.store.as_ref();
+    let named = super::freight_names::resolve_choice(
+        store,
+        project,
+        request.freight.take(),
+        request.alias.take(),
+    )
+    .await?;
+    (request.freight, request.alias) = (named.freight.clone(), named.alias.clone());
+    let created = request::request_promotion(store, caller, project, &request)
+        .await
+        .map_err(|e| named.explain(e))?;
     tracing::info!(promotion = %created.key, actor = %caller.user, "promotion requested");
     Ok(created.object)
 }

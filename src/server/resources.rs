@@ -349,17 +349,9 @@ pub(crate) async fn create(
     check_path_matches(&object, &key)?;
     let object = validated(&state, &object).await?;
     let mut object = match door::admit(Operation::Create, &key, Some(object), None)? {
-        Admitted::Promote(mut request) => {
-            (request.freight, request.alias) = super::freight_names::resolve_choice(
-                state.store.as_ref(),
-                &project,
-                request.freight.take(),
-                request.alias.take(),
-            )
-            .await?;
+        Admitted::Promote(request) => {
             let created =
-                super::promotions::request_through_door(&state, &caller, &project, &request)
-                    .await?;
+                super::promotions::request_through_door(&state, &caller, &project, request).await?;
             return Ok((StatusCode::CREATED, Json(created)));
         }
         Admitted::Write(object) => object,
@@ -512,7 +504,15 @@ async fn freight_by_name(
     require_project(state, project).await?;
     let found = super::freight_names::resolve(state.store.as_ref(), project, name).await?;
     if found.key.name != name {
-        authorized_kind(state, caller, verb, "freight", project, Some(&found.key.name)).await?;
+        authorized_kind(
+            state,
+            caller,
+            verb,
+            "freight",
+            project,
+            Some(&found.key.name),
+        )
+        .await?;
     }
     Ok(found)
 }

@@ -28,9 +28,10 @@ fn short(text: &str, n: usize) -> String {
 
 /// Runs `dray audit`.
 pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
-    let stage = args.stage_flag.or(args.stage).ok_or_else(|| {
-        CliError::usage("no Stage given", "name it: `dray audit --stage S`")
-    })?;
+    let stage = args
+        .stage_flag
+        .or(args.stage)
+        .ok_or_else(|| CliError::usage("no Stage given", "name it: `dray audit --stage S`"))?;
     let project = ctx.project().await?;
     let path = format!(
         "/api/v1/projects/{project}/stages/{stage}/audit?limit={}",

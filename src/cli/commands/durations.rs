@@ -54,7 +54,10 @@ mod tests {
         assert_eq!(refresh_timeout("500"), Err("at most 2m (120s)".to_owned()));
         assert_eq!(refresh_timeout("500s"), Err("at most 2m (120s)".to_owned()));
         assert_eq!(wait_timeout("10m"), Ok(Duration::from_secs(600)));
-        assert!(wait_timeout("30").is_err(), "a bare number only for refresh");
+        assert!(
+            wait_timeout("30").is_err(),
+            "a bare number only for refresh"
+        );
         assert_eq!(token_lifetime("1h30m"), Ok("1h30m".to_owned()));
         assert_eq!(token_lifetime("2w"), Ok("2w".to_owned()));
         assert!(token_lifetime("11000d").unwrap_err().starts_with("at most"));

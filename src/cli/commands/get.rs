@@ -156,17 +156,11 @@ async fn frame(
     match args.output {
         GetFormat::Name => Ok(Frame {
             header: None,
-            lines: items
-                .iter()
-                .map(|i| (key(i), name_line(kind, i)))
-                .collect(),
+            lines: items.iter().map(|i| (key(i), name_line(kind, i))).collect(),
         }),
         GetFormat::Json | GetFormat::Yaml => Ok(Frame {
             header: None,
-            lines: items
-                .iter()
-                .map(|i| (key(i), i.to_string()))
-                .collect(),
+            lines: items.iter().map(|i| (key(i), i.to_string())).collect(),
         }),
         GetFormat::Table | GetFormat::Wide => {
             let wide = args.output == GetFormat::Wide;
@@ -292,9 +286,7 @@ async fn table(
                 .await?;
             freight
                 .iter()
-                .filter_map(|f| {
-                    Some((f.name()?.to_owned(), f.get("alias")?.as_str()?.to_owned()))
-                })
+                .filter_map(|f| Some((f.name()?.to_owned(), f.get("alias")?.as_str()?.to_owned())))
                 .collect()
         }
         _ => BTreeMap::new(),
@@ -603,8 +595,7 @@ fn narrow_columns(
         ),
         Kind::Freight => (
             vec![
-                "ALIAS", "ID", "ORIGIN", "STAGES", "IMAGES", "COMMITS", "CHARTS", "AGE",
-                "WARNINGS",
+                "ALIAS", "ID", "ORIGIN", "STAGES", "IMAGES", "COMMITS", "CHARTS", "AGE", "WARNINGS",
             ],
             items
                 .iter()

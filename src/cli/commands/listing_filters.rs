@@ -62,8 +62,8 @@ mod tests {
     #[test]
     fn an_unknown_filter_is_named_with_a_suggestion() {
         assert!(must_exist(Filtered::Stage, "dev", &["dev", "prod"], "demo").is_ok());
-        let error = must_exist(Filtered::Stage, "dve", &["dev", "prod"], "demo")
-            .expect_err("no Stage dve");
+        let error =
+            must_exist(Filtered::Stage, "dve", &["dev", "prod"], "demo").expect_err("no Stage dve");
         assert_eq!(
             error.to_string(),
             "--stage `dve`: Stage `dve` does not exist in project `demo`"

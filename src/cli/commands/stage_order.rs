@@ -88,7 +88,12 @@ mod tests {
         ];
         let names: Vec<String> = pipeline_order(stages)
             .iter()
-            .map(|s| s["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+            .map(|s| {
+                s["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
             .collect();
         assert_eq!(names, ["dev", "qa", "staging", "canary", "prod"]);
     }
@@ -98,7 +103,12 @@ mod tests {
         let stages = vec![stage("b", &["a"]), stage("a", &["b"]), stage("c", &[])];
         let names: Vec<String> = pipeline_order(stages)
             .iter()
-            .map(|s| s["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+            .map(|s| {
+                s["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
             .collect();
         assert_eq!(names, ["c", "a", "b"]);
     }

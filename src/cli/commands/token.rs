@@ -15,9 +15,7 @@ use reqwest::Method;
 
 use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
-use crate::server::tokens::{
-    RevokeResponse, TokenList, TokenRequest, TokenResponse,
-};
+use crate::server::tokens::{RevokeResponse, TokenList, TokenRequest, TokenResponse};
 
 /// Arguments of `dray token`.
 #[derive(clap::Args, Debug)]
