@@ -23,6 +23,7 @@ use crate::api::{
 };
 use crate::config::{self, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
+use crate::pipeline::in_use;
 use crate::store::{StoredObject, key_of};
 
 use super::AppState;
@@ -196,6 +197,9 @@ async fn delete_key(
         None,
         current.as_ref().map(|c| &c.object),
     )?;
+    if let Err(in_use) = in_use::check_freight_delete(state.store.as_ref(), &key).await? {
+        return Err(ApiError::conflict(in_use.to_string()).with_hint(in_use.hint()));
+    }
     let referrers = referrers(state, &key).await?;
     if !referrers.is_empty() {
         return Err(
