@@ -31,6 +31,7 @@ pub mod routes;
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
+mod hotfix;
 pub mod tokens;
 pub mod verify;
 pub mod warehouses;
