@@ -28,7 +28,9 @@ pub struct Plan {
 #[derive(Debug, thiserror::Error)]
 pub enum CascadeError {
     /// Only Projects and Warehouses cascade.
-    #[error("{key} has nothing to cascade to: only projects and warehouses are deleted with --cascade")]
+    #[error(
+        "{key} has nothing to cascade to: only projects and warehouses are deleted with --cascade"
+    )]
     NotCascading {
         /// What was asked for.
         key: ObjectKey,
@@ -224,7 +226,10 @@ mod tests {
         let plan = plan(&store, &lib).await.unwrap();
         assert_eq!(
             plan.removes,
-            [ObjectKey::namespaced(Kind::Freight, "demo", "f2"), lib.clone()]
+            [
+                ObjectKey::namespaced(Kind::Freight, "demo", "f2"),
+                lib.clone()
+            ]
         );
         execute(&store, &plan).await.unwrap();
         let left = store.list(Kind::Freight, Some("demo")).await.unwrap();
@@ -236,9 +241,11 @@ mod tests {
     async fn a_running_promotion_stops_a_project_cascade() {
         let (store, _dir) = store().await;
         store
-            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
+            .create(
+                json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
                 "metadata": {"name": "dev-one-1", "namespace": "demo"},
-                "spec": {"stage": "dev", "freight": "f1"}}))
+                "spec": {"stage": "dev", "freight": "f1"}}),
+            )
             .await
             .unwrap();
         let key = ObjectKey::namespaced(Kind::Promotion, "demo", "dev-one-1");

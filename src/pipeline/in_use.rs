@@ -110,7 +110,12 @@ pub async fn check_freight_delete(
     let alias = store
         .get(freight)
         .await?
-        .and_then(|f| f.object.get("alias").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|f| {
+            f.object
+                .get("alias")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .filter(|a| !a.is_empty())
         .unwrap_or_else(|| freight.name.clone());
     Ok(Err(FreightInUse {
@@ -127,7 +132,11 @@ fn holders<'a>(
 ) -> Vec<FreightHolder> {
     let mut held = Vec::new();
     for stage in stages {
-        if stage.pointer("/status/currentFreight/name").and_then(Value::as_str) == Some(id) {
+        if stage
+            .pointer("/status/currentFreight/name")
+            .and_then(Value::as_str)
+            == Some(id)
+        {
             held.push(FreightHolder::CurrentIn {
                 stage: stage.name().unwrap_or_default().to_owned(),
             });

@@ -32,8 +32,9 @@ pub(crate) fn check_alias(alias: &str) -> Result<(), (String, String)> {
     );
     let hint = match suggest(alias) {
         Some(better) => format!("use --alias {better}"),
-        None => "choose an alias like `hotfix-1`, or leave --alias out for a generated one"
-            .to_owned(),
+        None => {
+            "choose an alias like `hotfix-1`, or leave --alias out for a generated one".to_owned()
+        }
     };
     Err((message, hint))
 }
@@ -103,7 +104,10 @@ pub(crate) fn coverage(
             }
         }
         if let Some(chart) = &subscription.chart {
-            let chart_name = chart.name.as_deref().map_or_else(String::new, |n| format!(" `{n}`"));
+            let chart_name = chart
+                .name
+                .as_deref()
+                .map_or_else(String::new, |n| format!(" `{n}`"));
             problems.push(format!(
                 "Warehouse `{name}` subscribes to chart{chart_name} of `{}`, which Freight assembled from --image and --commit cannot pin: use `dray freight create --warehouse {name} --newest` for the newest discovered artifacts",
                 chart.repo_url
@@ -168,8 +172,7 @@ pub(crate) fn judge_tag(
     }
     let pinned_before = history.iter().find(|f| {
         f.object.pointer("/origin/name").and_then(Value::as_str) == Some(warehouse)
-            && f
-                .object
+            && f.object
                 .get("images")
                 .and_then(Value::as_array)
                 .into_iter()
@@ -229,13 +232,20 @@ mod tests {
         for wrong in ["-a", "a-", "", "a.b", &"a".repeat(64)] {
             assert!(check_alias(wrong).is_err(), "{wrong}");
         }
-        assert!(check_alias("__").unwrap_err().1.contains("leave --alias out"));
+        assert!(
+            check_alias("__")
+                .unwrap_err()
+                .1
+                .contains("leave --alias out")
+        );
     }
 
     fn warehouse(subscriptions: Value) -> Warehouse {
-        serde_json::from_value(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse",
+        serde_json::from_value(
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse",
             "metadata": {"name": "app", "namespace": "demo"},
-            "spec": {"subscriptions": subscriptions}}))
+            "spec": {"subscriptions": subscriptions}}),
+        )
         .unwrap()
     }
 
@@ -261,11 +271,17 @@ mod tests {
         let missing = coverage(&w, &[app.clone()], &[]);
         assert_eq!(
             missing,
-            ["Warehouse `app` subscribes to git repository `https://git/config.git`, and no --commit names it: pass --commit https://git/config.git@SHA"]
+            [
+                "Warehouse `app` subscribes to git repository `https://git/config.git`, and no --commit names it: pass --commit https://git/config.git@SHA"
+            ]
         );
         let extra = coverage(
             &w,
-            &[app.clone(), app.clone(), image("reg/other", "1", "sha256:bb")],
+            &[
+                app.clone(),
+                app.clone(),
+                image("reg/other", "1", "sha256:bb"),
+            ],
             &[commit],
         );
         assert_eq!(extra.len(), 2, "{extra:?}");
@@ -295,15 +311,25 @@ mod tests {
             TagCheck::Agrees
         );
         assert_eq!(
-            judge_tag(&image("reg/app", "", "sha256:x"), None, &[], false, &[], "app"),
+            judge_tag(
+                &image("reg/app", "", "sha256:x"),
+                None,
+                &[],
+                false,
+                &[],
+                "app"
+            ),
             TagCheck::Agrees
         );
-        let TagCheck::Disagrees(problem) = judge_tag(&given, Some("sha256:new"), &[], false, &[], "app")
+        let TagCheck::Disagrees(problem) =
+            judge_tag(&given, Some("sha256:new"), &[], false, &[], "app")
         else {
             panic!("a wrong digest is refused")
         };
         assert!(
-            problem.contains("tag `9.9.9` points at `sha256:new` in the registry, not at the given digest"),
+            problem.contains(
+                "tag `9.9.9` points at `sha256:new` in the registry, not at the given digest"
+            ),
             "{problem}"
         );
         let history = [freight("old-otter", &given)];

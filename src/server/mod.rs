@@ -20,6 +20,7 @@ mod credentials;
 mod door_tests;
 pub mod error;
 pub mod gates;
+mod hotfix;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
@@ -31,7 +32,6 @@ pub mod routes;
 pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
-mod hotfix;
 pub mod tokens;
 pub mod verify;
 pub mod warehouses;

@@ -675,9 +675,16 @@ pub async fn bootstrap(
 /// The recovery of `dray serve --reset-admin`: makes a new token for `admin` with
 /// `dray-admin` in every project and writes it to `<data_dir>/bootstrap-token` (mode
 /// 0600), whatever tokens exist; revokes nothing. Returns the token's id and the file.
-pub async fn reset_admin(tokens: &dyn TokenStore, data_dir: &Path) -> anyhow::Result<(String, PathBuf)> {
-    let (token, path) =
-        write_admin_token(tokens, data_dir, "the bootstrap token made by --reset-admin").await?;
+pub async fn reset_admin(
+    tokens: &dyn TokenStore,
+    data_dir: &Path,
+) -> anyhow::Result<(String, PathBuf)> {
+    let (token, path) = write_admin_token(
+        tokens,
+        data_dir,
+        "the bootstrap token made by --reset-admin",
+    )
+    .await?;
     let id = tokens
         .token_info(&hash(&token))
         .await?
@@ -811,10 +818,16 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let info = store.token_info(&hash(&new)).await.unwrap().unwrap();
-        assert_eq!((info.id.as_str(), info.user.as_str()), (id.as_str(), "admin"));
+        assert_eq!(
+            (info.id.as_str(), info.user.as_str()),
+            (id.as_str(), "admin")
+        );
         assert!(info.bootstrap);
         let roles = store.cluster_roles("admin", &[]).await.unwrap();
         assert_eq!(roles, ["dray-admin"]);
-        assert!(store.token(&hash(&old)).await.unwrap().is_some(), "nothing revoked");
+        assert!(
+            store.token(&hash(&old)).await.unwrap().is_some(),
+            "nothing revoked"
+        );
     }
 }

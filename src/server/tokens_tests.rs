@@ -389,7 +389,10 @@ async fn the_last_admin_token_is_not_revoked_and_the_bootstrap_file_goes_with_it
         hint.contains("--all-projects") && hint.contains("dray serve --data-dir DIR --reset-admin"),
         "{hint}"
     );
-    assert_eq!(server.projects_status(&server.admin).await.0, StatusCode::OK);
+    assert_eq!(
+        server.projects_status(&server.admin).await.0,
+        StatusCode::OK
+    );
     assert!(file.exists(), "kept while its token works");
 
     let (root, _) = server.token("root", "dray-admin", None).await;
@@ -424,8 +427,14 @@ async fn a_listing_shows_each_tokens_roles_and_where_they_hold() {
         of(&items, "ann")["grants"],
         json!([{"role": "dray-viewer", "project": "demo"}])
     );
-    assert_eq!(of(&items, "vic")["grants"], json!([{"role": "dray-promoter"}]));
-    assert_eq!(of(&items, "admin")["grants"], json!([{"role": "dray-admin"}]));
+    assert_eq!(
+        of(&items, "vic")["grants"],
+        json!([{"role": "dray-promoter"}])
+    );
+    assert_eq!(
+        of(&items, "admin")["grants"],
+        json!([{"role": "dray-admin"}])
+    );
 
     let (status, body) = server
         .as_admin(Method::GET, "/api/v1/clusterrolebindings", None)

@@ -80,7 +80,10 @@ async fn resource_path(
         Some(namespace) => namespace.to_owned(),
         None => ctx.project().await?,
     };
-    Ok(format!("/api/v1/projects/{project}/{}/{name}", kind.plural()))
+    Ok(format!(
+        "/api/v1/projects/{project}/{}/{name}",
+        kind.plural()
+    ))
 }
 
 /// `--cascade`: ask what goes, confirm, remove in one commit, list what went.
@@ -162,8 +165,7 @@ fn named_resources(files: &[config::SourceFile]) -> Result<Vec<ObjectKey>, CliEr
     let mut keys = Vec::new();
     let mut problems = Vec::new();
     for file in files {
-        for (index, document) in serde_yaml_ng::Deserializer::from_str(&file.content).enumerate()
-        {
+        for (index, document) in serde_yaml_ng::Deserializer::from_str(&file.content).enumerate() {
             let at = format!("{} (document {})", file.path, index + 1);
             let value = match <serde_yaml_ng::Value as serde::Deserialize>::deserialize(document) {
                 Ok(serde_yaml_ng::Value::Null) => continue,

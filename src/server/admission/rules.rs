@@ -22,8 +22,8 @@
 use serde_json::Value;
 
 use crate::api::{Freight, Kind, ObjectKey, Stage};
-use crate::pipeline::in_use;
 use crate::pipeline::door::{self, Admitted, Operation, PromoteRequest, Refusal, RefusalKind};
+use crate::pipeline::in_use;
 use crate::pipeline::request::{PromoteError, refusals};
 use crate::store::{Store, StoreError};
 
