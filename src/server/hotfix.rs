@@ -267,8 +267,15 @@ mod tests {
             ..Default::default()
         };
         let app = image("reg/app", "1.0", "sha256:aa");
-        assert!(coverage(&w, &[app.clone()], &[commit.clone()]).is_empty());
-        let missing = coverage(&w, &[app.clone()], &[]);
+        assert!(
+            coverage(
+                &w,
+                std::slice::from_ref(&app),
+                std::slice::from_ref(&commit)
+            )
+            .is_empty()
+        );
+        let missing = coverage(&w, std::slice::from_ref(&app), &[]);
         assert_eq!(
             missing,
             [
