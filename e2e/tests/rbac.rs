@@ -204,6 +204,7 @@ async fn a_token_is_listed_without_its_secret_and_revoked_at_once() -> Result<()
             "carl",
             "--role",
             "dray-viewer",
+            "--all-projects",
             "--description",
             "CI deploys",
             "--expires-in",

@@ -7,7 +7,7 @@ pub mod kubernetes;
 mod serve;
 pub mod tls;
 
-pub use serve::{AdmissionListener, KubernetesServe, ServeOptions, serve};
+pub use serve::{AdmissionListener, KubernetesServe, ServeOptions, reset_admin, serve};
 
 /// Chooses rustls' cryptography for the process (ring). Both ring and aws-lc-rs are
 /// compiled in through the HTTP and Kubernetes clients, and rustls then refuses to pick

@@ -1,6 +1,6 @@
 //! `dray serve`: open the store, make the bootstrap API token of a new data directory,
 //! start the controllers, apply `--config` files, listen, and shut down gracefully on
-//! SIGINT or SIGTERM.
+//! SIGINT or SIGTERM; or (`--reset-admin`) write a new admin token and exit.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,6 +70,27 @@ pub struct AdmissionListener {
 
 /// How long `dray serve --kubernetes` waits for the first listing of the cluster.
 const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// `dray serve --reset-admin`: the way back when no token gives `dray-admin` any more.
+/// Makes a new token for `admin` with `dray-admin` in every project, writes it to
+/// `<data-dir>/bootstrap-token` (mode 0600), revokes nothing, logs that it did (the id and
+/// the file, never the token) and returns without serving.
+pub async fn reset_admin(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let local = SqliteStore::open(data_dir)?;
+    let (id, path) = tokens::reset_admin(&local, data_dir).await?;
+    tracing::info!(
+        token = %id,
+        file = %path.display(),
+        "wrote a new admin token (user `admin`, role `dray-admin` in every project) for --reset-admin; no token was revoked"
+    );
+    eprintln!(
+        "A new admin token (id `{id}`, user `admin`, role `dray-admin` in every project) is in {} (mode 0600); no other token was revoked.\n\
+         Start `dray serve` again without --reset-admin and use it: export DRAY_TOKEN=$(cat {})",
+        path.display(),
+        path.display()
+    );
+    Ok(())
+}
 
 /// Runs the server until SIGINT or SIGTERM.
 pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
@@ -144,6 +165,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         auth: Arc::new(Auth {
             mode: auth_mode,
             tokens: token_store,
+            bootstrap_file: Some(options.data_dir.join(tokens::BOOTSTRAP_TOKEN_FILE)),
         }),
         sessions: Arc::new(crate::server::auth::sessions::Sessions::new(session_store)),
         oidc,

@@ -1,12 +1,14 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]), and what each Stage's gates and windows say now ([`board`], which the API
+//! ([`request`]), who holds a Freight that is about to be deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), and what each Stage's gates and windows say now ([`board`], which the API
 //! and the web UI show). It decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
 pub mod board;
+pub mod cascade;
 pub mod door;
+pub mod in_use;
 pub mod queue;
 pub mod request;
 pub mod windows;

@@ -143,9 +143,21 @@ pub async fn window_state(
     ))
 }
 
+/// `<stage>-<alias>-<8 hex>`, an RFC 1123 label whatever the alias (Freight minted before
+/// aliases were checked may carry `Hot_Fix`): lowercased, other characters as `-`.
 fn promotion_name(stage: &str, alias: &str) -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
-    let mut base = format!("{stage}-{alias}");
+    let mut base = String::new();
+    for c in format!("{stage}-{alias}").chars() {
+        let c = if c.is_ascii_alphanumeric() {
+            c.to_ascii_lowercase()
+        } else {
+            '-'
+        };
+        if !(c == '-' && base.ends_with('-')) {
+            base.push(c);
+        }
+    }
     base.truncate(54);
     format!("{}-{}", base.trim_end_matches('-'), &suffix[..8])
 }
@@ -576,6 +588,21 @@ pub async fn wake_running(store: &dyn Store, project: &str) -> Result<usize, Sto
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+
+    #[test]
+    fn promotion_names_are_rfc_1123_labels_whatever_the_alias() {
+        let name = super::promotion_name("dev", "Hot_Fix");
+        assert!(name.starts_with("dev-hot-fix-"), "{name}");
+        let long = super::promotion_name(&"s".repeat(60), "x");
+        for name in [name, long] {
+            assert!(name.len() <= 63, "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
+        }
+    }
 
     use super::*;
     use crate::store::SqliteStore;

@@ -21,6 +21,7 @@ mod door_tests;
 pub mod error;
 pub mod freight_names;
 pub mod gates;
+mod hotfix;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
@@ -88,6 +89,7 @@ impl AppState {
             auth: Arc::new(Auth {
                 mode,
                 tokens: store.clone(),
+                bootstrap_file: Some(dir.join(tokens::BOOTSTRAP_TOKEN_FILE)),
             }),
             sessions: Arc::new(auth::sessions::Sessions::new(store)),
             oidc: None,
@@ -113,6 +115,12 @@ pub fn api_routes() -> Vec<Route> {
         Route::new(M::GET, "/tokens", Door::Api, tokens::list),
         Route::new(M::POST, "/tokens", Door::Api, tokens::create),
         Route::new(M::DELETE, "/tokens/{id}", Door::Api, tokens::revoke),
+        Route::new(
+            M::GET,
+            "/clusterrolebindings",
+            Door::Api,
+            tokens::list_cluster_bindings,
+        ),
         Route::new(M::GET, "/projects", Door::Api, resources::list_projects),
         Route::new(M::POST, "/projects", Door::Api, resources::create_project),
         Route::new(

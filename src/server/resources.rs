@@ -23,6 +23,7 @@ use crate::api::{
 };
 use crate::config::{self, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
+use crate::pipeline::{cascade, in_use};
 use crate::store::{StoredObject, key_of};
 
 use super::AppState;
@@ -31,11 +32,18 @@ use super::auth::Caller;
 use super::credentials::{present, seal};
 use super::error::ApiError;
 
-/// Optional preconditions on deletes.
+/// Optional preconditions on deletes, and cascading (projects and warehouses): with
+/// `cascade`, what belongs to the resource goes with it in one commit, and the answer is
+/// `{"removed": [{kind, namespace?, name}…], "dryRun": bool}`; with `dryRun` too, nothing
+/// is removed and the answer says what would be.
 #[derive(Deserialize, Debug, Default)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DeleteParams {
     resource_version: Option<u64>,
+    #[serde(default)]
+    cascade: bool,
+    #[serde(default)]
+    dry_run: bool,
 }
 
 /// The kind `plural` names, once the caller may `verb` it (named `name`) in `project`.
@@ -184,11 +192,51 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
     Ok(names)
 }
 
+/// A cascading delete (see [`cascade`]): the plan, and unless `dry_run` its one commit.
+async fn delete_cascading(
+    state: &AppState,
+    key: ObjectKey,
+    dry_run: bool,
+) -> Result<Json<Value>, ApiError> {
+    let plan = cascade::plan(state.store.as_ref(), &key)
+        .await
+        .map_err(|error| match error {
+            cascade::CascadeError::Store(error) => error.into(),
+            cascade::CascadeError::NotFound { .. } => {
+                ApiError::not_found(error.to_string()).with_hint(error.hint())
+            }
+            cascade::CascadeError::NotCascading { .. } => {
+                ApiError::bad_request(error.to_string()).with_hint(error.hint())
+            }
+            _ => ApiError::conflict(error.to_string()).with_hint(error.hint()),
+        })?;
+    let removed: Vec<Value> = plan
+        .removes
+        .iter()
+        .map(|k| match &k.namespace {
+            Some(namespace) => {
+                serde_json::json!({"kind": k.kind.as_str(), "namespace": namespace, "name": k.name})
+            }
+            None => serde_json::json!({"kind": k.kind.as_str(), "name": k.name}),
+        })
+        .collect();
+    if !dry_run {
+        cascade::execute(state.store.as_ref(), &plan).await?;
+        tracing::info!(resource = %key, removed = plan.removes.len(), "deleted with cascade");
+    }
+    Ok(Json(
+        serde_json::json!({"removed": removed, "dryRun": dry_run}),
+    ))
+}
+
 async fn delete_key(
     state: &AppState,
     key: ObjectKey,
     params: DeleteParams,
 ) -> Result<Json<Value>, ApiError> {
+    if params.cascade {
+        return delete_cascading(state, key, params.dry_run).await;
+    }
     let current = state.store.get(&key).await?;
     door::admit(
         Operation::Delete,
@@ -196,7 +244,35 @@ async fn delete_key(
         None,
         current.as_ref().map(|c| &c.object),
     )?;
+    if let Err(in_use) = in_use::check_freight_delete(state.store.as_ref(), &key).await? {
+        return Err(ApiError::conflict(in_use.to_string()).with_hint(in_use.hint()));
+    }
     let referrers = referrers(state, &key).await?;
+    if !referrers.is_empty() && key.kind == Kind::Project {
+        return Err(ApiError::conflict(format!(
+            "project `{}` still holds {}",
+            key.name,
+            referrers.join(", ")
+        ))
+        .with_hint(format!(
+            "delete those first, or delete the project with everything it holds: `dray delete project {} --cascade`",
+            key.name
+        )));
+    }
+    if key.kind == Kind::Warehouse && referrers.is_empty() {
+        let project = key.namespace.as_deref().unwrap_or_default();
+        let freight = state.store.list(Kind::Freight, Some(project)).await?;
+        let owned = cascade::owned_freight(&freight, &key.name).count();
+        if owned > 0 {
+            return Err(ApiError::conflict(format!(
+                "{key} still has {owned} Freight, which would be left without its Warehouse"
+            ))
+            .with_hint(format!(
+                "delete the warehouse with its Freight: `dray delete warehouse {} -p {project} --cascade`",
+                key.name
+            )));
+        }
+    }
     if !referrers.is_empty() {
         return Err(
             ApiError::conflict(format!("{key} is still used by {}", referrers.join(", ")))

@@ -1,7 +1,13 @@
 //! API tokens: making one (`POST /api/v1/tokens`, behind `dray token create`) with the
-//! role binding that goes with it, listing them (`GET /api/v1/tokens`, never a secret or
-//! hash) and revoking one by id (`DELETE /api/v1/tokens/{id}`), and the bootstrap token of
-//! a new data directory.
+//! role binding that goes with it, listing them with what their users may do where (`GET
+//! /api/v1/tokens`, never a secret or hash), listing the cluster-wide bindings (`GET
+//! /api/v1/clusterrolebindings`), revoking one by id (`DELETE /api/v1/tokens/{id}`), and the
+//! bootstrap token of a new data directory (or of `dray serve --reset-admin`).
+//!
+//! Revoking the last working token that gives `dray-admin` in every project is refused:
+//! nobody could make tokens or bind roles any more. Revoking the bootstrap token removes
+//! `<data-dir>/bootstrap-token` when it holds that token, so the file never holds a token
+//! that no longer works.
 //!
 //! Listing needs `list` on `tokens` and revoking `delete` on `tokens` (cluster-wide), except
 //! for the caller's own tokens, which they may always list and revoke. A revoked token is
@@ -102,7 +108,50 @@ pub struct TokenResponse {
 pub struct TokenList {
     /// The tokens the caller may see, oldest first: all of them with `list` on `tokens`,
     /// otherwise their own.
-    pub items: Vec<TokenInfo>,
+    pub items: Vec<ListedToken>,
+}
+
+/// A token as listed: what may be shown about it, and what its user may do where.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ListedToken {
+    /// The token's id, user, creator, expiry…
+    #[serde(flatten)]
+    pub info: TokenInfo,
+    /// The roles the token's user holds (directly or through its groups), each with its
+    /// scope: every project (a cluster-wide binding) or one project (a RoleBinding).
+    #[serde(default)]
+    pub grants: Vec<Grant>,
+}
+
+/// A role someone holds, and where.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    /// The role: built in, or a Role of `project`.
+    pub role: String,
+    /// The project of the RoleBinding; none for a cluster-wide binding (every project).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+}
+
+/// The answer of `GET /api/v1/clusterrolebindings`: the bindings that hold in every
+/// project (made by `dray token create --all-projects` and the bootstrap token).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct ClusterBindingList {
+    /// By role, then users before groups, then name.
+    pub items: Vec<ListedClusterBinding>,
+}
+
+/// One cluster-wide binding.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedClusterBinding {
+    /// `User` or `Group`.
+    pub kind: SubjectKind,
+    /// The user or group.
+    pub name: String,
+    /// The built-in role it holds in every project.
+    pub role: String,
 }
 
 /// The answer of `DELETE /api/v1/tokens/{id}`.
@@ -345,8 +394,74 @@ pub(crate) async fn list(
         )
         .await?;
     let user = (!all).then_some(caller.user.as_str());
-    let items = state.auth.tokens.list_tokens(user).await?;
+    let tokens = state.auth.tokens.list_tokens(user).await?;
+    let bindings = state.store.list(Kind::RoleBinding, None).await?;
+    let bindings: Vec<(String, RoleBinding)> = bindings
+        .into_iter()
+        .map(|b| {
+            let project = b.key.namespace.clone().unwrap_or_default();
+            b.to_typed::<RoleBinding>().map(|typed| (project, typed))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut items = Vec::with_capacity(tokens.len());
+    for info in tokens {
+        let mut grants: Vec<Grant> = state
+            .auth
+            .tokens
+            .cluster_roles(&info.user, &info.groups)
+            .await?
+            .into_iter()
+            .map(|role| Grant {
+                role,
+                project: None,
+            })
+            .collect();
+        for (project, binding) in &bindings {
+            let applies = binding.spec.subjects.iter().any(|s| match s.kind {
+                SubjectKind::User => s.name == info.user,
+                SubjectKind::Group => info.groups.contains(&s.name),
+            });
+            let grant = Grant {
+                role: binding.spec.role_ref.name.clone(),
+                project: Some(project.clone()),
+            };
+            if applies && !grants.contains(&grant) {
+                grants.push(grant);
+            }
+        }
+        items.push(ListedToken { info, grants });
+    }
     Ok(Json(TokenList { items }))
+}
+
+/// `GET /api/v1/clusterrolebindings`: every cluster-wide binding (who holds which built-in
+/// role in every project). Needs `list` on `tokens`, like listing everyone's tokens.
+pub(crate) async fn list_cluster_bindings(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<ClusterBindingList>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::List,
+            TOKENS_RESOURCE,
+            None,
+            None,
+        )
+        .await?;
+    let items = state
+        .auth
+        .tokens
+        .cluster_bindings()
+        .await?
+        .into_iter()
+        .map(|b| ListedClusterBinding {
+            kind: b.kind,
+            name: b.name,
+            role: b.role,
+        })
+        .collect();
+    Ok(Json(ClusterBindingList { items }))
 }
 
 /// `DELETE /api/v1/tokens/{id}`: revokes a token at once. The caller's own tokens always;
@@ -374,14 +489,50 @@ pub(crate) async fn revoke(
         return Err(ApiError::not_found(format!("there is no API token `{id}`"))
             .with_hint("run `dray token list` to see the tokens and their ids"));
     };
+    let tokens = state.auth.tokens.as_ref();
+    if gives_admin(tokens, &token).await? && !admin_left_without(tokens, &id).await? {
+        return Err(ApiError::conflict(format!(
+            "API token `{id}` of user `{}` is the last one with role `{ADMIN_ROLE}` in every project: revoking it would leave no one able to administer Dray (make tokens, bind roles)",
+            token.user
+        ))
+        .with_hint(format!(
+            "make another admin token first (`dray token create --user NAME --role {ADMIN_ROLE} --all-projects`), then revoke this one; if every admin token is lost, stop the server and run `dray serve --data-dir DIR --reset-admin`"
+        )));
+    }
+    // The bootstrap file must never hold a token that no longer works.
+    let bootstrap_file = state
+        .auth
+        .bootstrap_file
+        .as_deref()
+        .filter(|_| token.bootstrap);
+    let file_holds_it = match bootstrap_file {
+        Some(path) => file_holds_token(tokens, path, &id).await?,
+        None => false,
+    };
     if !state.auth.tokens.revoke_token(&id).await? {
         return Err(ApiError::not_found(format!("there is no API token `{id}`"))
             .with_hint("it was revoked meanwhile; run `dray token list` to see the tokens"));
     }
     tracing::info!(token = %id, user = %token.user, by = %caller.user, "API token revoked");
+    let mut removed_file = None;
+    if let (true, Some(path)) = (file_holds_it, bootstrap_file) {
+        match std::fs::remove_file(path) {
+            Ok(()) => {
+                tracing::info!(token = %id, file = %path.display(), "removed the revoked bootstrap token's file");
+                removed_file = Some(path.display().to_string());
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                tracing::warn!(token = %id, file = %path.display(), %error, "cannot remove the revoked bootstrap token's file");
+            }
+        }
+    }
     let warning = token.bootstrap.then(|| {
+        let file = removed_file
+            .map(|path| format!(" (`{path}` is removed)"))
+            .unwrap_or_default();
         format!(
-            "`{id}` was the bootstrap token of user `{}`; it no longer works. Keep another token with role `dray-admin` (`dray token create --user NAME --role dray-admin`) to administer Dray; if no token at all is left, the next start of `dray serve` writes a new bootstrap token",
+            "`{id}` was the bootstrap token of user `{}`; it no longer works{file}. Administer Dray with another token with role `{ADMIN_ROLE}` in every project (`dray token create --user NAME --role {ADMIN_ROLE} --all-projects`); if every admin token is lost, `dray serve --data-dir DIR --reset-admin` writes a new one",
             token.user
         )
     });
@@ -389,6 +540,42 @@ pub(crate) async fn revoke(
         revoked: token,
         warning,
     }))
+}
+
+/// The built-in role that administers Dray (makes tokens, binds roles).
+const ADMIN_ROLE: &str = "dray-admin";
+
+/// Whether `token` works now and its user holds `dray-admin` in every project.
+async fn gives_admin(tokens: &dyn TokenStore, token: &TokenInfo) -> Result<bool, StoreError> {
+    if token.expired(jiff::Timestamp::now()).is_some() {
+        return Ok(false);
+    }
+    let roles = tokens.cluster_roles(&token.user, &token.groups).await?;
+    Ok(roles.iter().any(|r| r == ADMIN_ROLE))
+}
+
+/// Whether a token other than `id` works now and gives `dray-admin` in every project.
+async fn admin_left_without(tokens: &dyn TokenStore, id: &str) -> Result<bool, StoreError> {
+    for other in tokens.list_tokens(None).await? {
+        if other.id != id && gives_admin(tokens, &other).await? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Whether the bootstrap file at `path` holds the token with id `id` (never read into a
+/// log or an answer: only its hash is compared).
+async fn file_holds_token(
+    tokens: &dyn TokenStore,
+    path: &Path,
+    id: &str,
+) -> Result<bool, StoreError> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(false);
+    };
+    let held = tokens.token_info(&hash(text.trim())).await?;
+    Ok(held.is_some_and(|t| t.id == id))
 }
 
 /// Gives `request.role` to `request.user` in `project` with a RoleBinding (made, or
@@ -480,6 +667,39 @@ pub async fn bootstrap(
     if tokens.has_tokens().await? {
         return Ok(None);
     }
+    write_admin_token(tokens, data_dir, "the bootstrap token")
+        .await
+        .map(Some)
+}
+
+/// The recovery of `dray serve --reset-admin`: makes a new token for `admin` with
+/// `dray-admin` in every project and writes it to `<data_dir>/bootstrap-token` (mode
+/// 0600), whatever tokens exist; revokes nothing. Returns the token's id and the file.
+pub async fn reset_admin(
+    tokens: &dyn TokenStore,
+    data_dir: &Path,
+) -> anyhow::Result<(String, PathBuf)> {
+    let (token, path) = write_admin_token(
+        tokens,
+        data_dir,
+        "the bootstrap token made by --reset-admin",
+    )
+    .await?;
+    let id = tokens
+        .token_info(&hash(&token))
+        .await?
+        .map(|t| t.id)
+        .unwrap_or_default();
+    Ok((id, path))
+}
+
+/// Writes a new `admin` token to `<data_dir>/bootstrap-token` (replacing the file) and
+/// stores it with `dray-admin` in every project, marked as the bootstrap token.
+async fn write_admin_token(
+    tokens: &dyn TokenStore,
+    data_dir: &Path,
+    what: &str,
+) -> anyhow::Result<(String, PathBuf)> {
     let token = generate();
     let path = data_dir.join(BOOTSTRAP_TOKEN_FILE);
     // The file first: if storing fails, the next start makes a new token and file.
@@ -509,18 +729,15 @@ pub async fn bootstrap(
     let binding = ClusterBinding {
         kind: SubjectKind::User,
         name: BOOTSTRAP_USER.to_owned(),
-        role: "dray-admin".to_owned(),
+        role: ADMIN_ROLE.to_owned(),
     };
     let details = TokenDetails {
         created_by: Some(BOOTSTRAP_CREATOR.to_owned()),
-        description: Some(format!(
-            "the bootstrap token, written to {}",
-            path.display()
-        )),
+        description: Some(format!("{what}, written to {}", path.display())),
         expires_at: None,
     };
     tokens.add_token(record, details, Some(binding)).await?;
-    Ok(Some((token, path)))
+    Ok((token, path))
 }
 
 #[cfg(test)]
@@ -585,5 +802,32 @@ mod tests {
         let info = store.token_info(&hash(&token)).await.unwrap().unwrap();
         assert!(info.bootstrap, "{info:?}");
         assert!(bootstrap(&store, dir.path()).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn reset_admin_writes_a_new_admin_token_and_revokes_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open(dir.path()).unwrap();
+        let (old, path) = bootstrap(&store, dir.path()).await.unwrap().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let (id, written) = reset_admin(&store, dir.path()).await.unwrap();
+        assert_eq!(written, path);
+        let new = std::fs::read_to_string(&path).unwrap().trim().to_owned();
+        assert_ne!(new, old);
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let info = store.token_info(&hash(&new)).await.unwrap().unwrap();
+        assert_eq!(
+            (info.id.as_str(), info.user.as_str()),
+            (id.as_str(), "admin")
+        );
+        assert!(info.bootstrap);
+        let roles = store.cluster_roles("admin", &[]).await.unwrap();
+        assert_eq!(roles, ["dray-admin"]);
+        assert!(
+            store.token(&hash(&old)).await.unwrap().is_some(),
+            "nothing revoked"
+        );
     }
 }

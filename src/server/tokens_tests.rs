@@ -361,3 +361,88 @@ async fn last_use_is_recorded_at_most_once_a_minute() {
     let newer: jiff::Timestamp = last_used().await.unwrap().parse().unwrap();
     assert!(newer > old.parse().unwrap(), "{newer} after {old}");
 }
+
+#[tokio::test]
+async fn the_last_admin_token_is_not_revoked_and_the_bootstrap_file_goes_with_its_token() {
+    let server = Server::new().await;
+    let file = server._dir.path().join(super::BOOTSTRAP_TOKEN_FILE);
+    assert!(file.exists(), "the bootstrap file is written");
+    let bootstrap_id = of(&server.list(&server.admin).await, "admin")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let uri = format!("/api/v1/tokens/{bootstrap_id}");
+    // A viewer everywhere and an admin of one project do not administer Dray.
+    server.token("vic", "dray-viewer", None).await;
+    server.token("pam", "dray-admin", Some("demo")).await;
+    let (status, body) = server.as_admin(Method::DELETE, &uri, None).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "API token `{bootstrap_id}` of user `admin` is the last one with role `dray-admin` in every project"
+        )),
+        "{message}"
+    );
+    let hint = body["error"]["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("--all-projects") && hint.contains("dray serve --data-dir DIR --reset-admin"),
+        "{hint}"
+    );
+    assert_eq!(
+        server.projects_status(&server.admin).await.0,
+        StatusCode::OK
+    );
+    assert!(file.exists(), "kept while its token works");
+
+    let (root, _) = server.token("root", "dray-admin", None).await;
+    let (status, body) = server.call(Some(&root), Method::DELETE, &uri, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(!file.exists(), "the file never holds a revoked token");
+    let warning = body["warning"].as_str().unwrap();
+    assert!(warning.contains("is removed"), "{warning}");
+    // Now root is the last admin.
+    let root_id = of(&server.list(&root).await, "root")["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, body) = server
+        .call(
+            Some(&root),
+            Method::DELETE,
+            &format!("/api/v1/tokens/{root_id}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+}
+
+#[tokio::test]
+async fn a_listing_shows_each_tokens_roles_and_where_they_hold() {
+    let server = Server::new().await;
+    server.token("ann", "dray-viewer", Some("demo")).await;
+    server.token("vic", "dray-promoter", None).await;
+    let items = server.list(&server.admin).await;
+    assert_eq!(
+        of(&items, "ann")["grants"],
+        json!([{"role": "dray-viewer", "project": "demo"}])
+    );
+    assert_eq!(
+        of(&items, "vic")["grants"],
+        json!([{"role": "dray-promoter"}])
+    );
+    assert_eq!(
+        of(&items, "admin")["grants"],
+        json!([{"role": "dray-admin"}])
+    );
+
+    let (status, body) = server
+        .as_admin(Method::GET, "/api/v1/clusterrolebindings", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["items"],
+        json!([{"kind": "User", "name": "admin", "role": "dray-admin"},
+               {"kind": "User", "name": "vic", "role": "dray-promoter"}])
+    );
+}

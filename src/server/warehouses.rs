@@ -1,8 +1,10 @@
 //! Warehouse actions beyond CRUD: refresh now (optionally waiting for the result; needs
 //! `update` on the Warehouse), and the hotfix path — Freight assembled by hand from chosen,
 //! verified versions, or the newest discovered ones (`newest`, for a `Manual` Warehouse;
-//! needs `create` on freight). The route checks who asks and that each
-//! digest and commit exists; minting is discovery's one path (`discovery::mint::mint`).
+//! needs `create` on freight). The route checks who asks, that each digest and commit
+//! exists, and what [`super::hotfix`] asks of hand-made Freight (an RFC 1123 alias, every
+//! subscription covered once, each tag pointing at its digest now or before); minting is
+//! discovery's one path (`discovery::mint::mint`).
 
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use crate::discovery::mint::{self, MintError, MintOrigin, MintRequest, Minted};
 use super::auth::Caller;
 use super::credentials::present;
 use super::error::ApiError;
+use super::hotfix::{self, TagCheck};
 use super::{AppState, refresh};
 
 /// Query of `POST …/warehouses/{name}/refresh`.
@@ -136,6 +139,11 @@ pub(crate) async fn assemble_freight(
         .with_hint(format!("run `dray get warehouses -p {project}`"))
     })?;
     let warehouse: Warehouse = stored.to_typed()?;
+    if let Some(alias) = &request.alias {
+        hotfix::check_alias(alias).map_err(|(message, hint)| {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message).with_hint(hint)
+        })?;
+    }
     let candidate = chosen_artifacts(&warehouse, &request)?;
     let (images, commits) = (&candidate.images, &candidate.commits);
     let services = state.discovery.clone().ok_or_else(|| {
@@ -143,7 +151,15 @@ pub(crate) async fn assemble_freight(
             "assembling Freight needs registry and git access, which this server lacks",
         )
     })?;
-    let mut problems = Vec::new();
+    let existing = state.store.list(Kind::Freight, Some(&project)).await?;
+    // `newest` takes one artifact of every subscription from discovery; by hand, each
+    // subscription must be named once.
+    let mut problems = if request.newest {
+        Vec::new()
+    } else {
+        hotfix::coverage(&warehouse, images, commits)
+    };
+    let mut warnings = criteria_warnings(&warehouse, &candidate);
     for image in images {
         if !image.digest.starts_with("sha256:") {
             problems.push(format!(
@@ -152,7 +168,8 @@ pub(crate) async fn assemble_freight(
             ));
             continue;
         }
-        let insecure = image_subscription(&warehouse, &image.repo_url).is_some_and(|s| s.insecure);
+        let subscription = image_subscription(&warehouse, &image.repo_url);
+        let insecure = subscription.is_some_and(|s| s.insecure);
         let creds = credentials::for_registry(
             state.store.as_ref(),
             &state.secret_key,
@@ -166,7 +183,32 @@ pub(crate) async fn assemble_freight(
             .digest_exists(&image.repo_url, insecure, &image.digest, creds.as_ref())
             .await
         {
-            Ok(true) => {}
+            Ok(true) if request.newest || image.tag.is_empty() => {}
+            Ok(true) => {
+                let now = services
+                    .images
+                    .tag_digest(&image.repo_url, insecure, &image.tag, creds.as_ref())
+                    .await;
+                match now {
+                    Ok(now) => {
+                        let platform = subscription.is_some_and(|s| s.platform.is_some());
+                        let discovered = discovered_images(&warehouse, &image.repo_url);
+                        match hotfix::judge_tag(
+                            image,
+                            now.as_deref(),
+                            &discovered,
+                            platform,
+                            &existing,
+                            &request.warehouse,
+                        ) {
+                            TagCheck::Agrees => {}
+                            TagCheck::Moved(warning) => warnings.push(warning),
+                            TagCheck::Disagrees(problem) => problems.push(problem),
+                        }
+                    }
+                    Err(error) => problems.push(error.to_string()),
+                }
+            }
             Ok(false) => problems.push(format!(
                 "image `{}@{}` does not exist in the registry",
                 image.repo_url, image.digest
@@ -204,7 +246,6 @@ pub(crate) async fn assemble_freight(
         )
         .with_hint("check the digests with `skopeo inspect` and the commits with `git log`"));
     }
-    let existing = state.store.list(Kind::Freight, Some(&project)).await?;
     let minting = MintRequest {
         project: &project,
         warehouse: &request.warehouse,
@@ -213,7 +254,7 @@ pub(crate) async fn assemble_freight(
         charts: &candidate.charts,
         origin: MintOrigin::Assembled {
             alias: request.alias.clone(),
-            warnings: criteria_warnings(&warehouse, &candidate),
+            warnings,
         },
     };
     let created = match mint::mint(state.store.as_ref(), &minting, &existing).await {
@@ -232,6 +273,20 @@ pub(crate) async fn assemble_freight(
         .unwrap_or_default();
     tracing::info!(freight = %created.key, %alias, "assembled freight by hand");
     Ok((StatusCode::CREATED, Json(present(created.object))))
+}
+
+/// The `(tag, digest)` pairs the Warehouse's discovery last found in `repo_url`.
+fn discovered_images(warehouse: &Warehouse, repo_url: &str) -> Vec<(String, String)> {
+    let Some(status) = &warehouse.status else {
+        return Vec::new();
+    };
+    status
+        .subscriptions
+        .iter()
+        .filter(|s| RepoUrl::new(&s.repo_url) == RepoUrl::new(repo_url))
+        .flat_map(|s| &s.images)
+        .map(|i| (i.tag.clone(), i.digest.clone()))
+        .collect()
 }
 
 /// The artifacts to assemble: the request's, or with `newest` the newest discovered

@@ -191,6 +191,9 @@ pub trait TokenStore: Send + Sync + 'static {
     /// The cluster-wide roles of a user, directly or through one of `groups`.
     async fn cluster_roles(&self, user: &str, groups: &[String])
     -> Result<Vec<String>, StoreError>;
+
+    /// Every cluster-wide binding, by role, then subject kind and subject.
+    async fn cluster_bindings(&self) -> Result<Vec<ClusterBinding>, StoreError>;
 }
 
 fn kind_text(kind: SubjectKind) -> &'static str {
@@ -421,6 +424,33 @@ impl TokenStore for SqliteStore {
                 }
             }
             Ok(roles)
+        })
+        .await
+    }
+
+    async fn cluster_bindings(&self) -> Result<Vec<ClusterBinding>, StoreError> {
+        self.with_reader(|c| {
+            let mut statement = c.prepare_cached(
+                "SELECT subject_kind, subject, role FROM cluster_role_bindings
+                 ORDER BY role, subject_kind DESC, subject",
+            )?;
+            let rows = statement.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            let mut bindings = Vec::new();
+            for row in rows {
+                let (kind, name, role) = row?;
+                let kind = match kind.as_str() {
+                    "User" => SubjectKind::User,
+                    _ => SubjectKind::Group,
+                };
+                bindings.push(ClusterBinding { kind, name, role });
+            }
+            Ok(bindings)
         })
         .await
     }

@@ -1,5 +1,6 @@
 //! `dray serve`: run the embedded server, and turn its `--oidc-*` flags into
-//! [`OidcOptions`] (OIDC login for the web UI).
+//! [`OidcOptions`] (OIDC login for the web UI); or, with `--reset-admin`, write a new admin
+//! token to the data directory and exit (the recovery when no admin token is left).
 
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 
 use tracing_subscriber::EnvFilter;
 
-use crate::app::{AdmissionListener, KubernetesServe, ServeOptions, serve};
+use crate::app::{AdmissionListener, KubernetesServe, ServeOptions, reset_admin, serve};
 use crate::cli::{CliError, env};
 use crate::server::AuthMode;
 use crate::server::auth::oidc::OidcOptions;
@@ -65,6 +66,11 @@ pub struct ServeArgs {
     /// (everyone is `anonymous` with admin rights: local experiments only).
     #[arg(long, value_enum, default_value_t = Auth::Token)]
     pub auth: Auth,
+    /// Recovery when no token gives `dray-admin` any more: write a new admin token
+    /// (user `admin`, `dray-admin` in every project) to `<data-dir>/bootstrap-token`
+    /// (mode 0600), revoke nothing, and exit; then start `dray serve` as before.
+    #[arg(long, conflicts_with = "kubernetes")]
+    pub reset_admin: bool,
     /// OIDC login for the web UI: the OpenID provider's issuer URL, exactly as its ID
     /// tokens' `iss` claim has it. Discovery reads `<issuer>/.well-known/openid-configuration`.
     #[arg(long, value_name = "URL")]
@@ -149,6 +155,11 @@ pub enum LogFormat {
 /// Runs `dray serve`.
 pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     init_logging(args.log_format)?;
+    if args.reset_admin {
+        return reset_admin(&args.data_dir)
+            .await
+            .map_err(|e| CliError::Local(format!("{e:#}")));
+    }
     let oidc = oidc_options(&args)?;
     let tools = args.tools.clone().paths();
     let options = ServeOptions {

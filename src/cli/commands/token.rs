@@ -1,21 +1,28 @@
 //! `dray token create|list|revoke`: API tokens.
 //!
-//! - `create --user U --role R [-p PROJECT] [--group G]… [--description TEXT]
-//!   [--expires-in 30d]`: the server makes the token and binds the role to the user, in the
-//!   project given with `-p/--project` (or `DRAY_PROJECT`), or cluster-wide (every project)
-//!   without one. Needs `create` on `tokens`, which only cluster-wide admins have. The token
-//!   goes to stdout alone, so that `export DRAY_TOKEN=$(dray token create …)` works; it is
-//!   shown only once. Its id (for `list` and `revoke`) goes to stderr.
+//! - `create --user U --role R [-p PROJECT | --all-projects] [--group G]… [--description
+//!   TEXT] [--expires-in 30d]`: the server makes the token and binds the role to the user,
+//!   in the project as every command resolves it (`-p/--project`, `DRAY_PROJECT`, or the
+//!   only project there is), or in every project with `--all-projects` (never by default).
+//!   Needs `create` on `tokens`, which only cluster-wide admins have. The token goes to
+//!   stdout alone, so that `export DRAY_TOKEN=$(dray token create …)` works; it is shown
+//!   only once. Its id (for `list` and `revoke`) goes to stderr.
 //! - `list [-o table|json|yaml]`: every token (with `list` on `tokens`) or the caller's own:
-//!   ids, users, creators, descriptions, expiry and last use; never a token or its hash.
+//!   ids, users, the ROLE their user holds and its SCOPE (a project, or `*` for every
+//!   project), creators, descriptions, expiry and last use; never a token or its hash.
+//! - `bindings [-o table|json|yaml]`: the cluster-wide bindings (who holds which built-in
+//!   role in every project); with `list` on `tokens`.
 //! - `revoke ID`: the token stops working at once (web UI sessions made with it too). The
-//!   caller's own tokens always; others' with `delete` on `tokens`.
+//!   caller's own tokens always; others' with `delete` on `tokens`. The last token giving
+//!   `dray-admin` in every project is not revoked (see `dray serve --reset-admin`).
 
 use reqwest::Method;
 
 use crate::cli::output::{self, OutputFormat};
 use crate::cli::{CliError, Context};
-use crate::server::tokens::{RevokeResponse, TokenList, TokenRequest, TokenResponse};
+use crate::server::tokens::{
+    ClusterBindingList, Grant, RevokeResponse, TokenList, TokenRequest, TokenResponse,
+};
 
 /// Arguments of `dray token`.
 #[derive(clap::Args, Debug)]
@@ -28,12 +35,15 @@ pub struct TokenArgs {
 /// The `dray token` subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum TokenCommand {
-    /// Make an API token for a user and bind a role to them (in the project given with
-    /// -p, or in every project without one). Prints the token once.
+    /// Make an API token for a user and bind a role to them (in the project, as -p or the
+    /// only project names it, or in every project with --all-projects). Prints the token
+    /// once.
     Create(CreateArgs),
-    /// List API tokens (all of them with `list` on `tokens`, otherwise your own); never
-    /// shows a token or its hash.
+    /// List API tokens (all of them with `list` on `tokens`, otherwise your own) with the
+    /// role their user holds and where; never shows a token or its hash.
     List(ListArgs),
+    /// List the cluster-wide bindings: who holds which built-in role in every project.
+    Bindings(ListArgs),
     /// Revoke an API token by id (see `dray token list`); it stops working at once.
     Revoke(RevokeArgs),
 }
@@ -48,6 +58,10 @@ pub struct CreateArgs {
     /// of the project.
     #[arg(long)]
     pub role: String,
+    /// Bind the role in every project (a cluster-wide binding; built-in roles only)
+    /// instead of in one project.
+    #[arg(long)]
+    pub all_projects: bool,
     /// A group the user belongs to (RoleBindings may name groups); may be repeated.
     #[arg(long = "group")]
     pub groups: Vec<String>,
@@ -80,15 +94,36 @@ pub async fn run(ctx: &Context, args: TokenArgs) -> Result<(), CliError> {
     match args.command {
         TokenCommand::Create(args) => create(ctx, args).await,
         TokenCommand::List(args) => list(ctx, args).await,
+        TokenCommand::Bindings(args) => bindings(ctx, args).await,
         TokenCommand::Revoke(args) => revoke(ctx, args).await,
     }
 }
 
+/// Where `create` binds: `None` for every project, which must be asked for.
+async fn binding_project(ctx: &Context, all_projects: bool) -> Result<Option<String>, CliError> {
+    match (all_projects, &ctx.explicit_project) {
+        (true, Some(project)) => Err(CliError::usage(
+            format!("--all-projects and the project `{project}` contradict each other"),
+            "pass -p PROJECT to bind in one project, or --all-projects (and no -p or DRAY_PROJECT) to bind in every project",
+        )),
+        (true, None) => Ok(None),
+        (false, _) => match ctx.project().await {
+            Ok(project) => Ok(Some(project)),
+            Err(CliError::Usage { message, .. }) => Err(CliError::usage(
+                format!("the token's role needs a place to hold: {message}"),
+                "pass -p PROJECT to bind in one project, or --all-projects to bind in every project",
+            )),
+            Err(other) => Err(other),
+        },
+    }
+}
+
 async fn create(ctx: &Context, args: CreateArgs) -> Result<(), CliError> {
+    let project = binding_project(ctx, args.all_projects).await?;
     let request = TokenRequest {
         user: args.user,
         role: args.role,
-        project: ctx.explicit_project.clone(),
+        project,
         groups: args.groups,
         description: args.description,
         expires_in: args.expires_in,
@@ -141,11 +176,15 @@ async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
             let rows: Vec<Vec<String>> = list
                 .items
                 .iter()
-                .map(|t| {
+                .map(|listed| {
+                    let t = &listed.info;
                     let dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+                    let (role, scope) = grant_columns(&listed.grants);
                     vec![
                         t.id.clone(),
                         t.user.clone(),
+                        role,
+                        scope,
                         dash(&t.created_by),
                         output::age(Some(&t.created_at)),
                         dash(&t.expires_at),
@@ -158,6 +197,8 @@ async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
                 &[
                     "ID",
                     "USER",
+                    "ROLE",
+                    "SCOPE",
                     "CREATED BY",
                     "AGE",
                     "EXPIRES",
@@ -166,6 +207,65 @@ async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
                 ],
                 &rows,
             )
+        }
+    };
+    print!("{text}");
+    Ok(())
+}
+
+/// The ROLE and SCOPE cells of a token: its user's roles, and where each holds (`*` for
+/// every project), in the same order; `-` when the user holds none.
+fn grant_columns(grants: &[Grant]) -> (String, String) {
+    if grants.is_empty() {
+        return ("-".into(), "-".into());
+    }
+    let roles: Vec<&str> = grants.iter().map(|g| g.role.as_str()).collect();
+    let scopes: Vec<&str> = grants
+        .iter()
+        .map(|g| g.project.as_deref().unwrap_or(ALL_PROJECTS))
+        .collect();
+    (roles.join(","), scopes.join(","))
+}
+
+/// The SCOPE of a cluster-wide binding.
+const ALL_PROJECTS: &str = "*";
+
+async fn bindings(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
+    let list: ClusterBindingList = ctx.client.get("/api/v1/clusterrolebindings").await?;
+    let text = match args.output {
+        OutputFormat::Json => {
+            let mut text = serde_json::to_string_pretty(&list.items)
+                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
+            text.push('\n');
+            text
+        }
+        OutputFormat::Yaml => {
+            let values: Vec<serde_json::Value> = list
+                .items
+                .iter()
+                .map(serde_json::to_value)
+                .collect::<Result<_, _>>()
+                .map_err(|e| CliError::Local(format!("cannot render YAML: {e}")))?;
+            output::yaml(&values)?
+        }
+        OutputFormat::Table if list.items.is_empty() => {
+            eprintln!("no cluster-wide bindings");
+            return Ok(());
+        }
+        OutputFormat::Table => {
+            let rows: Vec<Vec<String>> = list
+                .items
+                .iter()
+                .map(|b| {
+                    vec![
+                        format!("{:?}", b.kind),
+                        b.name.clone(),
+                        b.role.clone(),
+                        ALL_PROJECTS.to_owned(),
+                    ]
+                })
+                .collect();
+            output::table(&["KIND", "SUBJECT", "ROLE", "SCOPE"], &rows)
         }
     };
     print!("{text}");

@@ -323,6 +323,21 @@ impl ImageDiscoverer {
         Ok(session.head(digest).await?.is_some())
     }
 
+    /// The digest `repo_url:tag` points at now (a `HEAD` of the manifest; an index's own
+    /// digest for a multi-platform tag), or `None` when there is no such tag, e.g. to check
+    /// that a hand-assembled Freight's tag and digest agree.
+    pub async fn tag_digest(
+        &self,
+        repo_url: &str,
+        insecure: bool,
+        tag: &str,
+        auth: Option<&RegistryCredentials>,
+    ) -> Result<Option<String>> {
+        let repo = Repo::parse(repo_url, insecure)?;
+        let session = self.inner.http.session(&repo, auth);
+        session.head(tag).await
+    }
+
     /// Drop what this discoverer remembers about `repo_url:tag` (e.g. on a push webhook),
     /// so the next discovery reads its digest again.
     pub fn forget_tag(&self, repo_url: &str, tag: &str) {

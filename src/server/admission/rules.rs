@@ -13,7 +13,9 @@
 //! - every other write is put to the same door as Dray's API: a `CREATE` or `UPDATE` of
 //!   Freight is denied (minted, never written), a `DELETE` of a Promotion that has not
 //!   ended is denied; the rest is allowed (the chart's webhook configuration sends only
-//!   Promotions, Freight and status writes).
+//!   Promotions, Freight and status writes);
+//! - a `DELETE` of Freight that a Stage holds (current there) or an unfinished Promotion
+//!   names is denied, naming them ([`crate::pipeline::in_use`], as the API's delete route).
 //!
 //! The words are the pipeline's; this module only maps a review onto its operations.
 
@@ -21,6 +23,7 @@ use serde_json::Value;
 
 use crate::api::{Freight, Kind, ObjectKey, Stage};
 use crate::pipeline::door::{self, Admitted, Operation, PromoteRequest, Refusal, RefusalKind};
+use crate::pipeline::in_use;
 use crate::pipeline::request::{PromoteError, refusals};
 use crate::store::{Store, StoreError};
 
@@ -70,6 +73,17 @@ pub async fn judge(
         {
             // Labels and annotations of a Promotion may change; its spec may not.
             Ok(None)
+        }
+        (AdmissionOperation::Delete, None, Kind::Freight) => {
+            // The API's delete route asks the same question: who holds this Freight.
+            Ok(in_use::check_freight_delete(store, &key)
+                .await?
+                .err()
+                .map(|in_use| Denial {
+                    code: 409,
+                    reason: "Conflict",
+                    message: format!("{in_use}; hint: {}", in_use.hint()),
+                }))
         }
         (operation, None, _) => {
             let operation = match operation {

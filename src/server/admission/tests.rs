@@ -306,3 +306,31 @@ async fn a_malformed_review_is_a_400_saying_what_is_wrong() {
         assert!(answer["error"]["hint"].is_string(), "{answer}");
     }
 }
+
+#[tokio::test]
+async fn freight_a_stage_holds_is_not_deleted_through_the_kubernetes_api() {
+    let hook = hook().await;
+    let freight = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                         "metadata": {"name": "f1", "namespace": "demo"}});
+    let mut delete = request("DELETE", "Freight", "freight", "ann", Value::Null);
+    delete["name"] = json!("f1");
+    delete["oldObject"] = freight;
+    assert_eq!(
+        hook.judge(delete.clone()).await["allowed"],
+        true,
+        "Freight no one holds may be deleted"
+    );
+    let key = crate::api::ObjectKey::namespaced(crate::api::Kind::Stage, "demo", "dev");
+    hook.store
+        .update_status(&key, json!({"currentFreight": {"name": "f1"}}), None)
+        .await
+        .unwrap();
+    let (code, reason, message) = denial(&hook.judge(delete.clone()).await);
+    assert_eq!((code, reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        message,
+        "freight first is current in stage dev; hint: promote other Freight to stage dev first; then delete it again"
+    );
+    delete["userInfo"]["username"] = json!(DRAY);
+    assert_eq!(hook.judge(delete).await["allowed"], true, "Dray itself may");
+}

@@ -102,4 +102,7 @@ pub struct Auth {
     pub mode: AuthMode,
     /// The tokens and cluster-wide bindings.
     pub tokens: Arc<dyn TokenStore>,
+    /// `<data-dir>/bootstrap-token`, removed when the token it holds is revoked; none
+    /// when there is no such file to keep (Kubernetes mode).
+    pub bootstrap_file: Option<std::path::PathBuf>,
 }
