@@ -7,6 +7,7 @@ pub mod auto;
 pub mod availability;
 pub mod board;
 pub mod door;
+pub mod hold;
 pub mod queue;
 pub mod request;
 pub mod windows;

@@ -20,6 +20,7 @@ mod credentials;
 mod door_tests;
 pub mod error;
 pub mod gates;
+pub mod hold;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
@@ -209,6 +210,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/hold/lift",
             Door::Api,
             gates::lift_hold,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/stages/{stage}/hold/set",
+            Door::Api,
+            hold::set_hold,
         ),
         Route::new(
             M::GET,
