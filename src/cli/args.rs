@@ -1,7 +1,9 @@
 //! The options of the commands that talk to the server ("Client options" in `--help`):
 //! `--server`, `--token`, `--context` and `-p`. Only those commands take them: `serve`,
 //! `controller`, `crds` and the other local commands do not. Each is global within its
-//! command, so `dray get stages -p demo` and `dray get -p demo stages` both work.
+//! command, so `dray get stages -p demo` and `dray get -p demo stages` both work. Given
+//! before the command (`dray -p demo get stages`, as kubectl allows) they are still taken,
+//! unlisted ([`LeadingClientArgs`]); a command that takes none refuses them there.
 
 use super::server_url::{self, ServerUrl};
 
@@ -45,4 +47,50 @@ pub struct Client<A: clap::Args> {
     /// The client options.
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// The client options given before the command (`dray -p demo get stages`): not listed in
+/// `--help`, taken by client commands (the command's own win), refused by the others.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct LeadingClientArgs {
+    /// See [`ConnectArgs::server`].
+    #[arg(long, hide = true, value_parser = server_url::parse)]
+    pub server: Option<ServerUrl>,
+    /// See [`ConnectArgs::token`].
+    #[arg(long, hide = true)]
+    pub token: Option<String>,
+    /// See [`ConnectArgs::context`].
+    #[arg(long, hide = true)]
+    pub context: Option<String>,
+    /// See [`ClientArgs::project`].
+    #[arg(short = 'p', long, hide = true)]
+    pub project: Option<String>,
+}
+
+impl LeadingClientArgs {
+    /// Whether any was given.
+    pub fn is_empty(&self) -> bool {
+        self.server.is_none()
+            && self.token.is_none()
+            && self.context.is_none()
+            && self.project.is_none()
+    }
+
+    /// `client` with each option it lacks taken from these.
+    pub fn under(self, client: ClientArgs) -> ClientArgs {
+        let project = client.project.or_else(|| self.project.clone());
+        ClientArgs {
+            connect: self.under_connect(client.connect),
+            project,
+        }
+    }
+
+    /// `connect` with each option it lacks taken from these.
+    pub fn under_connect(self, connect: ConnectArgs) -> ConnectArgs {
+        ConnectArgs {
+            server: connect.server.or(self.server),
+            token: connect.token.or(self.token),
+            context: connect.context.or(self.context),
+        }
+    }
 }

@@ -236,8 +236,14 @@ mod tests {
         assert_eq!(by_context.token.as_deref(), Some("saved-token"));
         assert_eq!(by_context.project.as_deref(), Some("saved-project"));
 
-        let by_default =
-            resolve(&flags(None, None), None, env(&[]), &SavedConfig::default(), path).unwrap();
+        let by_default = resolve(
+            &flags(None, None),
+            None,
+            env(&[]),
+            &SavedConfig::default(),
+            path,
+        )
+        .unwrap();
         assert_eq!(by_default.server.as_str(), DEFAULT_SERVER);
         assert_eq!(by_default.token, None);
         assert_eq!(by_default.project, None);

@@ -28,6 +28,9 @@ pub use output::OutputFormat;
 #[derive(Parser, Debug)]
 #[command(name = "dray", version = crate::VERSION, propagate_version = true)]
 pub struct Cli {
+    /// Client options given before the command (unlisted; see `args`).
+    #[command(flatten)]
+    pub leading: args::LeadingClientArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -81,6 +84,10 @@ pub enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = refuse_leading_options(&cli) {
+        report(&error);
+        return ExitCode::from(error.exit_code());
+    }
     if env::non_empty(env::DRAY_PARSE_ONLY).is_some() {
         // The docs' commands are checked against this definition (e2e/tests/docs_commands.rs).
         return ExitCode::SUCCESS;
@@ -116,25 +123,52 @@ fn report(error: &CliError) {
     }
 }
 
+/// Client options before a command that takes none (`dray -p demo serve`) are refused.
+fn refuse_leading_options(cli: &Cli) -> Result<(), CliError> {
+    let name = match &cli.command {
+        Command::Serve(_) => "serve",
+        Command::Controller(_) => "controller",
+        Command::Login(_) => "login",
+        Command::Config(_) => "config",
+        Command::Crds(_) => "crds",
+        Command::Completion(_) => "completion",
+        Command::Man(_) => "man",
+        Command::Version(_) if cli.leading.project.is_some() => "version",
+        _ => return Ok(()),
+    };
+    if cli.leading.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(
+        format!("`dray {name}` takes no client options (--server, --token, --context, -p)"),
+        format!("run `dray {name}` without them; they are for the commands that talk to a server"),
+    ))
+}
+
 async fn run(cli: Cli) -> Result<(), CliError> {
+    let leading = cli.leading;
+    let ctx = |client: ClientArgs| Context::new(&leading.clone().under(client));
     match cli.command {
         Command::Serve(args) => commands::serve::run(*args).await,
         Command::Controller(args) => commands::controller::run(*args).await,
-        Command::Apply(c) => commands::apply::run(&Context::new(&c.client)?, c.args).await,
-        Command::Get(c) => commands::get::run(&Context::new(&c.client)?, c.args).await,
-        Command::Delete(c) => commands::delete::run(&Context::new(&c.client)?, c.args).await,
-        Command::Refresh(c) => commands::refresh::run(&Context::new(&c.client)?, c.args).await,
-        Command::Promote(c) => commands::promote::run(&Context::new(&c.client)?, c.args).await,
-        Command::Abort(c) => commands::abort::run(&Context::new(&c.client)?, c.args).await,
-        Command::Approve(c) => commands::approve::run(&Context::new(&c.client)?, c.args).await,
-        Command::Hold(c) => commands::hold::run(&Context::new(&c.client)?, c.args).await,
-        Command::Verify(c) => commands::verify::run(&Context::new(&c.client)?, c.args).await,
-        Command::Audit(c) => commands::audit::run(&Context::new(&c.client)?, c.args).await,
-        Command::Freight(c) => commands::freight::run(&Context::new(&c.client)?, c.args).await,
-        Command::Token(c) => commands::token::run(&Context::new(&c.client)?, c.args).await,
+        Command::Apply(c) => commands::apply::run(&ctx(c.client)?, c.args).await,
+        Command::Get(c) => commands::get::run(&ctx(c.client)?, c.args).await,
+        Command::Delete(c) => commands::delete::run(&ctx(c.client)?, c.args).await,
+        Command::Refresh(c) => commands::refresh::run(&ctx(c.client)?, c.args).await,
+        Command::Promote(c) => commands::promote::run(&ctx(c.client)?, c.args).await,
+        Command::Abort(c) => commands::abort::run(&ctx(c.client)?, c.args).await,
+        Command::Approve(c) => commands::approve::run(&ctx(c.client)?, c.args).await,
+        Command::Hold(c) => commands::hold::run(&ctx(c.client)?, c.args).await,
+        Command::Verify(c) => commands::verify::run(&ctx(c.client)?, c.args).await,
+        Command::Audit(c) => commands::audit::run(&ctx(c.client)?, c.args).await,
+        Command::Freight(c) => commands::freight::run(&ctx(c.client)?, c.args).await,
+        Command::Token(c) => commands::token::run(&ctx(c.client)?, c.args).await,
         Command::Login(args) => commands::login::run(args).await,
         Command::Config(args) => commands::config::run(args),
-        Command::Version(args) => commands::version::run(args).await,
+        Command::Version(mut args) => {
+            args.connect = leading.under_connect(args.connect);
+            commands::version::run(args).await
+        }
         Command::Crds(args) => commands::crds::run(args),
         Command::Completion(args) => commands::completion::completion(args),
         Command::Man(args) => commands::completion::man(args),

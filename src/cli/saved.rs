@@ -65,7 +65,9 @@ pub enum SavedConfigError {
         cause: String,
     },
     /// Writing failed.
-    #[error("cannot write the CLI's config file `{path}`: {cause}; set DRAY_CONFIG to a writable path")]
+    #[error(
+        "cannot write the CLI's config file `{path}`: {cause}; set DRAY_CONFIG to a writable path"
+    )]
     Write {
         /// The file.
         path: PathBuf,
@@ -230,7 +232,10 @@ mod tests {
         ]);
         assert_eq!(path_from(all).unwrap(), PathBuf::from("/a/dray.yaml"));
         let xdg = vars(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")]);
-        assert_eq!(path_from(xdg).unwrap(), PathBuf::from("/x/dray/config.yaml"));
+        assert_eq!(
+            path_from(xdg).unwrap(),
+            PathBuf::from("/x/dray/config.yaml")
+        );
         let home = vars(&[("HOME", "/h")]);
         assert_eq!(
             path_from(home).unwrap(),

@@ -43,7 +43,11 @@ pub(crate) async fn set_hold(
             Some(&stage),
         )
         .await?;
-    load_stage(&state, &ObjectKey::namespaced(Kind::Stage, &project, &stage)).await?;
+    load_stage(
+        &state,
+        &ObjectKey::namespaced(Kind::Stage, &project, &stage),
+    )
+    .await?;
     let body: HoldBody = if body.iter().all(u8::is_ascii_whitespace) {
         HoldBody::default()
     } else {
@@ -141,6 +145,12 @@ mod tests {
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("demo/dev"), "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("demo/dev"),
+            "{body}"
+        );
     }
 }

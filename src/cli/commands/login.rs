@@ -37,9 +37,9 @@ pub struct LoginArgs {
 pub async fn run(args: LoginArgs) -> Result<(), CliError> {
     let token = if args.token_stdin {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CliError::Local(format!("cannot read the token from standard input: {e}")))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| {
+            CliError::Local(format!("cannot read the token from standard input: {e}"))
+        })?;
         Some(text.trim().to_owned()).filter(|t| !t.is_empty())
     } else {
         args.token

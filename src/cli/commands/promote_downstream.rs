@@ -58,7 +58,10 @@ pub async fn run(ctx: &Context, args: Downstream) -> Result<(), CliError> {
         .find(|s| s.metadata.name.as_deref() == Some(args.upstream.as_str()))
     else {
         return Err(CliError::usage(
-            format!("there is no Stage `{}` in project `{project}`", args.upstream),
+            format!(
+                "there is no Stage `{}` in project `{project}`",
+                args.upstream
+            ),
             format!("list the Stages with `dray get stages -p {project}`"),
         ));
     };
@@ -152,7 +155,10 @@ pub async fn run(ctx: &Context, args: Downstream) -> Result<(), CliError> {
         ));
     }
     if !failed.is_empty() {
-        problems.push(format!("promotion(s) that did not succeed: {}", failed.join(", ")));
+        problems.push(format!(
+            "promotion(s) that did not succeed: {}",
+            failed.join(", ")
+        ));
     }
     Err(CliError::Local(format!(
         "{}; see each Stage's line above for why",
