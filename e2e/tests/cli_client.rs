@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use anyhow::{Context as _, Result};
 use dray_e2e::pipeline::{Pipeline, text};
-use dray_e2e::{Dray, DrayOptions, TestWorld, oci};
+use dray_e2e::{Dray, DrayOptions, TestWorld};
 use serde_json::Value;
 
 /// Runs `cmd` with `stdin` as its standard input.

@@ -30,6 +30,8 @@ struct DocCommand {
     exit: i32,
     /// The heading the code block is under.
     section: String,
+    /// Which shell code block under that heading (0 for the first).
+    block: usize,
 }
 
 impl DocCommand {
@@ -51,13 +53,17 @@ fn extract(file: &str, markdown: &str) -> Vec<DocCommand> {
     let mut found = Vec::new();
     let mut in_block: Option<bool> = None; // Some(is_shell) inside a fence
     let mut section = String::new();
+    let mut blocks_in_section = 0;
     let mut pending: Option<(usize, String)> = None;
     for (i, raw) in markdown.lines().enumerate() {
         let trimmed = raw.trim();
         if let Some(fence) = trimmed.strip_prefix("```") {
             in_block = match in_block {
                 None => Some(SHELL_FENCES.contains(&fence.trim())),
-                Some(_) => None,
+                Some(shell) => {
+                    blocks_in_section += usize::from(shell);
+                    None
+                }
             };
             pending = None;
             continue;
@@ -66,6 +72,7 @@ fn extract(file: &str, markdown: &str) -> Vec<DocCommand> {
             None => {
                 if let Some(heading) = trimmed.strip_prefix('#') {
                     section = heading.trim_start_matches('#').trim().to_owned();
+                    blocks_in_section = 0;
                 }
                 continue;
             }
@@ -88,6 +95,7 @@ fn extract(file: &str, markdown: &str) -> Vec<DocCommand> {
                 args: command.0,
                 exit: command.1,
                 section: section.clone(),
+                block: blocks_in_section,
             });
         }
     }
@@ -215,6 +223,9 @@ fn the_extractor_finds_prompts_continuations_and_comments() {
         dray approve --stage prod   # exits 1 when not allowed\n\
         cargo build\n\
         ```\n\
+        ```bash\n\
+        dray version\n\
+        ```\n\
         ```yaml\n\
         dray: not a command\n\
         ```\n\
@@ -235,9 +246,12 @@ fn the_extractor_finds_prompts_continuations_and_comments() {
             ),
             (6, vec!["token", "list"], 0),
             (7, vec!["approve", "--stage", "prod"], 1),
+            (11, vec!["version"], 0),
         ]
     );
     assert!(found.iter().all(|c| c.section == "Title"));
+    let blocks: Vec<usize> = found.iter().map(|c| c.block).collect();
+    assert_eq!(blocks, [0, 0, 0, 0, 1]);
 }
 
 #[test]
@@ -309,7 +323,7 @@ fn substitute(p: &Pipeline, args: &[String], project: &Path) -> Result<Vec<Strin
 async fn the_readme_tour_runs_against_a_real_server() -> Result<()> {
     let tour: Vec<DocCommand> = documented()?
         .into_iter()
-        .filter(|c| c.file == "README.md" && c.section == "A tour")
+        .filter(|c| c.file == "README.md" && c.section == "A tour" && c.block == 0)
         .collect();
     if tour.len() < 5 {
         bail!(
