@@ -1,7 +1,8 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]), and what each Stage's gates and windows say now ([`board`], which the API
-//! and the web UI show). It decides; `promotion` executes; `store` remembers.
+//! ([`request`]; a hold placed by hand: [`hold`]), and what each Stage's gates and
+//! windows say now ([`board`], which the API and the web UI show). It decides;
+//! `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
