@@ -258,7 +258,7 @@ impl Dray {
         Ok(())
     }
 
-    /// Run `dray --server URL ARGS` (also with `DRAY_SERVER=URL`, and `DRAY_TOKEN` set to
+    /// Run `dray ARGS` with `DRAY_SERVER=URL` (and `DRAY_TOKEN` set to
     /// [`Dray::token`]) and return its output.
     pub fn cli<I, S>(&self, args: I) -> Result<Output>
     where
@@ -303,16 +303,20 @@ impl Dray {
         Ok(output)
     }
 
-    /// The `dray --server URL` command with `DRAY_TOKEN` set to [`Dray::token`], to add
-    /// arguments, stdin or env to (e.g. another user's `DRAY_TOKEN`).
+    /// The `dray` command with `DRAY_SERVER` set to the server's URL and `DRAY_TOKEN` to
+    /// [`Dray::token`], to add arguments, stdin or env to (e.g. another user's `DRAY_TOKEN`).
+    /// The client options are the subcommands' (`dray get stages --server URL`), so the URL
+    /// goes in the environment; `HOME` is the world's, so no saved context of the machine's
+    /// user (`~/.config/dray/config.yaml`) is read.
     pub fn cli_command(&self) -> Command {
         let mut cmd = Command::new(&self.bin);
-        cmd.arg("--server")
-            .arg(self.url())
-            .env(DRAY_SERVER_ENV, self.url())
+        cmd.env(DRAY_SERVER_ENV, self.url())
             .env("HOME", self.world.home())
             .env("NO_COLOR", "1")
             .env_remove(DRAY_TOKEN_ENV)
+            .env_remove("DRAY_PROJECT")
+            .env_remove("DRAY_CONFIG")
+            .env_remove("XDG_CONFIG_HOME")
             .current_dir(self.world.path());
         if !self.token.is_empty() {
             cmd.env(DRAY_TOKEN_ENV, &self.token);

@@ -1,18 +1,24 @@
 //! The `dray` command line: clap definitions (doc comments are the help text), the
-//! resolved context every command gets, and one function per subcommand under
-//! `commands/`. Every command but `serve`, `controller` and `crds` talks to the server's API.
+//! resolved context every client command gets, and one function per subcommand under
+//! `commands/`. The server-side and local commands (`serve`, `controller`, `crds`,
+//! `completion`, `man`, `config`) take no client options; the others take them under
+//! "Client options" (see `args`).
 
+pub mod args;
 pub mod client;
 pub mod commands;
 pub mod context;
 pub mod env;
 pub mod error;
 pub mod output;
+pub mod saved;
+pub mod server_url;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub use args::{Client, ClientArgs, ConnectArgs};
 pub use client::ApiClient;
 pub use context::Context;
 pub use error::CliError;
@@ -22,27 +28,12 @@ pub use output::OutputFormat;
 #[derive(Parser, Debug)]
 #[command(name = "dray", version = crate::VERSION, propagate_version = true)]
 pub struct Cli {
-    /// Options every command takes.
+    /// Client options given before the command (unlisted; see `args`).
     #[command(flatten)]
-    pub global: GlobalArgs,
+    pub leading: args::LeadingClientArgs,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-}
-
-/// Options every command takes.
-#[derive(clap::Args, Debug, Clone)]
-pub struct GlobalArgs {
-    /// The Dray server's URL.
-    #[arg(long, global = true, env = env::DRAY_SERVER, default_value = "http://127.0.0.1:7070")]
-    pub server: String,
-    /// The project; may be omitted when only one project exists.
-    #[arg(short = 'p', long, global = true, env = env::DRAY_PROJECT)]
-    pub project: Option<String>,
-    /// The API token (see `dray token create`; a new server's first one is in
-    /// `<data-dir>/bootstrap-token`).
-    #[arg(long, global = true, env = env::DRAY_TOKEN, hide_env_values = true)]
-    pub token: Option<String>,
 }
 
 /// The subcommands.
@@ -52,39 +43,55 @@ pub enum Command {
     Serve(Box<commands::serve::ServeArgs>),
     /// Run the controllers in a Kubernetes cluster, against the CRDs (one active replica).
     Controller(Box<commands::controller::ControllerArgs>),
-    /// Create or update resources from YAML files or directories.
-    Apply(commands::apply::ApplyArgs),
+    /// Create or update resources from YAML files or directories (`-f -`: standard input).
+    Apply(Client<commands::apply::ApplyArgs>),
     /// List resources, or show one.
-    Get(commands::get::GetArgs),
+    Get(Client<commands::get::GetArgs>),
     /// Delete a resource.
-    Delete(commands::delete::DeleteArgs),
-    /// Promote Freight into a Stage.
-    Promote(commands::promote::PromoteArgs),
+    Delete(Client<commands::delete::DeleteArgs>),
+    /// Promote Freight into a Stage, or into every Stage fed by one (`--downstream-from`).
+    Promote(Client<commands::promote::PromoteArgs>),
     /// Approve Freight for a Stage (bypasses verification and soak, on the record).
-    Approve(commands::approve::ApproveArgs),
-    /// Lift a Stage's hold on auto-promotion.
-    Hold(commands::hold::HoldArgs),
+    Approve(Client<commands::approve::ApproveArgs>),
+    /// Place or lift a Stage's hold on auto-promotion.
+    Hold(Client<commands::hold::HoldArgs>),
     /// Re-run (or `--abort`) the verification of a Stage's current Freight.
-    Verify(commands::verify::VerifyArgs),
+    Verify(Client<commands::verify::VerifyArgs>),
     /// Abort a promotion.
-    Abort(commands::abort::AbortArgs),
+    Abort(Client<commands::abort::AbortArgs>),
     /// Show a Stage's history, read from its branch in git.
-    Audit(commands::audit::AuditArgs),
+    Audit(Client<commands::audit::AuditArgs>),
     /// Ask a Warehouse to look for new artifacts now.
-    Refresh(commands::refresh::RefreshArgs),
+    Refresh(Client<commands::refresh::RefreshArgs>),
     /// Work with Freight (e.g. assemble hotfix Freight by hand).
-    Freight(commands::freight::FreightArgs),
+    Freight(Client<commands::freight::FreightArgs>),
     /// Make API tokens.
-    Token(commands::token::TokenArgs),
+    Token(Client<commands::token::TokenArgs>),
+    /// Check a token against a server and save both as a context (the current one).
+    Login(commands::login::LoginArgs),
+    /// Show and change the saved contexts (`dray login` makes them).
+    Config(commands::config::ConfigArgs),
+    /// Print the CLI's and the server's versions.
+    Version(commands::version::VersionArgs),
     /// Write the CustomResourceDefinitions for Kubernetes.
     Crds(commands::crds::CrdsArgs),
-    /// Print the CLI's and the server's versions.
-    Version,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completion(commands::completion::CompletionArgs),
+    /// Write man pages, one per command, into a directory.
+    Man(commands::completion::ManArgs),
 }
 
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(error) = refuse_leading_options(&cli) {
+        report(&error);
+        return ExitCode::from(error.exit_code());
+    }
+    if env::non_empty(env::DRAY_PARSE_ONLY).is_some() {
+        // The docs' commands are checked against this definition (e2e/tests/docs_commands.rs).
+        return ExitCode::SUCCESS;
+    }
     crate::app::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -116,24 +123,54 @@ fn report(error: &CliError) {
     }
 }
 
+/// Client options before a command that takes none (`dray -p demo serve`) are refused.
+fn refuse_leading_options(cli: &Cli) -> Result<(), CliError> {
+    let name = match &cli.command {
+        Command::Serve(_) => "serve",
+        Command::Controller(_) => "controller",
+        Command::Login(_) => "login",
+        Command::Config(_) => "config",
+        Command::Crds(_) => "crds",
+        Command::Completion(_) => "completion",
+        Command::Man(_) => "man",
+        Command::Version(_) if cli.leading.project.is_some() => "version",
+        _ => return Ok(()),
+    };
+    if cli.leading.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::usage(
+        format!("`dray {name}` takes no client options (--server, --token, --context, -p)"),
+        format!("run `dray {name}` without them; they are for the commands that talk to a server"),
+    ))
+}
+
 async fn run(cli: Cli) -> Result<(), CliError> {
-    let ctx = || Context::new(&cli.global);
+    let leading = cli.leading;
+    let ctx = |client: ClientArgs| Context::new(&leading.clone().under(client));
     match cli.command {
         Command::Serve(args) => commands::serve::run(*args).await,
         Command::Controller(args) => commands::controller::run(*args).await,
-        Command::Apply(args) => commands::apply::run(&ctx()?, args).await,
-        Command::Get(args) => commands::get::run(&ctx()?, args).await,
-        Command::Delete(args) => commands::delete::run(&ctx()?, args).await,
-        Command::Refresh(args) => commands::refresh::run(&ctx()?, args).await,
-        Command::Promote(args) => commands::promote::run(&ctx()?, args).await,
-        Command::Abort(args) => commands::abort::run(&ctx()?, args).await,
-        Command::Approve(args) => commands::approve::run(&ctx()?, args).await,
-        Command::Hold(args) => commands::hold::run(&ctx()?, args).await,
-        Command::Verify(args) => commands::verify::run(&ctx()?, args).await,
-        Command::Audit(args) => commands::audit::run(&ctx()?, args).await,
-        Command::Freight(args) => commands::freight::run(&ctx()?, args).await,
-        Command::Token(args) => commands::token::run(&ctx()?, args).await,
+        Command::Apply(c) => commands::apply::run(&ctx(c.client)?, c.args).await,
+        Command::Get(c) => commands::get::run(&ctx(c.client)?, c.args).await,
+        Command::Delete(c) => commands::delete::run(&ctx(c.client)?, c.args).await,
+        Command::Refresh(c) => commands::refresh::run(&ctx(c.client)?, c.args).await,
+        Command::Promote(c) => commands::promote::run(&ctx(c.client)?, c.args).await,
+        Command::Abort(c) => commands::abort::run(&ctx(c.client)?, c.args).await,
+        Command::Approve(c) => commands::approve::run(&ctx(c.client)?, c.args).await,
+        Command::Hold(c) => commands::hold::run(&ctx(c.client)?, c.args).await,
+        Command::Verify(c) => commands::verify::run(&ctx(c.client)?, c.args).await,
+        Command::Audit(c) => commands::audit::run(&ctx(c.client)?, c.args).await,
+        Command::Freight(c) => commands::freight::run(&ctx(c.client)?, c.args).await,
+        Command::Token(c) => commands::token::run(&ctx(c.client)?, c.args).await,
+        Command::Login(args) => commands::login::run(args).await,
+        Command::Config(args) => commands::config::run(args),
+        Command::Version(mut args) => {
+            args.connect = leading.under_connect(args.connect);
+            commands::version::run(args).await
+        }
         Command::Crds(args) => commands::crds::run(args),
-        Command::Version => commands::version::run(&ctx()?).await,
+        Command::Completion(args) => commands::completion::completion(args),
+        Command::Man(args) => commands::completion::man(args),
     }
 }

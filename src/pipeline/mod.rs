@@ -1,13 +1,16 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]), who holds a Freight that is about to be deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), and what each Stage's gates and windows say now ([`board`], which the API
-//! and the web UI show). It decides; `promotion` executes; `store` remembers.
+//! ([`request`]; a hold placed by hand: [`hold`]), who holds a Freight that is about to be
+//! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), and what each
+//! Stage's gates and windows say now ([`board`], which the API and the web UI show). It
+//! decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
 pub mod board;
 pub mod cascade;
 pub mod door;
+pub mod hold;
 pub mod in_use;
 pub mod queue;
 pub mod request;

@@ -22,6 +22,7 @@ pub mod error;
 pub mod freight_names;
 pub mod gates;
 mod hotfix;
+pub mod hold;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
@@ -218,6 +219,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/hold/lift",
             Door::Api,
             gates::lift_hold,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/stages/{stage}/hold/set",
+            Door::Api,
+            hold::set_hold,
         ),
         Route::new(
             M::GET,

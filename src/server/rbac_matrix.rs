@@ -113,6 +113,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/projects/{project}/stages/{stage}/approve", [401, 403, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/verify", [401, 403, 403, 403, 409]),
     ("POST /api/v1/projects/{project}/stages/{stage}/hold/lift", [401, 403, 200, 200, 200]),
+    ("POST /api/v1/projects/{project}/stages/{stage}/hold/set", [401, 403, 200, 200, 200]),
     ("GET /api/v1/projects/{project}/stages/{stage}/window", [401, 200, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/stages/{stage}/freight", [401, 200, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/promotions/{name}/abort", [401, 403, 200, 403, 200]),
@@ -415,6 +416,9 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
         (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/promote")
         | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/approve") => {
             Some(json!({"freight": "f1"}))
+        }
+        (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/hold/set") => {
+            Some(json!({"reason": "the matrix"}))
         }
         (&Method::POST, _) if segments.len() == 6 && segments[3] == "projects" => {
             Some(new_object(plural))

@@ -1,5 +1,6 @@
 //! `dray promote --stage S (--freight ID | --alias A) [--wait]`: request a promotion and,
 //! with `--wait`, follow its steps live until it ends (bounded by `--timeout`).
+//! `--downstream-from S` instead promotes into every Stage fed by S (`promote_downstream`).
 
 use std::time::Duration;
 
@@ -12,10 +13,15 @@ use crate::server::promotions::PromoteBody;
 
 /// Arguments of `dray promote`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("freight", |a| a.required_unless_present_any(["alias", "downstream_from"])))]
 pub struct PromoteArgs {
     /// The Stage to promote into.
-    #[arg(long)]
-    pub stage: String,
+    #[arg(long, required_unless_present = "downstream_from")]
+    pub stage: Option<String>,
+    /// Promote into every Stage fed by this one (whose `requestedFreight` names it as an
+    /// upstream source) the Freight it holds, or the one given with --freight/--alias.
+    #[arg(long, value_name = "STAGE", conflicts_with = "stage")]
+    pub downstream_from: Option<String>,
     /// The Freight, by id or by alias.
     #[command(flatten)]
     pub which: FreightChoice,
@@ -35,13 +41,31 @@ pub struct PromoteArgs {
 pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
     let timeout = crate::api::parse_duration(&args.timeout)
         .map_err(|e| CliError::usage(format!("--timeout: {e}"), "e.g. --timeout 10m"))?;
+    let stage = match (args.stage, args.downstream_from) {
+        (_, Some(upstream)) => {
+            let downstream = super::promote_downstream::Downstream {
+                upstream,
+                which: args.which,
+                override_window: args.override_window,
+                wait: args.wait.then_some(timeout),
+            };
+            return super::promote_downstream::run(ctx, downstream).await;
+        }
+        (Some(stage), None) => stage,
+        (None, None) => {
+            return Err(CliError::usage(
+                "no Stage to promote into",
+                "pass --stage S, or --downstream-from S",
+            ));
+        }
+    };
     let project = ctx.project().await?;
     let body = PromoteBody {
         freight: args.which.freight,
         alias: args.which.alias,
         override_window: args.override_window,
     };
-    let path = format!("/api/v1/projects/{project}/stages/{}/promote", args.stage);
+    let path = format!("/api/v1/projects/{project}/stages/{stage}/promote");
     let promotion: Promotion = ctx.client.send(Method::POST, &path, Some(&body)).await?;
     let name = promotion.metadata.name.unwrap_or_default();
     println!("promotion {name} requested");

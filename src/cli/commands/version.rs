@@ -1,12 +1,27 @@
-//! `dray version`: the CLI's version, and the server's when it answers.
+//! `dray version [--client]`: the CLI's version, and the server's when it answers.
 
 use serde_json::Value;
 
-use crate::cli::{CliError, Context};
+use crate::cli::{CliError, ConnectArgs, Context};
+
+/// Arguments of `dray version`.
+#[derive(clap::Args, Debug)]
+pub struct VersionArgs {
+    /// Print only the CLI's version; do not ask the server.
+    #[arg(long)]
+    pub client: bool,
+    /// How to reach the server (without `--client`).
+    #[command(flatten)]
+    pub connect: ConnectArgs,
+}
 
 /// Runs `dray version`.
-pub async fn run(ctx: &Context) -> Result<(), CliError> {
+pub async fn run(args: VersionArgs) -> Result<(), CliError> {
     println!("client: dray {}", crate::VERSION);
+    if args.client {
+        return Ok(());
+    }
+    let ctx = Context::connect(&args.connect)?;
     match ctx.client.get::<Value>("/api/v1/version").await {
         Ok(server) => {
             let version = server
@@ -22,7 +37,7 @@ pub async fn run(ctx: &Context) -> Result<(), CliError> {
         }
         Err(CliError::Api { status: 401, body }) => {
             println!(
-                "server: at {} ({}; pass --token or set DRAY_TOKEN to see its version)",
+                "server: at {} ({}; pass --token, set DRAY_TOKEN or run `dray login` to see its version)",
                 ctx.client.server(),
                 body.error.message
             );
