@@ -9,8 +9,9 @@ use expr::{Context, Environment, Program, Value};
 
 use crate::expr::{ExprContext, on_cel_stack};
 
-use super::functions::{KARGO_SEMVER_FIELDS, KargoHost, add_common_functions, add_kargo_functions};
-use super::lexer::{Token, TokenKind, tokenize, too_deep};
+use super::functions::{KargoHost, add_common_functions, add_kargo_functions};
+use super::lexer::{tokenize, too_deep};
+use super::rewrite::{MAX_RANGE, oversized_range, rewrite};
 use super::rollouts::{AnalysisResult, add_rollouts_functions};
 use super::template::{Piece, coerce, has_kargo_expressions, split};
 use super::value::{expr_to_json, go_json, type_name};
@@ -179,8 +180,14 @@ impl ExprLangEngine {
     fn run(&self, source: &str, scope: &Scope<'_>) -> Result<Value, ExprLangError> {
         let program = self.compile(source)?;
         let env = scope.environment();
-        on_cel_stack(|| env.run(&program, &scope.context))
-            .map_err(|e| ExprLangError::eval(source.trim(), e.to_string()))
+        let run = std::panic::AssertUnwindSafe(|| env.run(&program, &scope.context));
+        match on_cel_stack(|| std::panic::catch_unwind(run)) {
+            Ok(result) => result.map_err(|e| ExprLangError::eval(source.trim(), e.to_string())),
+            Err(_) => Err(ExprLangError::eval(
+                source.trim(),
+                "the expr-lang evaluator failed (an internal error)",
+            )),
+        }
     }
 }
 
@@ -248,8 +255,8 @@ impl<'a> Scope<'a> {
     }
 }
 
-/// Parses `source` after the length and nesting limits, with Kargo's semver methods
-/// (`semverParse(v).Major()`) read as fields.
+/// Parses `source` after the length, nesting and range limits, with the rewrites of
+/// `rewrite.rs`. A panic inside the crate is caught and reported as an error.
 pub(crate) fn compile_source(source: &str) -> Result<Program, ExprLangError> {
     let shown = || shorten(source);
     if source.len() > MAX_LENGTH {
@@ -267,41 +274,36 @@ pub(crate) fn compile_source(source: &str) -> Result<Program, ExprLangError> {
             offset,
         });
     }
-    let program = on_cel_stack(|| expr::compile(source)).map_err(|e| syntax(source, &e))?;
-    let rewritten = without_method_parens(source, &tokens);
-    if rewritten == source {
-        return Ok(program);
+    if let Some(offset) = oversized_range(&tokens) {
+        return Err(ExprLangError::Syntax {
+            expr: shown(),
+            offset,
+            message: format!("a range of more than {MAX_RANGE} numbers"),
+        });
     }
-    on_cel_stack(|| expr::compile(&rewritten)).map_err(|e| syntax(source, &e))
+    let rewritten = rewrite(source, &tokens);
+    let compiled = on_cel_stack(|| {
+        std::panic::catch_unwind(|| expr::compile(&rewritten.text))
+    });
+    match compiled {
+        Ok(Ok(program)) => Ok(program),
+        Ok(Err(err)) => Err(syntax(source, &err, |offset| rewritten.source_offset(offset))),
+        Err(_) => Err(ExprLangError::Syntax {
+            expr: shown(),
+            offset: 0,
+            message: "the expr-lang parser failed on this expression (an internal error)".into(),
+        }),
+    }
 }
 
-/// `source` with `()` dropped after `.Major`, `.Minor`, … (Kargo's semver methods).
-fn without_method_parens(source: &str, tokens: &[Token]) -> String {
-    let mut out = String::with_capacity(source.len());
-    let mut copied = 0;
-    for w in tokens.windows(4) {
-        let method = matches!(w[0].text.as_str(), "." | "?.")
-            && w[1].kind == TokenKind::Ident
-            && KARGO_SEMVER_FIELDS.contains(&w[1].text.as_str())
-            && w[2].text == "("
-            && w[3].text == ")";
-        if method {
-            out.push_str(&source[copied..w[2].offset]);
-            copied = w[3].offset + 1;
-        }
-    }
-    out.push_str(&source[copied..]);
-    out
-}
-
-fn syntax(source: &str, err: &expr::Error) -> ExprLangError {
+fn syntax(source: &str, err: &expr::Error, to_source: impl Fn(usize) -> usize) -> ExprLangError {
     let (offset, message) = match err {
         expr::Error::PestError(e) => {
             let offset = match e.location {
                 pest::error::InputLocation::Pos(p) => p,
                 pest::error::InputLocation::Span((start, _)) => start,
             };
-            (offset, e.variant.message().into_owned())
+            (to_source(offset), e.variant.message().into_owned())
         }
         other => (0, other.to_string()),
     };

@@ -25,9 +25,7 @@ pub(crate) enum TokenKind {
     Punct,
 }
 
-const TWO_CHAR: [&str; 14] = [
-    "?.", "??", "..", "&&", "||", "==", "!=", "<=", ">=", "**", "|>", "?:", "::", "=>",
-];
+const TWO_CHAR: [&str; 11] = ["?.", "??", "..", "&&", "||", "==", "!=", "<=", ">=", "**", "|>"];
 
 /// The tokens of `source`, comments and whitespace dropped.
 pub(crate) fn tokenize(source: &str) -> Vec<Token> {

@@ -17,6 +17,8 @@
 //! - `rollouts.rs`: Argo Rollouts' helpers (`asInt`, `asFloat`, `isNaN`, `isInf`, `isNil`,
 //!   `default`) and [`AnalysisResult`];
 //! - `semver.rs`: `semverParse`, `semverDiff`;
+//! - `rewrite.rs`: source rewrites that make the crate read what Go's expr-lang reads
+//!   (map literals with computed values, `.Major()`), and the range budget;
 //! - `check.rs`: apply-time checks (syntax, unknown functions, variables and fields);
 //! - `lexer.rs`: the tokens those checks read; `value.rs`: JSON ↔ expr-lang values and
 //!   Go's JSON text; `error.rs`: [`ExprLangError`].
@@ -39,6 +41,7 @@ mod engine;
 mod error;
 mod functions;
 mod lexer;
+mod rewrite;
 mod rollouts;
 mod semver;
 mod template;
