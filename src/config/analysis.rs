@@ -32,7 +32,10 @@ fn expr_lang_conditions(metric: &Metric, at: &FieldPath, issues: &mut Vec<Issue>
             issues.push(
                 Issue::new(
                     at.key(field),
-                    format!("metric `{name}`: `{field}` (expr-lang, as in Argo Rollouts): {}", issue.message),
+                    format!(
+                        "metric `{name}`: `{field}` (expr-lang, as in Argo Rollouts): {}",
+                        issue.message
+                    ),
                 )
                 .hint(
                     "write a condition over `result`, e.g. `len(result) > 0 && result[0] < 0.05`; \
@@ -93,7 +96,13 @@ pub(crate) fn template(template: &AnalysisTemplate) -> Vec<Issue> {
         if language == ExprLanguage::ExprLang {
             expr_lang_conditions(metric, &at, &mut issues);
         }
-        self::metric(metric, &at, &declared, (language == ExprLanguage::Cel).then_some(&cache), &mut issues);
+        self::metric(
+            metric,
+            &at,
+            &declared,
+            (language == ExprLanguage::Cel).then_some(&cache),
+            &mut issues,
+        );
     }
     issues
 }

@@ -14,7 +14,12 @@ use crate::expr::exprlang::ExprLanguage;
 pub(crate) const ARGO_ROLLOUTS_API_VERSION: &str = "argoproj.io/v1alpha1";
 
 /// The metric fields Argo Rollouts writes as int-or-string.
-const INT_OR_STRING: [&str; 4] = ["count", "failureLimit", "inconclusiveLimit", "consecutiveErrorLimit"];
+const INT_OR_STRING: [&str; 4] = [
+    "count",
+    "failureLimit",
+    "inconclusiveLimit",
+    "consecutiveErrorLimit",
+];
 
 /// Rewrites `object` in place when it is an Argo Rollouts analysis template; returns
 /// whether it was one.
@@ -47,7 +52,11 @@ pub(crate) fn adopt(object: &mut Value) -> bool {
         .get_mut("spec")
         .and_then(|spec| spec.get_mut("metrics"))
         .and_then(Value::as_array_mut);
-    for metric in metrics.into_iter().flatten().filter_map(Value::as_object_mut) {
+    for metric in metrics
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_object_mut)
+    {
         for field in INT_OR_STRING {
             let number = metric
                 .get(field)
@@ -79,7 +88,10 @@ mod tests {
         assert!(adopt(&mut object));
         assert_eq!(object["apiVersion"], API_VERSION);
         assert_eq!(object["kind"], "AnalysisTemplate");
-        assert_eq!(object["metadata"]["annotations"]["dray.dev/expression-language"], "expr-lang");
+        assert_eq!(
+            object["metadata"]["annotations"]["dray.dev/expression-language"],
+            "expr-lang"
+        );
         assert_eq!(object["spec"]["metrics"][0]["count"], 3);
         assert_eq!(object["spec"]["metrics"][0]["failureLimit"], 1);
         let mut cluster = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "ClusterAnalysisTemplate",
@@ -102,7 +114,8 @@ mod tests {
         }
     }
 
-    const PROJECT: &str = "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: demo}\nspec: {}\n";
+    const PROJECT: &str =
+        "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: demo}\nspec: {}\n";
 
     fn argo(success: &str) -> String {
         format!(
@@ -125,29 +138,54 @@ spec:
 
     fn load(text: &str) -> Result<Vec<crate::config::Manifest>, Vec<String>> {
         let files = [
-            crate::config::SourceFile { path: "project.yaml".into(), content: PROJECT.into() },
-            crate::config::SourceFile { path: "analysis.yaml".into(), content: text.into() },
+            crate::config::SourceFile {
+                path: "project.yaml".into(),
+                content: PROJECT.into(),
+            },
+            crate::config::SourceFile {
+                path: "analysis.yaml".into(),
+                content: text.into(),
+            },
         ];
-        crate::config::load(&files, None, &Default::default())
-            .map_err(|errors| errors.0.iter().map(|e| format!("{}: {}", e.field.clone().unwrap_or_default(), e.message)).collect())
+        crate::config::load(&files, None, &Default::default()).map_err(|errors| {
+            errors
+                .0
+                .iter()
+                .map(|e| format!("{}: {}", e.field.clone().unwrap_or_default(), e.message))
+                .collect()
+        })
     }
 
     #[test]
     fn dray_apply_reads_argo_rollouts_templates_and_checks_expr_lang_conditions() {
         let manifests = load(&argo("len(result) > 0 && result[0] < 0.05")).unwrap();
-        let template = manifests.iter().find(|m| m.key.kind == crate::api::Kind::AnalysisTemplate).unwrap();
-        assert_eq!(template.object["metadata"]["annotations"][ExprLanguage::ANNOTATION], "expr-lang");
+        let template = manifests
+            .iter()
+            .find(|m| m.key.kind == crate::api::Kind::AnalysisTemplate)
+            .unwrap();
+        assert_eq!(
+            template.object["metadata"]["annotations"][ExprLanguage::ANNOTATION],
+            "expr-lang"
+        );
         assert_eq!(template.object["spec"]["metrics"][0]["count"], 2);
         assert!(load(&argo("result[0] < {{args.max}} && !isNaN(result[0])")).is_ok());
         let errors = load(&argo("lenn(result) > 0")).unwrap_err();
         assert_eq!(
             errors,
-            ["spec.metrics[0].successCondition: metric `rate`: `successCondition` (expr-lang, as in \
-              Argo Rollouts): unknown function `lenn`; did you mean `len`?"]
+            [
+                "spec.metrics[0].successCondition: metric `rate`: `successCondition` (expr-lang, as in \
+              Argo Rollouts): unknown function `lenn`; did you mean `len`?"
+            ]
         );
         let errors = load(&argo("results[0] < 0.05")).unwrap_err();
-        assert!(errors[0].contains("unknown variable `results`"), "{errors:?}");
+        assert!(
+            errors[0].contains("unknown variable `results`"),
+            "{errors:?}"
+        );
         let errors = load(&argo("result[0] <")).unwrap_err();
-        assert!(errors[0].contains("syntax error in expr-lang expression `result[0] <`"), "{errors:?}");
+        assert!(
+            errors[0].contains("syntax error in expr-lang expression `result[0] <`"),
+            "{errors:?}"
+        );
     }
 }

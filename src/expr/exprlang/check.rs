@@ -6,6 +6,7 @@
 
 use std::collections::HashSet;
 
+use super::ExprLangError;
 use super::engine::compile_source;
 use super::functions::{
     KARGO_CHART_FIELDS, KARGO_COMMIT_FIELDS, KARGO_IMAGE_FIELDS, KARGO_ORIGIN_FIELDS,
@@ -14,38 +15,140 @@ use super::functions::{
 use super::lexer::{Token, TokenKind, tokenize};
 use super::rollouts::ROLLOUTS_FUNCTIONS;
 use super::template::{Piece, has_kargo_expressions, split};
-use super::ExprLangError;
 
 /// expr-lang's builtin functions (as the `expr-lang` crate registers them; a test keeps
 /// the list honest).
 pub const EXPR_LANG_BUILTINS: &[&str] = &[
-    "all", "any", "one", "none", "map", "filter", "find", "findIndex", "findLast",
-    "findLastIndex", "count", "sum", "reduce", "groupBy", "sort", "sortBy", "bitand", "bitor",
-    "bitxor", "bitnand", "bitnot", "bitshl", "bitshr", "bitushr", "join", "first", "last",
-    "take", "reverse", "uniq", "concat", "flatten", "int", "float", "string", "fromJSON",
-    "toJSON", "keys", "values", "len", "type", "get", "toBase64", "fromBase64", "toPairs",
-    "fromPairs", "max", "min", "abs", "ceil", "floor", "round", "mean", "median", "trim",
-    "trimPrefix", "trimSuffix", "upper", "lower", "split", "splitAfter", "replace", "repeat",
-    "indexOf", "lastIndexOf", "hasPrefix", "hasSuffix", "now", "duration", "timezone", "date",
+    "all",
+    "any",
+    "one",
+    "none",
+    "map",
+    "filter",
+    "find",
+    "findIndex",
+    "findLast",
+    "findLastIndex",
+    "count",
+    "sum",
+    "reduce",
+    "groupBy",
+    "sort",
+    "sortBy",
+    "bitand",
+    "bitor",
+    "bitxor",
+    "bitnand",
+    "bitnot",
+    "bitshl",
+    "bitshr",
+    "bitushr",
+    "join",
+    "first",
+    "last",
+    "take",
+    "reverse",
+    "uniq",
+    "concat",
+    "flatten",
+    "int",
+    "float",
+    "string",
+    "fromJSON",
+    "toJSON",
+    "keys",
+    "values",
+    "len",
+    "type",
+    "get",
+    "toBase64",
+    "fromBase64",
+    "toPairs",
+    "fromPairs",
+    "max",
+    "min",
+    "abs",
+    "ceil",
+    "floor",
+    "round",
+    "mean",
+    "median",
+    "trim",
+    "trimPrefix",
+    "trimSuffix",
+    "upper",
+    "lower",
+    "split",
+    "splitAfter",
+    "replace",
+    "repeat",
+    "indexOf",
+    "lastIndexOf",
+    "hasPrefix",
+    "hasSuffix",
+    "now",
+    "duration",
+    "timezone",
+    "date",
 ];
 
 /// Kargo's functions, as `functions.rs` provides them.
 pub const KARGO_FUNCTIONS: &[&str] = &[
-    "imageFrom", "commitFrom", "chartFrom", "warehouse", "quote", "unsafeQuote",
-    "freightMetadata", "stageMetadata", "secret", "sharedSecret", "configMap",
-    "sharedConfigMap", "status", "success", "failure", "always", "semverParse", "semverDiff",
+    "imageFrom",
+    "commitFrom",
+    "chartFrom",
+    "warehouse",
+    "quote",
+    "unsafeQuote",
+    "freightMetadata",
+    "stageMetadata",
+    "secret",
+    "sharedSecret",
+    "configMap",
+    "sharedConfigMap",
+    "status",
+    "success",
+    "failure",
+    "always",
+    "semverParse",
+    "semverDiff",
 ];
 
 /// Words of the language that are not names.
 const KEYWORDS: &[&str] = &[
-    "let", "in", "not", "and", "or", "true", "false", "nil", "if", "else", "matches",
-    "contains", "startsWith", "endsWith",
+    "let",
+    "in",
+    "not",
+    "and",
+    "or",
+    "true",
+    "false",
+    "nil",
+    "if",
+    "else",
+    "matches",
+    "contains",
+    "startsWith",
+    "endsWith",
 ];
 
 /// Functions whose last argument is a predicate over `#` (names there may be its fields).
 const PREDICATE_FUNCTIONS: &[&str] = &[
-    "all", "any", "one", "none", "map", "filter", "find", "findIndex", "findLast",
-    "findLastIndex", "count", "sum", "reduce", "groupBy", "sortBy",
+    "all",
+    "any",
+    "one",
+    "none",
+    "map",
+    "filter",
+    "find",
+    "findIndex",
+    "findLast",
+    "findLastIndex",
+    "count",
+    "sum",
+    "reduce",
+    "groupBy",
+    "sortBy",
 ];
 
 /// The functions whose result has a known shape, and its fields.
@@ -135,10 +238,14 @@ pub fn check_exprlang_template(text: &str, shapes: &KnownShapes) -> Vec<ExprLang
     let mut issues = Vec::new();
     for piece in pieces {
         if let Piece::Expr { source, offset, .. } = piece {
-            issues.extend(check_exprlang_expression(source, shapes).into_iter().map(|mut i| {
-                i.offset += offset;
-                i
-            }));
+            issues.extend(
+                check_exprlang_expression(source, shapes)
+                    .into_iter()
+                    .map(|mut i| {
+                        i.offset += offset;
+                        i
+                    }),
+            );
         }
     }
     issues
@@ -173,10 +280,19 @@ pub fn check_exprlang_value(
     out
 }
 
-fn walk(value: &serde_json::Value, path: String, shapes: &KnownShapes, out: &mut Vec<(String, ExprLangIssue)>) {
+fn walk(
+    value: &serde_json::Value,
+    path: String,
+    shapes: &KnownShapes,
+    out: &mut Vec<(String, ExprLangIssue)>,
+) {
     match value {
         serde_json::Value::String(text) => {
-            out.extend(check_exprlang_template(text, shapes).into_iter().map(|i| (path.clone(), i)));
+            out.extend(
+                check_exprlang_template(text, shapes)
+                    .into_iter()
+                    .map(|i| (path.clone(), i)),
+            );
         }
         serde_json::Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
@@ -185,7 +301,11 @@ fn walk(value: &serde_json::Value, path: String, shapes: &KnownShapes, out: &mut
         }
         serde_json::Value::Object(fields) => {
             for (key, item) in fields {
-                let path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
                 walk(item, path, shapes, out);
             }
         }
@@ -196,7 +316,9 @@ fn walk(value: &serde_json::Value, path: String, shapes: &KnownShapes, out: &mut
 fn syntax_issue(err: &ExprLangError, lead: usize) -> ExprLangIssue {
     let offset = match err {
         ExprLangError::Syntax { offset, .. } => lead + offset,
-        ExprLangError::TooDeep { offset, .. } | ExprLangError::Unterminated { offset, .. } => *offset,
+        ExprLangError::TooDeep { offset, .. } | ExprLangError::Unterminated { offset, .. } => {
+            *offset
+        }
         _ => 0,
     };
     ExprLangIssue {
@@ -210,7 +332,14 @@ fn syntax_issue(err: &ExprLangError, lead: usize) -> ExprLangIssue {
 /// The fields of Kargo's `ctx` at `path` (`["ctx", "targetFreight"]`), if known.
 fn ctx_fields(path: &[&str]) -> Option<&'static [&'static str]> {
     Some(match path {
-        ["ctx"] => &["project", "stage", "promotion", "actor", "targetFreight", "meta"],
+        ["ctx"] => &[
+            "project",
+            "stage",
+            "promotion",
+            "actor",
+            "targetFreight",
+            "meta",
+        ],
         ["ctx", "targetFreight"] => &["name", "origin", "id", "alias"],
         ["ctx", "targetFreight", "origin"] => &["kind", "name"],
         ["ctx", "meta"] => &["promotion"],
@@ -288,7 +417,10 @@ impl<'a> Names<'a> {
                 continue;
             }
             let in_map = open.last().is_some_and(|(b, _)| b == "{");
-            if in_map && self.text(i + 1) == ":" && matches!(self.text(i.wrapping_sub(1)), "{" | ",") {
+            if in_map
+                && self.text(i + 1) == ":"
+                && matches!(self.text(i.wrapping_sub(1)), "{" | ",")
+            {
                 continue; // a map literal's key
             }
             if self.bound.contains(&name) || open.iter().any(|(_, predicate)| *predicate) {
@@ -297,11 +429,18 @@ impl<'a> Names<'a> {
             if !self.shapes.variables.contains(&name.as_str()) {
                 let known: Vec<&str> = self.shapes.variables.clone();
                 let candidates = closest(&name, &known);
-                let list = known.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+                let list = known
+                    .iter()
+                    .map(|v| format!("`{v}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
                 self.issues.push(ExprLangIssue {
                     kind: IssueKind::UnknownVariable,
                     offset,
-                    message: format!("unknown variable `{name}`: the variables here are {list}{}", did_you_mean(&candidates)),
+                    message: format!(
+                        "unknown variable `{name}`: the variables here are {list}{}",
+                        did_you_mean(&candidates)
+                    ),
                     candidates,
                 });
             }
@@ -423,12 +562,20 @@ fn closest(name: &str, known: &[&str]) -> Vec<String> {
     let limit = (name.chars().count() / 3).max(1);
     let mut near: Vec<(usize, &str)> = known
         .iter()
-        .map(|k| (strsim::levenshtein(&name.to_lowercase(), &k.to_lowercase()), *k))
+        .map(|k| {
+            (
+                strsim::levenshtein(&name.to_lowercase(), &k.to_lowercase()),
+                *k,
+            )
+        })
         .filter(|(d, _)| *d <= limit)
         .collect();
     near.sort();
     near.dedup_by(|a, b| a.1 == b.1);
-    near.into_iter().take(3).map(|(_, k)| k.to_owned()).collect()
+    near.into_iter()
+        .take(3)
+        .map(|(_, k)| k.to_owned())
+        .collect()
 }
 
 fn did_you_mean(candidates: &[String]) -> String {
@@ -437,7 +584,10 @@ fn did_you_mean(candidates: &[String]) -> String {
         [one] => format!("; did you mean `{one}`?"),
         many => format!(
             "; did you mean {}?",
-            many.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")
+            many.iter()
+                .map(|c| format!("`{c}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
         ),
     }
 }

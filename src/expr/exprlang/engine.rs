@@ -28,7 +28,9 @@ pub struct ExprLangEngine {
 
 impl std::fmt::Debug for ExprLangEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExprLangEngine").field("programs", &self.len()).finish()
+        f.debug_struct("ExprLangEngine")
+            .field("programs", &self.len())
+            .finish()
     }
 }
 
@@ -40,7 +42,10 @@ impl ExprLangEngine {
 
     /// How many programs are cached.
     pub fn len(&self) -> usize {
-        self.programs.read().unwrap_or_else(PoisonError::into_inner).len()
+        self.programs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Whether no program is cached.
@@ -59,7 +64,10 @@ impl ExprLangEngine {
             return Ok(Arc::clone(program));
         }
         let program = Arc::new(compile_source(source)?);
-        let mut programs = self.programs.write().unwrap_or_else(PoisonError::into_inner);
+        let mut programs = self
+            .programs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
         if programs.len() >= MAX_CACHED {
             programs.clear();
         }
@@ -136,11 +144,18 @@ impl ExprLangEngine {
         as_bool(condition.trim(), &value)
     }
 
-    fn value(&self, value: &serde_json::Value, scope: &Scope<'_>) -> Result<serde_json::Value, ExprLangError> {
+    fn value(
+        &self,
+        value: &serde_json::Value,
+        scope: &Scope<'_>,
+    ) -> Result<serde_json::Value, ExprLangError> {
         Ok(match value {
             serde_json::Value::String(text) => self.string(text, scope)?,
             serde_json::Value::Array(items) => serde_json::Value::Array(
-                items.iter().map(|item| self.value(item, scope)).collect::<Result<_, _>>()?,
+                items
+                    .iter()
+                    .map(|item| self.value(item, scope))
+                    .collect::<Result<_, _>>()?,
             ),
             serde_json::Value::Object(fields) => {
                 let mut out = serde_json::Map::new();
@@ -282,12 +297,12 @@ pub(crate) fn compile_source(source: &str) -> Result<Program, ExprLangError> {
         });
     }
     let rewritten = rewrite(source, &tokens);
-    let compiled = on_cel_stack(|| {
-        std::panic::catch_unwind(|| expr::compile(&rewritten.text))
-    });
+    let compiled = on_cel_stack(|| std::panic::catch_unwind(|| expr::compile(&rewritten.text)));
     match compiled {
         Ok(Ok(program)) => Ok(program),
-        Ok(Err(err)) => Err(syntax(source, &err, |offset| rewritten.source_offset(offset))),
+        Ok(Err(err)) => Err(syntax(source, &err, |offset| {
+            rewritten.source_offset(offset)
+        })),
         Err(_) => Err(ExprLangError::Syntax {
             expr: shown(),
             offset: 0,

@@ -101,6 +101,7 @@ fn hint_for(message: &str) -> String {
     } else if message.starts_with("Unknown function") {
         "see docs/kargo-compatibility.md for the functions Dray provides".into()
     } else {
-        "check the types of the values the expression reads, and guard missing ones with `??`".into()
+        "check the types of the values the expression reads, and guard missing ones with `??`"
+            .into()
     }
 }

@@ -23,7 +23,10 @@ use super::value::{expr_to_json, go_json, json_to_expr, type_name};
 /// and their shared forms an empty map, as Kargo's do.
 pub trait KargoHost: Sync {
     /// `freightMetadata(name)`: the metadata recorded on Freight `name`.
-    fn freight_metadata(&self, _freight: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    fn freight_metadata(
+        &self,
+        _freight: &str,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
         None
     }
     /// `stageMetadata(name)`: the metadata recorded on Stage `name`.
@@ -61,15 +64,28 @@ impl KargoHost for NoHost {}
 /// The fields of Kargo's result shapes, for the apply-time field checks.
 pub const KARGO_IMAGE_FIELDS: &[&str] = &["RepoURL", "Tag", "Digest"];
 /// `commitFrom()`'s fields.
-pub const KARGO_COMMIT_FIELDS: &[&str] =
-    &["RepoURL", "ID", "Branch", "Tag", "Message", "Author", "Committer"];
+pub const KARGO_COMMIT_FIELDS: &[&str] = &[
+    "RepoURL",
+    "ID",
+    "Branch",
+    "Tag",
+    "Message",
+    "Author",
+    "Committer",
+];
 /// `chartFrom()`'s fields.
 pub const KARGO_CHART_FIELDS: &[&str] = &["RepoURL", "Name", "Version"];
 /// `warehouse()`'s fields (a Freight origin).
 pub const KARGO_ORIGIN_FIELDS: &[&str] = &["Kind", "Name"];
 /// `semverParse()`'s fields (also callable as methods: `.Major()`).
-pub const KARGO_SEMVER_FIELDS: &[&str] =
-    &["Major", "Minor", "Patch", "Prerelease", "Metadata", "Original"];
+pub const KARGO_SEMVER_FIELDS: &[&str] = &[
+    "Major",
+    "Minor",
+    "Patch",
+    "Prerelease",
+    "Metadata",
+    "Original",
+];
 
 /// Kargo's image: `{RepoURL, Tag, Digest}`.
 pub fn kargo_image(image: &FreightImage) -> serde_json::Value {
@@ -107,9 +123,12 @@ pub(crate) fn add_kargo_functions<'a>(
         if name.is_empty() {
             return Err("warehouse(): the name must not be empty".to_owned().into());
         }
-        Ok([("Kind", Value::from("Warehouse")), ("Name", Value::from(name))]
-            .into_iter()
-            .collect())
+        Ok([
+            ("Kind", Value::from("Warehouse")),
+            ("Name", Value::from(name)),
+        ]
+        .into_iter()
+        .collect())
     });
     env.add_function("imageFrom", move |call| {
         let repo = repo_arg(&call.args, "imageFrom", 2)?;
@@ -117,7 +136,12 @@ pub(crate) fn add_kargo_functions<'a>(
         let image = freight.images.iter().find(|i| i.repo_url == repo);
         match image {
             Some(image) => Ok(json_to_expr(&kargo_image(image))),
-            None => Err(missing("image", &repo, freight, freight.images.iter().map(|i| &i.repo_url))),
+            None => Err(missing(
+                "image",
+                &repo,
+                freight,
+                freight.images.iter().map(|i| &i.repo_url),
+            )),
         }
     });
     env.add_function("commitFrom", move |call| {
@@ -126,7 +150,12 @@ pub(crate) fn add_kargo_functions<'a>(
         let commit = freight.commits.iter().find(|c| c.repo_url == repo);
         match commit {
             Some(commit) => Ok(json_to_expr(&kargo_commit(commit))),
-            None => Err(missing("commit", &repo, freight, freight.commits.iter().map(|c| &c.repo_url))),
+            None => Err(missing(
+                "commit",
+                &repo,
+                freight,
+                freight.commits.iter().map(|c| &c.repo_url),
+            )),
         }
     });
     env.add_function("chartFrom", move |call| {
@@ -156,8 +185,11 @@ pub(crate) fn add_kargo_functions<'a>(
                     Some(name) => format!("{repo}` named `{name}"),
                     None => repo.clone(),
                 };
-                let known: Vec<String> =
-                    freight.charts.iter().map(|c| format!("{} {}", c.repo_url, c.name)).collect();
+                let known: Vec<String> = freight
+                    .charts
+                    .iter()
+                    .map(|c| format!("{} {}", c.repo_url, c.name))
+                    .collect();
                 Err(missing("chart", &shown, freight, known.iter()))
             }
         }
@@ -174,29 +206,43 @@ pub(crate) fn add_kargo_functions<'a>(
         Ok(Value::String(unsafe_quote(value)?))
     });
     env.add_function("freightMetadata", move |call| {
-        metadata(&call.args, "freightMetadata", |name| host.freight_metadata(name))
+        metadata(&call.args, "freightMetadata", |name| {
+            host.freight_metadata(name)
+        })
     });
     env.add_function("stageMetadata", move |call| {
-        metadata(&call.args, "stageMetadata", |name| host.stage_metadata(name))
+        metadata(&call.args, "stageMetadata", |name| {
+            host.stage_metadata(name)
+        })
     });
     env.add_function("secret", move |call| {
         data(string_arg(&call.args, 0, 1, "secret")?, |n| host.secret(n))
     });
     env.add_function("sharedSecret", move |call| {
-        data(string_arg(&call.args, 0, 1, "sharedSecret")?, |n| host.shared_secret(n))
+        data(string_arg(&call.args, 0, 1, "sharedSecret")?, |n| {
+            host.shared_secret(n)
+        })
     });
     env.add_function("configMap", move |call| {
-        data(string_arg(&call.args, 0, 1, "configMap")?, |n| host.config_map(n))
+        data(string_arg(&call.args, 0, 1, "configMap")?, |n| {
+            host.config_map(n)
+        })
     });
     env.add_function("sharedConfigMap", move |call| {
-        data(string_arg(&call.args, 0, 1, "sharedConfigMap")?, |n| host.shared_config_map(n))
+        data(string_arg(&call.args, 0, 1, "sharedConfigMap")?, |n| {
+            host.shared_config_map(n)
+        })
     });
     env.add_function("status", move |call| {
         let alias = string_arg(&call.args, 0, 1, "status")?;
         if alias.is_empty() {
-            return Err("status(): the step alias must not be empty".to_owned().into());
+            return Err("status(): the step alias must not be empty"
+                .to_owned()
+                .into());
         }
-        Ok(Value::String(ctx.step_statuses.get(&alias).cloned().unwrap_or_default()))
+        Ok(Value::String(
+            ctx.step_statuses.get(&alias).cloned().unwrap_or_default(),
+        ))
     });
     env.add_function("success", move |call| {
         no_args(&call.args, "success")?;
@@ -262,7 +308,11 @@ fn no_args(args: &[Value], name: &str) -> Outcome<()> {
 /// The string argument `index` of a function taking at most `max`.
 fn string_arg(args: &[Value], index: usize, max: usize, name: &str) -> Outcome<String> {
     if args.len() <= index || args.len() > max {
-        let wanted = if max == 1 { "1 argument".to_owned() } else { format!("{} to {max} arguments", index + 1) };
+        let wanted = if max == 1 {
+            "1 argument".to_owned()
+        } else {
+            format!("{} to {max} arguments", index + 1)
+        };
         return Err(format!("{name}() takes {wanted}, got {}", args.len()).into());
     }
     match &args[index] {
@@ -312,7 +362,10 @@ fn missing<'a>(
     let message = if known.is_empty() {
         format!("no {what} from `{repo}`: Freight `{id}` has no {what}s")
     } else {
-        format!("no {what} from `{repo}` in Freight `{id}` (its {what}s: {})", known.join(", "))
+        format!(
+            "no {what} from `{repo}` in Freight `{id}` (its {what}s: {})",
+            known.join(", ")
+        )
     };
     message.into()
 }
@@ -328,7 +381,11 @@ fn metadata(
     if object.is_empty() {
         return Err(format!("{name}(): the name must not be empty").into());
     }
-    let key = if args.len() == 2 { Some(string_arg(args, 1, 2, name)?) } else { None };
+    let key = if args.len() == 2 {
+        Some(string_arg(args, 1, 2, name)?)
+    } else {
+        None
+    };
     let Some(map) = lookup(&object) else {
         return Ok(Value::Nil);
     };

@@ -25,7 +25,9 @@ pub(crate) enum TokenKind {
     Punct,
 }
 
-const TWO_CHAR: [&str; 11] = ["?.", "??", "..", "&&", "||", "==", "!=", "<=", ">=", "**", "|>"];
+const TWO_CHAR: [&str; 11] = [
+    "?.", "??", "..", "&&", "||", "==", "!=", "<=", ">=", "**", "|>",
+];
 
 /// The tokens of `source`, comments and whitespace dropped.
 pub(crate) fn tokenize(source: &str) -> Vec<Token> {
@@ -44,13 +46,17 @@ pub(crate) fn tokenize(source: &str) -> Vec<Token> {
             continue;
         }
         if source[i..].starts_with("/*") {
-            i = source[i + 2..].find("*/").map_or(bytes.len(), |n| i + 2 + n + 2);
+            i = source[i + 2..]
+                .find("*/")
+                .map_or(bytes.len(), |n| i + 2 + n + 2);
             continue;
         }
         let kind = if c == b'"' || c == b'\'' || c == b'`' {
             i = skip_string(bytes, i);
             TokenKind::Literal
-        } else if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit)) {
+        } else if c.is_ascii_digit()
+            || (c == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit))
+        {
             i += 1;
             while i < bytes.len() {
                 let d = bytes[i];
@@ -147,7 +153,21 @@ mod tests {
     fn tokens_keep_text_and_offsets() {
         assert_eq!(
             texts("commitFrom(vars.gitRepo).ID[0:7]"),
-            ["commitFrom", "(", "vars", ".", "gitRepo", ")", ".", "ID", "[", "0", ":", "7", "]"]
+            [
+                "commitFrom",
+                "(",
+                "vars",
+                ".",
+                "gitRepo",
+                ")",
+                ".",
+                "ID",
+                "[",
+                "0",
+                ":",
+                "7",
+                "]"
+            ]
         );
         let tokens = tokenize("a ?? 'x\\'y' // c\n + 1.5e-3");
         assert_eq!(tokens[1].text, "??");

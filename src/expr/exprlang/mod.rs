@@ -114,7 +114,9 @@ impl ExprLanguage {
     }
 
     /// The language recorded in `annotations` (CEL when none is).
-    pub fn of_annotations(annotations: Option<&std::collections::BTreeMap<String, String>>) -> Self {
+    pub fn of_annotations(
+        annotations: Option<&std::collections::BTreeMap<String, String>>,
+    ) -> Self {
         annotations
             .and_then(|a| a.get(Self::ANNOTATION))
             .and_then(|v| Self::from_annotation(v))

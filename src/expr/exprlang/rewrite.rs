@@ -94,7 +94,7 @@ fn map_edits(tokens: &[Token], edits: &mut Vec<(usize, usize, String)>) {
         let top_is_map = frames.last().is_some_and(|f| f.map);
         match (token.kind, token.text.as_str()) {
             (TokenKind::Punct, "{") => {
-                let key = tokens.get(i + 1).is_some_and(|t| is_key(t)) && text(i + 2) == ":";
+                let key = tokens.get(i + 1).is_some_and(is_key) && text(i + 2) == ":";
                 if key {
                     edits.push((token.offset, token.offset + 1, "fromPairs([".into()));
                 }
@@ -159,7 +159,9 @@ fn is_key(token: &Token) -> bool {
 /// The offset of a range `a..b` with literal bounds longer than [`MAX_RANGE`], if any.
 pub(crate) fn oversized_range(tokens: &[Token]) -> Option<usize> {
     let int = |t: &Token| -> Option<i64> {
-        (t.kind == TokenKind::Literal).then(|| t.text.replace('_', "").parse().ok()).flatten()
+        (t.kind == TokenKind::Literal)
+            .then(|| t.text.replace('_', "").parse().ok())
+            .flatten()
     };
     tokens.windows(3).find_map(|w| {
         let (a, b) = (int(&w[0])?, int(&w[2])?);
@@ -178,9 +180,18 @@ mod tests {
 
     #[test]
     fn map_literals_become_pairs() {
-        assert_eq!(rewritten("{a: vars.x, 'b': -1}"), "fromPairs([[\"a\", vars.x], ['b', -1]])");
-        assert_eq!(rewritten("{a: {b: [1]},}"), "fromPairs([[\"a\", fromPairs([[\"b\", [1]]])],])");
-        assert_eq!(rewritten("{a: x ? y : z}"), "fromPairs([[\"a\", x ? y : z]])");
+        assert_eq!(
+            rewritten("{a: vars.x, 'b': -1}"),
+            "fromPairs([[\"a\", vars.x], ['b', -1]])"
+        );
+        assert_eq!(
+            rewritten("{a: {b: [1]},}"),
+            "fromPairs([[\"a\", fromPairs([[\"b\", [1]]])],])"
+        );
+        assert_eq!(
+            rewritten("{a: x ? y : z}"),
+            "fromPairs([[\"a\", x ? y : z]])"
+        );
         assert_eq!(rewritten("{}"), "{}");
         assert_eq!(rewritten("filter(xs, {# > 1})"), "filter(xs, {# > 1})");
         assert_eq!(rewritten("if a { b } else { c }"), "if a { b } else { c }");
@@ -188,7 +199,10 @@ mod tests {
 
     #[test]
     fn semver_methods_become_fields() {
-        assert_eq!(rewritten("semverParse(v).Major() + 1"), "semverParse(v).Major + 1");
+        assert_eq!(
+            rewritten("semverParse(v).Major() + 1"),
+            "semverParse(v).Major + 1"
+        );
         assert_eq!(rewritten("x.Major(1)"), "x.Major(1)");
     }
 
@@ -199,7 +213,10 @@ mod tests {
         assert_eq!(r.text, "fromPairs([[\"a\", 1]]) + (");
         assert_eq!(r.source_offset(r.text.len()), source.len());
         assert_eq!(r.source_offset(0), 0);
-        assert_eq!(r.source_offset(r.text.find('+').unwrap()), source.find('+').unwrap());
+        assert_eq!(
+            r.source_offset(r.text.find('+').unwrap()),
+            source.find('+').unwrap()
+        );
     }
 
     #[test]

@@ -43,9 +43,8 @@ static VERSION: LazyLock<Regex> = LazyLock::new(|| {
 /// `text` as a version, as Masterminds' `NewVersion` reads it.
 pub(crate) fn parse(text: &str) -> Option<Version> {
     let caps = VERSION.captures(text)?;
-    let number = |i: usize| -> Option<u64> {
-        caps.get(i).map_or(Some(0), |m| m.as_str().parse().ok())
-    };
+    let number =
+        |i: usize| -> Option<u64> { caps.get(i).map_or(Some(0), |m| m.as_str().parse().ok()) };
     let text_of = |i: usize| caps.get(i).map_or(String::new(), |m| m.as_str().to_owned());
     Some(Version {
         major: number(1)?,

@@ -168,7 +168,14 @@ mod tests {
                 delimiter: Delimiter::Braces
             }
         );
-        assert!(matches!(pieces[3], Piece::Expr { source: " y ", delimiter: Delimiter::Percent, .. }));
+        assert!(matches!(
+            pieces[3],
+            Piece::Expr {
+                source: " y ",
+                delimiter: Delimiter::Percent,
+                ..
+            }
+        ));
         assert_eq!(pieces[4], Piece::Text("c"));
         assert!(split("plain").unwrap() == vec![Piece::Text("plain")]);
     }

@@ -8,9 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::api::{
-    FreightChart, FreightCommit, FreightImage, FreightOrigin, FreightOriginKind,
-};
+use crate::api::{FreightChart, FreightCommit, FreightImage, FreightOrigin, FreightOriginKind};
 use crate::expr::{ExprContext, FreightView};
 
 fn ctx() -> ExprContext {
@@ -47,10 +45,12 @@ fn ctx() -> ExprContext {
         },
         ..ExprContext::default()
     };
-    ctx.vars.insert("gitRepo".into(), json!("https://git.example/shop.git"));
+    ctx.vars
+        .insert("gitRepo".into(), json!("https://git.example/shop.git"));
     ctx.vars.insert("replicas".into(), json!(2));
     ctx.vars.insert("list".into(), json!([1, 2, 3]));
-    ctx.outputs.insert("build".into(), json!({"sha": "deadbeef"}));
+    ctx.outputs
+        .insert("build".into(), json!({"sha": "deadbeef"}));
     ctx.step_statuses.insert("build".into(), "Succeeded".into());
     ctx
 }
@@ -70,14 +70,17 @@ fn eval_err(text: &str) -> String {
 
 #[test]
 fn the_seed_template_takes_the_short_commit_id() {
-    assert_eq!(eval("${{ commitFrom(vars.gitRepo).ID[0:7] }}"), json!("abcdef0"));
+    assert_eq!(
+        eval("${{ commitFrom(vars.gitRepo).ID[0:7] }}"),
+        json!("abcdef0")
+    );
 }
 
 #[test]
 fn templates_read_results_as_kargo_does() {
     // whole-string results keep their type; embedded ones become text
     assert_eq!(eval("${{ vars.replicas }}"), json!(2));
-    assert_eq!(eval("${{ 3.14 }}"), json!(3.14));
+    assert_eq!(eval("${{ 2.5 }}"), json!(2.5));
     assert_eq!(eval("${{ true }}"), json!(true));
     assert_eq!(eval("${{ vars.list }}"), json!([1, 2, 3]));
     assert_eq!(eval("${{ {\"foo\": \"bar\"} }}"), json!({"foo": "bar"}));
@@ -91,10 +94,16 @@ fn templates_read_results_as_kargo_does() {
     assert_eq!(eval("${{ quote(nil) }}"), json!("null"));
     assert_eq!(eval("${{ quote(true) }}"), json!("true"));
     assert_eq!(eval("${{ quote(42) }}"), json!("42"));
-    assert_eq!(eval("${{ quote({ 'foo': 'bar' }) }}"), json!("{\"foo\":\"bar\"}"));
+    assert_eq!(
+        eval("${{ quote({ 'foo': 'bar' }) }}"),
+        json!("{\"foo\":\"bar\"}")
+    );
     assert_eq!(eval("${{ quote('foo') }}"), json!("foo"));
     assert_eq!(eval("${{ unsafeQuote('foo') }}"), json!("\"foo\""));
-    assert_eq!(eval("${{ quote({\"foo\": \"bar\"}) }}\n"), json!("{\"foo\":\"bar\"}\n"));
+    assert_eq!(
+        eval("${{ quote({\"foo\": \"bar\"}) }}\n"),
+        json!("{\"foo\":\"bar\"}\n")
+    );
     assert_eq!(eval("${{ 42 }}\n"), json!(42));
     assert_eq!(eval("${{ quote(42) }}\n"), json!("42\n"));
 }
@@ -102,7 +111,10 @@ fn templates_read_results_as_kargo_does() {
 #[test]
 fn both_delimiters_evaluate_alike() {
     assert_eq!(eval("${% vars.replicas %}"), json!(2));
-    assert_eq!(eval("foo ${{ ctx.project }} and ${% 'bar' %}"), json!("foo shop and bar"));
+    assert_eq!(
+        eval("foo ${{ ctx.project }} and ${% 'bar' %}"),
+        json!("foo shop and bar")
+    );
     // `${% %}` lets `}}` appear inside, as in Kargo
     assert_eq!(eval("${% '{{.domain}}' %}"), json!("{{.domain}}"));
     assert!(eval_err("${{ '{{.domain}}' }}").contains("syntax error"));
@@ -115,7 +127,10 @@ fn ctx_has_kargos_shape() {
     assert_eq!(eval("${{ ctx.stage }}"), json!("test"));
     assert_eq!(eval("${{ ctx.promotion }}"), json!("test.01abc"));
     assert_eq!(eval("${{ ctx.targetFreight.name }}"), json!("f0123"));
-    assert_eq!(eval("${{ ctx.targetFreight.origin }}"), json!({"kind": "Warehouse", "name": "shop"}));
+    assert_eq!(
+        eval("${{ ctx.targetFreight.origin }}"),
+        json!({"kind": "Warehouse", "name": "shop"})
+    );
     assert_eq!(eval("${{ ctx.meta.promotion.rollback }}"), json!(false));
     assert_eq!(eval("${{ outputs.build.sha }}"), json!("deadbeef"));
 
@@ -130,7 +145,12 @@ fn ctx_has_kargos_shape() {
     assert_eq!(out.unwrap(), json!(true));
     let mut task = ctx();
     task.task_outputs = Some(serde_json::Map::from_iter([("x".to_owned(), json!(1))]));
-    assert_eq!(engine.evaluate_string("${{ task.outputs.x }}", &task, &NoHost).unwrap(), json!(1));
+    assert_eq!(
+        engine
+            .evaluate_string("${{ task.outputs.x }}", &task, &NoHost)
+            .unwrap(),
+        json!(1)
+    );
 }
 
 #[test]
@@ -153,12 +173,24 @@ fn freight_functions_use_kargos_field_names() {
         eval("${{ chartFrom('oci://ghcr.io/acme/charts', warehouse('shop')).Name }}"),
         json!("shop")
     );
-    assert_eq!(eval("${{ imageFrom('ghcr.io/acme/shop', warehouse('shop')).Tag }}"), json!("1.4.0"));
-    assert_eq!(eval("${{ warehouse('shop') }}"), json!({"Kind": "Warehouse", "Name": "shop"}));
+    assert_eq!(
+        eval("${{ imageFrom('ghcr.io/acme/shop', warehouse('shop')).Tag }}"),
+        json!("1.4.0")
+    );
+    assert_eq!(
+        eval("${{ warehouse('shop') }}"),
+        json!({"Kind": "Warehouse", "Name": "shop"})
+    );
     let err = eval_err("${{ imageFrom('ghcr.io/acme/shop', warehouse('other')).Tag }}");
-    assert!(err.contains("comes from Warehouse `shop`, not `other`"), "{err}");
+    assert!(
+        err.contains("comes from Warehouse `shop`, not `other`"),
+        "{err}"
+    );
     let err = eval_err("${{ imageFrom('ghcr.io/acme/nope').Tag }}");
-    assert!(err.contains("no image from `ghcr.io/acme/nope` in Freight `f0123`"), "{err}");
+    assert!(
+        err.contains("no image from `ghcr.io/acme/nope` in Freight `f0123`"),
+        "{err}"
+    );
     assert!(eval_err("${{ imageFrom() }}").contains("imageFrom() takes 1 to 2 arguments"));
     assert!(eval_err("${{ imageFrom(1) }}").contains("must be a string, not a int"));
 }
@@ -172,13 +204,22 @@ fn the_mapping_from_dray_freight_is_one_function_each() {
     assert_eq!(kargo_chart(&freight.charts[0])["Version"], "2.0.1");
     // the field lists the checks use are the mapping's keys
     let keys = |v: Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
-    let mut fields = KARGO_COMMIT_FIELDS.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    let mut fields = KARGO_COMMIT_FIELDS
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>();
     fields.sort();
     assert_eq!(keys(kargo_commit(&freight.commits[0])), fields);
-    let mut fields = KARGO_IMAGE_FIELDS.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    let mut fields = KARGO_IMAGE_FIELDS
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>();
     fields.sort();
     assert_eq!(keys(kargo_image(&freight.images[0])), fields);
-    let mut fields = KARGO_CHART_FIELDS.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+    let mut fields = KARGO_CHART_FIELDS
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>();
     fields.sort();
     assert_eq!(keys(kargo_chart(&freight.charts[0])), fields);
 }
@@ -188,10 +229,12 @@ fn host_lookups_fill_metadata_secrets_and_config_maps() {
     struct Host;
     impl KargoHost for Host {
         fn freight_metadata(&self, freight: &str) -> Option<serde_json::Map<String, Value>> {
-            (freight == "f0123").then(|| serde_json::Map::from_iter([("qa".to_owned(), json!({"ok": true}))]))
+            (freight == "f0123")
+                .then(|| serde_json::Map::from_iter([("qa".to_owned(), json!({"ok": true}))]))
         }
         fn stage_metadata(&self, stage: &str) -> Option<serde_json::Map<String, Value>> {
-            (stage == "prod").then(|| serde_json::Map::from_iter([("owner".to_owned(), json!("ops"))]))
+            (stage == "prod")
+                .then(|| serde_json::Map::from_iter([("owner".to_owned(), json!("ops"))]))
         }
         fn secret(&self, name: &str) -> Option<BTreeMap<String, String>> {
             (name == "creds").then(|| BTreeMap::from([("token".to_owned(), "s3cr3t".to_owned())]))
@@ -202,8 +245,14 @@ fn host_lookups_fill_metadata_secrets_and_config_maps() {
     }
     let engine = ExprLangEngine::new();
     let e = |text: &str| engine.evaluate_string(text, &ctx(), &Host).unwrap();
-    assert_eq!(e("${{ freightMetadata(ctx.targetFreight.name).qa.ok }}"), json!(true));
-    assert_eq!(e("${{ freightMetadata('f0123', 'qa') }}"), json!({"ok": true}));
+    assert_eq!(
+        e("${{ freightMetadata(ctx.targetFreight.name).qa.ok }}"),
+        json!(true)
+    );
+    assert_eq!(
+        e("${{ freightMetadata('f0123', 'qa') }}"),
+        json!({"ok": true})
+    );
     assert_eq!(e("${{ freightMetadata('other') }}"), json!(null));
     assert_eq!(e("${{ freightMetadata('f0123', 'missing') }}"), json!(null));
     assert_eq!(e("${{ stageMetadata('prod').owner }}"), json!("ops"));
@@ -219,14 +268,40 @@ fn host_lookups_fill_metadata_secrets_and_config_maps() {
 fn step_status_functions() {
     let engine = ExprLangEngine::new();
     let mut failed = ctx();
-    assert!(engine.evaluate_condition("${{ success() }}", &failed, &NoHost).unwrap());
-    assert!(engine.evaluate_condition("status('build') == 'Succeeded'", &failed, &NoHost).unwrap());
-    assert!(engine.evaluate_condition("status('later') == ''", &failed, &NoHost).unwrap());
+    assert!(
+        engine
+            .evaluate_condition("${{ success() }}", &failed, &NoHost)
+            .unwrap()
+    );
+    assert!(
+        engine
+            .evaluate_condition("status('build') == 'Succeeded'", &failed, &NoHost)
+            .unwrap()
+    );
+    assert!(
+        engine
+            .evaluate_condition("status('later') == ''", &failed, &NoHost)
+            .unwrap()
+    );
     failed.any_failed = true;
-    assert!(!engine.evaluate_condition("success()", &failed, &NoHost).unwrap());
-    assert!(engine.evaluate_condition("failure()", &failed, &NoHost).unwrap());
-    assert!(engine.evaluate_condition("always()", &failed, &NoHost).unwrap());
-    let err = engine.evaluate_condition("vars.replicas", &failed, &NoHost).unwrap_err();
+    assert!(
+        !engine
+            .evaluate_condition("success()", &failed, &NoHost)
+            .unwrap()
+    );
+    assert!(
+        engine
+            .evaluate_condition("failure()", &failed, &NoHost)
+            .unwrap()
+    );
+    assert!(
+        engine
+            .evaluate_condition("always()", &failed, &NoHost)
+            .unwrap()
+    );
+    let err = engine
+        .evaluate_condition("vars.replicas", &failed, &NoHost)
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "condition `vars.replicas` must evaluate to a bool, not a int (`2`); hint: compare the \
@@ -239,13 +314,22 @@ fn semver_functions() {
     assert_eq!(eval("${{ semverParse('v1.2.3-rc.1').Major }}"), json!(1));
     assert_eq!(eval("${{ semverParse('1.2.3').Minor() }}"), json!(2));
     assert_eq!(eval("${{ semverParse('1.2.3').Patch() + 1 }}"), json!(4));
-    assert_eq!(eval("${{ semverParse('1.2.3-rc.1').Prerelease() }}"), json!("rc.1"));
+    assert_eq!(
+        eval("${{ semverParse('1.2.3-rc.1').Prerelease() }}"),
+        json!("rc.1")
+    );
     assert_eq!(eval("${{ semverDiff('1.2.3', '2.0.0') }}"), json!("Major"));
     assert_eq!(eval("${{ semverDiff('1.2.3', '1.3.0') }}"), json!("Minor"));
     assert_eq!(eval("${{ semverDiff('1.2.3', '1.2.4') }}"), json!("Patch"));
-    assert_eq!(eval("${{ semverDiff('1.2.3+a', '1.2.3+b') }}"), json!("Metadata"));
+    assert_eq!(
+        eval("${{ semverDiff('1.2.3+a', '1.2.3+b') }}"),
+        json!("Metadata")
+    );
     assert_eq!(eval("${{ semverDiff('1.2.3', '1.2.3') }}"), json!("None"));
-    assert_eq!(eval("${{ semverDiff('1.2.3', 'x') }}"), json!("Incomparable"));
+    assert_eq!(
+        eval("${{ semverDiff('1.2.3', 'x') }}"),
+        json!("Incomparable")
+    );
     assert!(eval_err("${{ semverParse('x') }}").contains("invalid semantic version `x`"));
 }
 
@@ -301,7 +385,10 @@ fn expr_lang_operators_and_builtins() {
         ("vars?.missing?.deeper", json!(null)),
         ("type(1.5)", json!("float")),
         // map literals with computed values (rewritten for the crate, see rewrite.rs)
-        ("{a: vars.replicas, 'b': [1, -1], c: {d: 1 + 1}}", json!({"a": 2, "b": [1, -1], "c": {"d": 2}})),
+        (
+            "{a: vars.replicas, 'b': [1, -1], c: {d: 1 + 1}}",
+            json!({"a": 2, "b": [1, -1], "c": {"d": 2}}),
+        ),
         ("{a: 1}.a", json!(1)),
     ];
     let engine = ExprLangEngine::new();
@@ -319,11 +406,19 @@ fn the_builtin_list_matches_the_crate() {
     for name in EXPR_LANG_BUILTINS.iter().chain(KARGO_FUNCTIONS) {
         let err = engine.evaluate_expression(&format!("{name}()"), &ctx(), &NoHost);
         if let Err(err) = err {
-            assert!(!err.to_string().contains("Unknown function"), "{name}: {err}");
+            assert!(
+                !err.to_string().contains("Unknown function"),
+                "{name}: {err}"
+            );
         }
     }
-    let err = engine.evaluate_expression("nosuch()", &ctx(), &NoHost).unwrap_err();
-    assert!(err.to_string().contains("Unknown function: nosuch"), "{err}");
+    let err = engine
+        .evaluate_expression("nosuch()", &ctx(), &NoHost)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("Unknown function: nosuch"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -343,13 +438,22 @@ fn analysis_conditions_bind_result_as_argo_rollouts_does() {
     assert!(json("default(result, 7) == 7", json!(null)).unwrap());
     assert!(json("default(result, 7) == 2", json!(2)).unwrap());
     assert!(json("!isNaN(result) && !isInf(result)", json!(1.5)).unwrap());
-    let nan = engine.evaluate_analysis_condition("isNaN(result[0])", AnalysisResult::Samples(&[f64::NAN]));
+    let nan = engine
+        .evaluate_analysis_condition("isNaN(result[0])", AnalysisResult::Samples(&[f64::NAN]));
     assert!(nan.unwrap());
-    let inf = engine.evaluate_analysis_condition("isInf(result[0])", AnalysisResult::Samples(&[f64::INFINITY]));
+    let inf = engine.evaluate_analysis_condition(
+        "isInf(result[0])",
+        AnalysisResult::Samples(&[f64::INFINITY]),
+    );
     assert!(inf.unwrap());
     let err = json(seed, json!({"a": 1})).unwrap_err().to_string();
-    assert!(err.starts_with("expr-lang expression `len(result) > 0 && result[0] < 0.05` failed:"), "{err}");
-    let err = json("asInt(result) == 1", json!("x")).unwrap_err().to_string();
+    assert!(
+        err.starts_with("expr-lang expression `len(result) > 0 && result[0] < 0.05` failed:"),
+        "{err}"
+    );
+    let err = json("asInt(result) == 1", json!("x"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("asInt(): `x` is not an integer"), "{err}");
     let err = json("result", json!(1)).unwrap_err().to_string();
     assert!(err.contains("must evaluate to a bool, not a int"), "{err}");
@@ -368,13 +472,18 @@ fn apply_time_checks_refuse_kargo_mistakes() {
          no field `id`; did you mean `ID`?"
     );
     assert_eq!(issues[0].candidates, ["ID"]);
-    assert!(check_exprlang_template("${{ commitFrom(vars.gitRepo).ID[0:7] }}", &promotion).is_empty());
+    assert!(
+        check_exprlang_template("${{ commitFrom(vars.gitRepo).ID[0:7] }}", &promotion).is_empty()
+    );
 
     let issues = check_exprlang_template("x ${{ imagFrom('r').Tag }}", &promotion);
     assert_eq!(issues.len(), 1, "{issues:?}");
     assert_eq!(issues[0].kind, IssueKind::UnknownFunction);
     assert_eq!(issues[0].offset, 6);
-    assert_eq!(issues[0].message, "unknown function `imagFrom`; did you mean `imageFrom`?");
+    assert_eq!(
+        issues[0].message,
+        "unknown function `imagFrom`; did you mean `imageFrom`?"
+    );
 
     let issues = check_exprlang_template("${{ var.gitRepo }}", &promotion);
     assert_eq!(issues[0].kind, IssueKind::UnknownVariable);
@@ -392,7 +501,10 @@ fn apply_time_checks_refuse_kargo_mistakes() {
     let issues = check_exprlang_template("${{ ctx.Stage }}", &promotion);
     assert_eq!(issues[0].candidates, ["stage"]);
 
-    let issues = check_exprlang_template("${{ imageFrom('r').tag }} ${{ chartFrom('r').version }}", &promotion);
+    let issues = check_exprlang_template(
+        "${{ imageFrom('r').tag }} ${{ chartFrom('r').version }}",
+        &promotion,
+    );
     assert_eq!(issues.len(), 2);
     assert_eq!(issues[0].candidates, ["Tag"]);
     assert_eq!(issues[1].candidates, ["Version"]);
@@ -400,7 +512,13 @@ fn apply_time_checks_refuse_kargo_mistakes() {
     let issues = check_exprlang_template("${{ 1 + }}", &promotion);
     assert_eq!(issues[0].kind, IssueKind::Syntax);
     assert_eq!(issues[0].offset, 8);
-    assert!(issues[0].message.starts_with("syntax error in expr-lang expression `1 +` at offset 4:"), "{}", issues[0].message);
+    assert!(
+        issues[0]
+            .message
+            .starts_with("syntax error in expr-lang expression `1 +` at offset 4:"),
+        "{}",
+        issues[0].message
+    );
 
     let issues = check_exprlang_template("${{ oops", &promotion);
     assert_eq!(issues[0].kind, IssueKind::Syntax);
@@ -432,7 +550,10 @@ fn apply_time_checks_accept_what_kargo_accepts() {
     assert!(check_exprlang_condition("len(result) > 0 && result[0] < 0.05", &analysis).is_empty());
     assert!(check_exprlang_condition("default(result, 0) < asFloat('1')", &analysis).is_empty());
     let issues = check_exprlang_condition("results[0] < 1", &analysis);
-    assert_eq!(issues[0].message, "unknown variable `results`: the variables here are `result`; did you mean `result`?");
+    assert_eq!(
+        issues[0].message,
+        "unknown variable `results`: the variables here are `result`; did you mean `result`?"
+    );
     let issues = check_exprlang_condition("imageFrom('x') != nil", &analysis);
     assert_eq!(issues[0].kind, IssueKind::UnknownFunction);
     let http = KnownShapes::promotion().with_variables(&["response"]);
@@ -446,14 +567,33 @@ fn apply_time_checks_accept_what_kargo_accepts() {
 
 #[test]
 fn languages_follow_the_api_version() {
-    assert_eq!(ExprLanguage::for_api_version("dray.dev/v1alpha1"), ExprLanguage::Cel);
-    assert_eq!(ExprLanguage::for_api_version("argoproj.io/v1alpha1"), ExprLanguage::ExprLang);
-    assert_eq!(ExprLanguage::for_api_version("kargo.akuity.io/v1alpha1"), ExprLanguage::ExprLang);
-    assert_eq!(ExprLanguage::from_annotation("expr-lang"), Some(ExprLanguage::ExprLang));
-    assert_eq!(ExprLanguage::from_annotation(ExprLanguage::Cel.as_str()), Some(ExprLanguage::Cel));
+    assert_eq!(
+        ExprLanguage::for_api_version("dray.dev/v1alpha1"),
+        ExprLanguage::Cel
+    );
+    assert_eq!(
+        ExprLanguage::for_api_version("argoproj.io/v1alpha1"),
+        ExprLanguage::ExprLang
+    );
+    assert_eq!(
+        ExprLanguage::for_api_version("kargo.akuity.io/v1alpha1"),
+        ExprLanguage::ExprLang
+    );
+    assert_eq!(
+        ExprLanguage::from_annotation("expr-lang"),
+        Some(ExprLanguage::ExprLang)
+    );
+    assert_eq!(
+        ExprLanguage::from_annotation(ExprLanguage::Cel.as_str()),
+        Some(ExprLanguage::Cel)
+    );
     assert_eq!(ExprLanguage::from_annotation("python"), None);
-    let annotations = BTreeMap::from([(ExprLanguage::ANNOTATION.to_owned(), "expr-lang".to_owned())]);
-    assert_eq!(ExprLanguage::of_annotations(Some(&annotations)), ExprLanguage::ExprLang);
+    let annotations =
+        BTreeMap::from([(ExprLanguage::ANNOTATION.to_owned(), "expr-lang".to_owned())]);
+    assert_eq!(
+        ExprLanguage::of_annotations(Some(&annotations)),
+        ExprLanguage::ExprLang
+    );
     assert_eq!(ExprLanguage::of_annotations(None), ExprLanguage::Cel);
 }
 
@@ -465,29 +605,109 @@ fn malformed_input_is_an_error_not_a_panic() {
     let long_chain = format!("1{}", " + 1".repeat(2000));
     let unary = format!("{}true", "false ? 1 : ".repeat(650));
     let samples = [
-        "", " ", "(", ")", "[", "{", "}", "'", "\"", "`", "#", "$", "?", "?.", "??", "..", "|",
-        "1 +", "a.", ".a", "a[", "a[1:", "f(", "let", "let x", "let x =", "let x = 1;", "if",
-        "if true {", "x ? :", "1 ? 2", "{a:}", "{:1}", "[1,,]", "\\", "é", "\u{0}", "0x", "1e",
-        "1__0", "9223372036854775808", "b'", "/*", "// c", "a matches '('", "1 in", "not",
-        "semverParse('1').Major(", ".Major()", "map(", "all([1], ", "# > 1", "#acc", "$env.",
-        "a?.[", "1..", "1..2..3", "-", "!", "~", "%", "&&", "||",
+        "",
+        " ",
+        "(",
+        ")",
+        "[",
+        "{",
+        "}",
+        "'",
+        "\"",
+        "`",
+        "#",
+        "$",
+        "?",
+        "?.",
+        "??",
+        "..",
+        "|",
+        "1 +",
+        "a.",
+        ".a",
+        "a[",
+        "a[1:",
+        "f(",
+        "let",
+        "let x",
+        "let x =",
+        "let x = 1;",
+        "if",
+        "if true {",
+        "x ? :",
+        "1 ? 2",
+        "{a:}",
+        "{:1}",
+        "[1,,]",
+        "\\",
+        "é",
+        "\u{0}",
+        "0x",
+        "1e",
+        "1__0",
+        "9223372036854775808",
+        "b'",
+        "/*",
+        "// c",
+        "a matches '('",
+        "1 in",
+        "not",
+        "semverParse('1').Major(",
+        ".Major()",
+        "map(",
+        "all([1], ",
+        "# > 1",
+        "#acc",
+        "$env.",
+        "a?.[",
+        "1..",
+        "1..2..3",
+        "-",
+        "!",
+        "~",
+        "%",
+        "&&",
+        "||",
     ];
-    for source in samples.iter().map(|s| s.to_string()).chain([deep.clone(), unary.clone()]) {
+    for source in samples
+        .iter()
+        .map(|s| s.to_string())
+        .chain([deep.clone(), unary.clone()])
+    {
         let _ = engine.evaluate_expression(&source, &ctx(), &NoHost);
         let _ = check_exprlang_expression(&source, &shapes);
         let _ = check_exprlang_template(&format!("${{{{{source}}}}}"), &shapes);
         let _ = engine.evaluate_analysis_condition(&source, AnalysisResult::Samples(&[1.0]));
     }
-    let err = engine.evaluate_expression(&deep, &ctx(), &NoHost).unwrap_err();
-    assert!(matches!(err, ExprLangError::TooDeep { max: MAX_NESTING, .. }), "{err}");
-    let err = engine.evaluate_expression(&"1".repeat(MAX_LENGTH + 1), &ctx(), &NoHost).unwrap_err();
-    assert!(err.to_string().contains(&format!("longer than {MAX_LENGTH} bytes")), "{err}");
+    let err = engine
+        .evaluate_expression(&deep, &ctx(), &NoHost)
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExprLangError::TooDeep {
+                max: MAX_NESTING,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = engine
+        .evaluate_expression(&"1".repeat(MAX_LENGTH + 1), &ctx(), &NoHost)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("longer than {MAX_LENGTH} bytes")),
+        "{err}"
+    );
     // the longest chains accepted still evaluate, on a thread with a small stack
     let handle = std::thread::Builder::new()
         .stack_size(256 << 10)
         .spawn(move || {
             let engine = ExprLangEngine::new();
-            let sum = engine.evaluate_expression(&long_chain, &ctx(), &NoHost).unwrap();
+            let sum = engine
+                .evaluate_expression(&long_chain, &ctx(), &NoHost)
+                .unwrap();
             let not = engine.evaluate_expression(&unary, &ctx(), &NoHost).unwrap();
             (expr_to_json(&sum).unwrap(), expr_to_json(&not).unwrap())
         })
@@ -499,7 +719,9 @@ fn malformed_input_is_an_error_not_a_panic() {
 fn programs_are_compiled_once() {
     let engine = ExprLangEngine::new();
     for _ in 0..3 {
-        engine.evaluate_string("${{ vars.replicas }} ${{ vars.replicas }}", &ctx(), &NoHost).unwrap();
+        engine
+            .evaluate_string("${{ vars.replicas }} ${{ vars.replicas }}", &ctx(), &NoHost)
+            .unwrap();
     }
     assert_eq!(engine.len(), 1);
     assert!(engine.compile("1 +").is_err());
@@ -510,21 +732,77 @@ fn programs_are_compiled_once() {
 fn random_token_soup_never_panics() {
     // a fixed linear congruential sequence over pieces of the language: deterministic
     const PIECES: &[&str] = &[
-        "(", ")", "[", "]", "{", "}", ",", ":", "?", "??", "?.", ".", "..", "+", "-", "*", "/",
-        "%", "**", "==", "!=", "<", ">=", "&&", "||", "!", "not", "in", "matches", "|", "#",
-        "let", "=", ";", "if", "else", "1", "2.5", "'s'", "\"t\"", "nil", "true", "vars", "ctx",
-        "result", "a", "len", "map", "filter", "semverParse", "Major", "imageFrom", "${{", "}}",
-        "${%", "%}", " ",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ":",
+        "?",
+        "??",
+        "?.",
+        ".",
+        "..",
+        "+",
+        "-",
+        "*",
+        "/",
+        "%",
+        "**",
+        "==",
+        "!=",
+        "<",
+        ">=",
+        "&&",
+        "||",
+        "!",
+        "not",
+        "in",
+        "matches",
+        "|",
+        "#",
+        "let",
+        "=",
+        ";",
+        "if",
+        "else",
+        "1",
+        "2.5",
+        "'s'",
+        "\"t\"",
+        "nil",
+        "true",
+        "vars",
+        "ctx",
+        "result",
+        "a",
+        "len",
+        "map",
+        "filter",
+        "semverParse",
+        "Major",
+        "imageFrom",
+        "${{",
+        "}}",
+        "${%",
+        "%}",
+        " ",
     ];
     let engine = ExprLangEngine::new();
     let shapes = KnownShapes::promotion();
     let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
     for _ in 0..1500 {
         let mut source = String::new();
-        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let len = 1 + (seed >> 59) as usize;
         for _ in 0..len {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             source.push_str(PIECES[(seed >> 33) as usize % PIECES.len()]);
             source.push(' ');
         }

@@ -38,9 +38,9 @@ pub fn expr_to_json(value: &Value) -> Result<serde_json::Value, String> {
         Value::Bytes(b) => serde_json::Value::String(
             String::from_utf8(b.clone()).map_err(|_| "bytes that are not UTF-8".to_owned())?,
         ),
-        Value::Array(items) => serde_json::Value::Array(
-            items.iter().map(expr_to_json).collect::<Result<_, _>>()?,
-        ),
+        Value::Array(items) => {
+            serde_json::Value::Array(items.iter().map(expr_to_json).collect::<Result<_, _>>()?)
+        }
         Value::Map(fields) => {
             let mut map = serde_json::Map::new();
             for (k, v) in fields {
@@ -179,7 +179,10 @@ mod tests {
         let value = json!({"a": [1, 2.5, "s", true, null], "b": {"c": -3}});
         assert_eq!(expr_to_json(&json_to_expr(&value)).unwrap(), value);
         assert!(expr_to_json(&Value::Float(f64::NAN)).is_err());
-        assert_eq!(json_to_expr(&json!(u64::MAX)), Value::Float(u64::MAX as f64));
+        assert_eq!(
+            json_to_expr(&json!(u64::MAX)),
+            Value::Float(u64::MAX as f64)
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock};
 use serde_json::Value;
 
 use crate::api::VerificationPhase;
-use crate::expr::exprlang::{AnalysisResult, ExprLanguage, ExprLangEngine};
+use crate::expr::exprlang::{AnalysisResult, ExprLangEngine, ExprLanguage};
 use crate::expr::{ExprCache, json_to_cel};
 
 use super::spec::MetricSpec;

@@ -10,7 +10,7 @@ use crate::api::{
     MAX_PROVIDER_TIMEOUT_SECONDS, Metric, parse_duration,
 };
 use crate::expr::ExprCache;
-use crate::expr::exprlang::{ExprLanguage, ExprLangEngine};
+use crate::expr::exprlang::{ExprLangEngine, ExprLanguage};
 
 use super::AnalysisError;
 use super::args;
@@ -241,15 +241,17 @@ impl Resolver<'_> {
                      `'{{args.name}}'`",
                 )
             })?,
-            ExprLanguage::ExprLang => self.exprlang.compile(text.trim()).map(drop).map_err(|e| {
-                self.invalid(
-                    field,
-                    format!("not valid expr-lang with its args substituted (`{text}`): {e}"),
-                    "write an expr-lang condition over `result`, e.g. `len(result) > 0 && \
+            ExprLanguage::ExprLang => {
+                self.exprlang.compile(text.trim()).map(drop).map_err(|e| {
+                    self.invalid(
+                        field,
+                        format!("not valid expr-lang with its args substituted (`{text}`): {e}"),
+                        "write an expr-lang condition over `result`, e.g. `len(result) > 0 && \
                      result[0] < 0.05`; an arg used in it must be a value, e.g. a number, or \
                      quoted: `'{{args.name}}'`",
-                )
-            })?,
+                    )
+                })?
+            }
         }
         Ok(Some(text.trim().to_owned()))
     }

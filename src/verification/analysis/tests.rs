@@ -725,7 +725,11 @@ async fn argo_rollouts_templates_evaluate_expr_lang_conditions() {
         let (info, _) = run_to_end(&metrics, far()).await;
         let measurement = &info.metrics[0].measurements[0];
         assert_eq!(measurement.phase, phase, "{measurement:?}");
-        let verb = if phase == VerificationPhase::Successful { "true" } else { "false" };
+        let verb = if phase == VerificationPhase::Successful {
+            "true"
+        } else {
+            "false"
+        };
         assert_eq!(
             measurement.message,
             format!("successCondition `{SEED_CONDITION}` is {verb}")
@@ -753,13 +757,22 @@ async fn argo_rollouts_templates_evaluate_expr_lang_conditions() {
     let metrics = specs(vec![metric]);
     assert_eq!(metrics[0].language, ExprLanguage::Cel);
     let (info, _) = run_to_end(&metrics, far()).await;
-    assert_eq!(info.metrics[0].measurements[0].phase, VerificationPhase::Error);
+    assert_eq!(
+        info.metrics[0].measurements[0].phase,
+        VerificationPhase::Error
+    );
 }
 
 #[test]
 fn prepare_refuses_an_expr_lang_condition_that_does_not_parse() {
-    let metric = prometheus_metric("http://127.0.0.1:1", json!({"failureCondition": "result[0] >"}));
+    let metric = prometheus_metric(
+        "http://127.0.0.1:1",
+        json!({"failureCondition": "result[0] >"}),
+    );
     let err = prepare(&[argo_template(vec![metric])], &BTreeMap::new()).unwrap_err();
     let message = err.to_string();
-    assert!(message.contains("not valid expr-lang with its args substituted (`result[0] >`)"), "{message}");
+    assert!(
+        message.contains("not valid expr-lang with its args substituted (`result[0] >`)"),
+        "{message}"
+    );
 }
