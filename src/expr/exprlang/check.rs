@@ -151,6 +151,16 @@ const PREDICATE_FUNCTIONS: &[&str] = &[
     "sortBy",
 ];
 
+/// The result shapes of the CEL functions of Dray's own documents (lower-case fields).
+const CEL_SHAPES: &[(&str, &[&str])] = &[
+    ("imageFrom", &["repoURL", "tag", "digest"]),
+    (
+        "commitFrom",
+        &["repoURL", "id", "branch", "tag", "message", "author"],
+    ),
+    ("chartFrom", &["repoURL", "name", "version", "digest"]),
+];
+
 /// The functions whose result has a known shape, and its fields.
 const SHAPES: &[(&str, &[&str])] = &[
     ("imageFrom", KARGO_IMAGE_FIELDS),
@@ -169,6 +179,10 @@ pub struct KnownShapes {
     pub functions: Vec<&'static str>,
     /// Whether `ctx` is Kargo's promotion context (its fields are checked).
     pub promotion_ctx: bool,
+    /// The functions whose results have known fields, and those fields.
+    pub results: &'static [(&'static str, &'static [&'static str])],
+    /// Only fields are checked (CEL: its functions and variables are checked elsewhere).
+    pub fields_only: bool,
 }
 
 impl KnownShapes {
@@ -179,6 +193,8 @@ impl KnownShapes {
             variables: vec!["ctx", "vars", "outputs", "task"],
             functions: KARGO_FUNCTIONS.to_vec(),
             promotion_ctx: true,
+            results: SHAPES,
+            fields_only: false,
         }
     }
 
@@ -190,6 +206,19 @@ impl KnownShapes {
             variables: vec!["result"],
             functions,
             promotion_ctx: false,
+            results: SHAPES,
+            fields_only: false,
+        }
+    }
+
+    /// The field checks of Dray's CEL (`commitFrom(repo).id`: `.ID` is the mistake there).
+    pub fn cel_results() -> Self {
+        Self {
+            variables: Vec::new(),
+            functions: Vec::new(),
+            promotion_ctx: false,
+            results: CEL_SHAPES,
+            fields_only: true,
         }
     }
 
@@ -267,6 +296,13 @@ pub fn check_exprlang_expression(source: &str, shapes: &KnownShapes) -> Vec<Expr
         return vec![syntax_issue(&err, lead)];
     }
     Names::new(tokenize(source), shapes).check()
+}
+
+/// Checks the result fields read in a CEL expression of a Dray document (bare, no
+/// `${{ }}`) against Dray's lower-case shapes: `commitFrom(r).ID` is refused ("did you mean
+/// `id`?"). Syntax, functions and variables are CEL's own checks.
+pub fn check_cel_result_fields(source: &str) -> Vec<ExprLangIssue> {
+    Names::new(tokenize(source), &KnownShapes::cel_results()).check()
 }
 
 /// Checks every string of a JSON value (a step `config`), each issue with its field path
@@ -409,7 +445,11 @@ impl<'a> Names<'a> {
                 self.field(i);
                 continue;
             }
-            if KEYWORDS.contains(&name.as_str()) || name.starts_with('#') || name == "$env" {
+            if self.shapes.fields_only
+                || KEYWORDS.contains(&name.as_str())
+                || name.starts_with('#')
+                || name == "$env"
+            {
                 continue;
             }
             if self.text(i + 1) == "(" {
@@ -484,7 +524,7 @@ impl<'a> Names<'a> {
             if self.is_member(f) {
                 return;
             }
-            match SHAPES.iter().find(|(n, _)| *n == function) {
+            match self.shapes.results.iter().find(|(n, _)| *n == function) {
                 Some((n, fields)) => (format!("`{n}(…)` returns"), fields),
                 None => return,
             }

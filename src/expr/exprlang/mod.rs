@@ -52,8 +52,8 @@ mod tests;
 
 pub use check::{
     EXPR_LANG_BUILTINS, ExprLangIssue, IssueKind, KARGO_FUNCTIONS, KnownShapes,
-    check_exprlang_condition, check_exprlang_expression, check_exprlang_template,
-    check_exprlang_value,
+    check_cel_result_fields, check_exprlang_condition, check_exprlang_expression,
+    check_exprlang_template, check_exprlang_value,
 };
 pub use engine::ExprLangEngine;
 pub use error::ExprLangError;

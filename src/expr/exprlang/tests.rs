@@ -813,3 +813,17 @@ fn random_token_soup_never_panics() {
         let _ = engine.evaluate_analysis_condition(&source, AnalysisResult::Samples(&[0.5]));
     }
 }
+
+#[test]
+fn cel_expressions_get_the_same_field_check_with_drays_names() {
+    let issues = check_cel_result_fields("commitFrom(vars.repo).ID.substring(0, 7)");
+    assert_eq!(issues.len(), 1, "{issues:?}");
+    assert_eq!(issues[0].offset, 22);
+    assert_eq!(
+        issues[0].message,
+        "`commitFrom(…)` returns {repoURL, id, branch, tag, message, author}: it has no field \
+         `ID`; did you mean `id`?"
+    );
+    assert!(check_cel_result_fields("commitFrom(vars.repo).id + imageFrom(r).tag").is_empty());
+    assert!(check_cel_result_fields("unknownFn(x) + nope.y").is_empty());
+}
