@@ -194,8 +194,7 @@ impl ExprLangEngine {
 
     fn run(&self, source: &str, scope: &Scope<'_>) -> Result<Value, ExprLangError> {
         let program = self.compile(source)?;
-        let env = scope.environment();
-        let run = std::panic::AssertUnwindSafe(|| env.run(&program, &scope.context));
+        let run = std::panic::AssertUnwindSafe(|| scope.env.run(&program, &scope.context));
         match on_cel_stack(|| std::panic::catch_unwind(run)) {
             Ok(result) => result.map_err(|e| ExprLangError::eval(source.trim(), e.to_string())),
             Err(_) => Err(ExprLangError::eval(
@@ -216,15 +215,10 @@ fn as_bool(source: &str, value: &Value) -> Result<bool, ExprLangError> {
     }
 }
 
-/// What one evaluation sees: the variables, and who provides the functions.
+/// What one evaluation sees: the variables, and the functions (built once per scope).
 struct Scope<'a> {
     context: Context,
-    functions: Functions<'a>,
-}
-
-enum Functions<'a> {
-    Kargo(&'a ExprContext, &'a dyn KargoHost),
-    Rollouts,
+    env: Environment<'a>,
 }
 
 impl<'a> Scope<'a> {
@@ -242,31 +236,18 @@ impl<'a> Scope<'a> {
         for (name, value) in &variables {
             context.insert(name.clone(), super::value::json_to_expr(value));
         }
-        Self {
-            context,
-            functions: Functions::Kargo(ctx, host),
-        }
+        let mut env = Environment::new();
+        add_kargo_functions(&mut env, ctx, host);
+        Self { context, env }
     }
 
     fn analysis(result: AnalysisResult<'_>) -> Self {
         let mut context = Context::default();
         context.insert("result", result.to_expr());
-        Self {
-            context,
-            functions: Functions::Rollouts,
-        }
-    }
-
-    fn environment(&self) -> Environment<'a> {
         let mut env = Environment::new();
-        match self.functions {
-            Functions::Kargo(ctx, host) => add_kargo_functions(&mut env, ctx, host),
-            Functions::Rollouts => {
-                add_common_functions(&mut env);
-                add_rollouts_functions(&mut env);
-            }
-        }
-        env
+        add_common_functions(&mut env);
+        add_rollouts_functions(&mut env);
+        Self { context, env }
     }
 }
 
