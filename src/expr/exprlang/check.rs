@@ -379,7 +379,7 @@ fn ctx_fields(path: &[&str]) -> Option<&'static [&'static str]> {
         ["ctx", "targetFreight"] => &["name", "origin", "id", "alias"],
         ["ctx", "targetFreight", "origin"] => &["kind", "name"],
         ["ctx", "meta"] => &["promotion"],
-        ["ctx", "meta", "promotion"] => &["rollback"],
+        ["ctx", "meta", "promotion"] => &["actor", "rollback"],
         _ => return None,
     })
 }

@@ -223,13 +223,13 @@ struct Scope<'a> {
 
 impl<'a> Scope<'a> {
     /// A promotion's variables in Kargo's shape: `ctx` (with `targetFreight.name` and
-    /// `.origin`, and `meta.promotion.rollback`), `vars`, `outputs`, `task`.
+    /// `.origin.name`, `meta.promotion.actor` and `.rollback`), `vars`, `outputs`, `task`.
     fn promotion(ctx: &'a ExprContext, host: &'a dyn KargoHost) -> Self {
         let mut variables = ctx.variables();
         if let Some(serde_json::Value::Object(fields)) = variables.get_mut("ctx") {
             fields.insert(
                 "meta".into(),
-                serde_json::json!({"promotion": {"rollback": host.rollback()}}),
+                serde_json::json!({"promotion": {"actor": ctx.actor, "rollback": host.rollback()}}),
             );
         }
         let mut context = Context::default();

@@ -16,6 +16,7 @@ fn ctx() -> ExprContext {
         project: "shop".into(),
         stage: "test".into(),
         promotion: "test.01abc".into(),
+        actor: "ann".into(),
         freight: FreightView {
             id: "f0123".into(),
             alias: "frosty-otter".into(),
@@ -132,6 +133,8 @@ fn ctx_has_kargos_shape() {
         json!({"kind": "Warehouse", "name": "shop"})
     );
     assert_eq!(eval("${{ ctx.meta.promotion.rollback }}"), json!(false));
+    assert_eq!(eval("${{ ctx.targetFreight.origin.name }}"), json!("shop"));
+    assert_eq!(eval("${{ ctx.meta.promotion.actor }}"), json!("ann"));
     assert_eq!(eval("${{ outputs.build.sha }}"), json!("deadbeef"));
 
     struct Rollback;
@@ -537,7 +540,7 @@ fn apply_time_checks_accept_what_kargo_accepts() {
         "${{ vars.a ? vars.b : vars.c }}",
         "${{ outputs.build.sha ?? ctx.targetFreight.name }}",
         "${{ semverParse(imageFrom('r').Tag).Major() > 1 }}",
-        "${{ ctx.meta.promotion.rollback }}",
+        "${{ ctx.meta.promotion.rollback || ctx.meta.promotion.actor == 'ann' }}",
         "${{ upper(quote(secret('creds').token)) }}",
         "${{ task.outputs.x | lower() }}",
         "${{ 'a' in ['a'] && not true || $env != nil }}",
