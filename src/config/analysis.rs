@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::api::{AnalysisTemplate, MAX_PROVIDER_TIMEOUT_SECONDS, Metric, Verification};
 use crate::expr::ExprCache;
+use crate::expr::exprlang::{ExprLanguage, KnownShapes, check_exprlang_condition};
 use crate::verification::analysis::{
     ARG_PLACEHOLDER, JsonPath, WEB_METHODS, referenced_args, with_arg_placeholders,
 };
@@ -15,6 +16,35 @@ use super::durations;
 use super::error::Issue;
 use super::names::{self, MAX_LABEL};
 use super::path::FieldPath;
+
+/// The conditions of a template written as Argo Rollouts' (`argoproj.io`): expr-lang over
+/// `result`, refused on a syntax error, an unknown function or an unknown variable. Args
+/// stand as numbers, as for CEL.
+fn expr_lang_conditions(metric: &Metric, at: &FieldPath, issues: &mut Vec<Issue>) {
+    let name = &metric.name;
+    for (field, condition) in [
+        ("successCondition", &metric.success_condition),
+        ("failureCondition", &metric.failure_condition),
+    ] {
+        let Some(condition) = condition else { continue };
+        let text = with_arg_placeholders(condition.trim());
+        for issue in check_exprlang_condition(text.trim(), &KnownShapes::analysis()) {
+            issues.push(
+                Issue::new(
+                    at.key(field),
+                    format!(
+                        "metric `{name}`: `{field}` (expr-lang, as in Argo Rollouts): {}",
+                        issue.message
+                    ),
+                )
+                .hint(
+                    "write a condition over `result`, e.g. `len(result) > 0 && result[0] < 0.05`; \
+                     the helpers are asInt, asFloat, isNaN, isInf, isNil and default",
+                ),
+            );
+        }
+    }
+}
 
 /// Every single-document rule of an AnalysisTemplate.
 pub(crate) fn template(template: &AnalysisTemplate) -> Vec<Issue> {
@@ -62,7 +92,17 @@ pub(crate) fn template(template: &AnalysisTemplate) -> Vec<Issue> {
                 .hint("give every metric its own name; results are kept by name"),
             );
         }
-        self::metric(metric, &at, &declared, &cache, &mut issues);
+        let language = ExprLanguage::of_annotations(template.metadata.annotations.as_ref());
+        if language == ExprLanguage::ExprLang {
+            expr_lang_conditions(metric, &at, &mut issues);
+        }
+        self::metric(
+            metric,
+            &at,
+            &declared,
+            (language == ExprLanguage::Cel).then_some(&cache),
+            &mut issues,
+        );
     }
     issues
 }
@@ -71,7 +111,7 @@ fn metric(
     metric: &Metric,
     at: &FieldPath,
     declared: &BTreeSet<&str>,
-    cache: &ExprCache,
+    cache: Option<&ExprCache>,
     issues: &mut Vec<Issue>,
 ) {
     let name = &metric.name;
@@ -117,6 +157,7 @@ fn metric(
         texts.push((at.key(field), condition));
         // Args are substituted before a run compiles it; here each stands as a number.
         let with_args = !referenced_args(condition).is_empty();
+        let Some(cache) = cache else { continue };
         if let Err(e) = cache.compile(with_arg_placeholders(condition.trim()).trim()) {
             let taken = if with_args {
                 format!(" (each `{{{{args.…}}}}` taken as {ARG_PLACEHOLDER})")

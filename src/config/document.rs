@@ -75,6 +75,8 @@ pub(crate) fn check(
         line: doc.lines.start(),
     };
     let mut object = doc.value;
+    // Argo Rollouts' analysis templates are read as Dray's (expr-lang conditions)
+    super::argo_rollouts::adopt(&mut object);
     let mut issues = doc.problems;
     let text = |object: &Value, pointer: &str| {
         object

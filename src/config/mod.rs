@@ -20,6 +20,7 @@
 //! anything, and knows nothing of the server or the CLI.
 
 mod analysis;
+mod argo_rollouts;
 mod argocd;
 mod cycles;
 mod document;

@@ -12,7 +12,9 @@
 //!   `status`;
 //! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors;
 //! - `predicate.rs`: Warehouse criteria and subscription filters (a [`Verdict`], and the
-//!   apply-time [`check_predicate`]); `why.rs`: why a condition is false.
+//!   apply-time [`check_predicate`]); `why.rs`: why a condition is false;
+//! - `exprlang/`: expr-lang, for Kargo's and Argo Rollouts' documents (an
+//!   [`ExprLanguage`](exprlang::ExprLanguage) per document).
 //!
 //! ```
 //! use dray::expr::{ExprCache, ExprContext};
@@ -31,6 +33,7 @@ mod context;
 mod error;
 mod eval;
 mod explain;
+pub mod exprlang;
 mod functions;
 mod predicate;
 mod template;

@@ -1,12 +1,14 @@
-//! Judging one measurement: the value a provider observed, the metric's CEL conditions over
-//! `result`, and Argo Rollouts' rules for combining them. An empty result or NaN is never
+//! Judging one measurement: the value a provider observed, the metric's conditions over
+//! `result` (CEL for Dray's templates, expr-lang for Argo Rollouts' `argoproj.io` ones),
+//! and Argo Rollouts' rules for combining them. An empty result or NaN is never
 //! Successful.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
 use crate::api::VerificationPhase;
+use crate::expr::exprlang::{AnalysisResult, ExprLangEngine, ExprLanguage};
 use crate::expr::{ExprCache, json_to_cel};
 
 use super::spec::MetricSpec;
@@ -35,6 +37,13 @@ impl Observed {
             }
         };
         shorten(&text)
+    }
+
+    fn as_analysis_result(&self) -> AnalysisResult<'_> {
+        match self {
+            Observed::Json(v) => AnalysisResult::Json(v),
+            Observed::Samples(values) => AnalysisResult::Samples(values),
+        }
     }
 
     fn to_cel(&self) -> cel::Value {
@@ -111,11 +120,19 @@ pub(super) fn judge(cache: &ExprCache, metric: &MetricSpec, observed: &Observed)
         }
         _ => {}
     }
-    let result = observed.to_cel();
+    let result = match metric.language {
+        ExprLanguage::Cel => Some(observed.to_cel()),
+        ExprLanguage::ExprLang => None,
+    };
     let evaluate = |condition: &Option<String>| -> Result<Option<bool>, Verdict> {
         condition
             .as_deref()
-            .map(|c| evaluate(cache, c, &result))
+            .map(|c| match &result {
+                Some(result) => evaluate(cache, c, result),
+                None => EXPR_LANG
+                    .evaluate_analysis_condition(c, observed.as_analysis_result())
+                    .map_err(|e| e.to_string()),
+            })
             .transpose()
             .map_err(Verdict::error)
     };
@@ -142,7 +159,10 @@ pub(super) fn judge(cache: &ExprCache, metric: &MetricSpec, observed: &Observed)
     }
 }
 
-/// Evaluates one condition with `result` bound; it must be a bool.
+/// The expr-lang programs of Argo Rollouts' conditions, shared by every analyzer.
+static EXPR_LANG: LazyLock<ExprLangEngine> = LazyLock::new(ExprLangEngine::new);
+
+/// Evaluates one CEL condition with `result` bound; it must be a bool.
 fn evaluate(cache: &ExprCache, condition: &str, result: &cel::Value) -> Result<bool, String> {
     let program = cache.compile(condition).map_err(|e| e.to_string())?;
     let mut context = cel::Context::with_env(cache.env());

@@ -161,6 +161,7 @@ mod tests {
 
     fn spec(count: Option<u32>, interval: Option<u64>) -> MetricSpec {
         MetricSpec {
+            language: crate::expr::exprlang::ExprLanguage::Cel,
             name: "m".into(),
             template: "t".into(),
             provider: Provider::Prometheus(PrometheusQuery {

@@ -10,6 +10,7 @@ use crate::api::{
     MAX_PROVIDER_TIMEOUT_SECONDS, Metric, parse_duration,
 };
 use crate::expr::ExprCache;
+use crate::expr::exprlang::{ExprLangEngine, ExprLanguage};
 
 use super::AnalysisError;
 use super::args;
@@ -27,9 +28,12 @@ pub struct MetricSpec {
     pub template: String,
     /// Where the value comes from, args substituted.
     pub provider: Provider,
-    /// CEL over `result`; true makes a measurement Successful.
+    /// The language of the conditions: CEL, or expr-lang for a template written as Argo
+    /// Rollouts' (`argoproj.io`, recorded in the `dray.dev/expression-language` annotation).
+    pub language: ExprLanguage,
+    /// A condition over `result`; true makes a measurement Successful.
     pub success_condition: Option<String>,
-    /// CEL over `result`; true makes a measurement Failed.
+    /// A condition over `result`; true makes a measurement Failed.
     pub failure_condition: Option<String>,
     /// More Failed measurements than this fail the metric.
     pub failure_limit: u32,
@@ -123,8 +127,10 @@ pub fn prepare(
 ) -> Result<Vec<MetricSpec>, AnalysisError> {
     let mut specs: Vec<MetricSpec> = Vec::new();
     let cache = ExprCache::new();
+    let exprlang = ExprLangEngine::new();
     for template in templates {
         let name = template.metadata.name.clone().unwrap_or_default();
+        let language = ExprLanguage::of_annotations(template.metadata.annotations.as_ref());
         let declared: BTreeMap<&str, Option<&String>> = template
             .spec
             .args
@@ -137,6 +143,8 @@ pub fn prepare(
                 metric,
                 declared: &declared,
                 cache: &cache,
+                exprlang: &exprlang,
+                language,
             }
             .resolve()?;
             if let Some(first) = specs.iter().find(|s| s.name == spec.name) {
@@ -158,6 +166,8 @@ struct Resolver<'a> {
     metric: &'a Metric,
     declared: &'a BTreeMap<&'a str, Option<&'a String>>,
     cache: &'a ExprCache,
+    exprlang: &'a ExprLangEngine,
+    language: ExprLanguage,
 }
 
 impl Resolver<'_> {
@@ -221,14 +231,28 @@ impl Resolver<'_> {
     ) -> Result<Option<String>, AnalysisError> {
         let Some(text) = text else { return Ok(None) };
         let text = self.text(text.trim(), field)?;
-        self.cache.compile(text.trim()).map_err(|e| {
-            self.invalid(
-                field,
-                format!("not valid CEL with its args substituted (`{text}`): {e}"),
-                "write a CEL condition over `result`, e.g. `result[0] >= 0.95`; an arg used \
-                 in it must be a CEL value, e.g. a number, or quoted: `'{{args.name}}'`",
-            )
-        })?;
+        match self.language {
+            ExprLanguage::Cel => self.cache.compile(text.trim()).map(drop).map_err(|e| {
+                self.invalid(
+                    field,
+                    format!("not valid CEL with its args substituted (`{text}`): {e}"),
+                    "write a CEL condition over `result`, e.g. `result[0] >= 0.95`; an arg \
+                     used in it must be a CEL value, e.g. a number, or quoted: \
+                     `'{{args.name}}'`",
+                )
+            })?,
+            ExprLanguage::ExprLang => {
+                self.exprlang.compile(text.trim()).map(drop).map_err(|e| {
+                    self.invalid(
+                        field,
+                        format!("not valid expr-lang with its args substituted (`{text}`): {e}"),
+                        "write an expr-lang condition over `result`, e.g. `len(result) > 0 && \
+                     result[0] < 0.05`; an arg used in it must be a value, e.g. a number, or \
+                     quoted: `'{{args.name}}'`",
+                    )
+                })?
+            }
+        }
         Ok(Some(text.trim().to_owned()))
     }
 
@@ -320,6 +344,7 @@ impl Resolver<'_> {
             name: metric.name.clone(),
             template: self.template.to_owned(),
             provider,
+            language: self.language,
             success_condition: self
                 .condition(metric.success_condition.as_ref(), "successCondition")?,
             failure_condition: self

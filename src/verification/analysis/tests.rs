@@ -696,3 +696,83 @@ fn prometheus_answers_are_read_as_samples() {
         Err("query failed (timeout): query timed out".to_owned())
     );
 }
+
+/// The seed's Argo Rollouts condition, in expr-lang.
+const SEED_CONDITION: &str = "len(result) > 0 && result[0] < 0.05";
+
+/// A template written as Argo Rollouts' (`argoproj.io`): its conditions are expr-lang.
+fn argo_template(metrics: Vec<Value>) -> AnalysisTemplate {
+    use crate::expr::exprlang::ExprLanguage;
+    let mut template = template(json!({"metrics": metrics}));
+    template.metadata.annotations = Some(BTreeMap::from([(
+        ExprLanguage::ANNOTATION.to_owned(),
+        ExprLanguage::ExprLang.as_str().to_owned(),
+    )]));
+    template
+}
+
+#[tokio::test]
+async fn argo_rollouts_templates_evaluate_expr_lang_conditions() {
+    use crate::expr::exprlang::ExprLanguage;
+    for (sample, phase) in [
+        ("0.01", VerificationPhase::Successful),
+        ("0.2", VerificationPhase::Failed),
+    ] {
+        let server = serve(vec![vector(&[sample])]).await;
+        let metric = prometheus_metric(&server.url, json!({"successCondition": SEED_CONDITION}));
+        let metrics = prepare(&[argo_template(vec![metric])], &BTreeMap::new()).unwrap();
+        assert_eq!(metrics[0].language, ExprLanguage::ExprLang);
+        let (info, _) = run_to_end(&metrics, far()).await;
+        let measurement = &info.metrics[0].measurements[0];
+        assert_eq!(measurement.phase, phase, "{measurement:?}");
+        let verb = if phase == VerificationPhase::Successful {
+            "true"
+        } else {
+            "false"
+        };
+        assert_eq!(
+            measurement.message,
+            format!("successCondition `{SEED_CONDITION}` is {verb}")
+        );
+        assert_eq!(info.phase, phase);
+    }
+    // A result that is not a list is an Error naming the condition.
+    let server = serve(vec![(200, json!({"rate": 0.01}).to_string())]).await;
+    let metric = json!({"name": "web", "successCondition": SEED_CONDITION,
+                        "consecutiveErrorLimit": 0,
+                        "provider": {"web": {"url": server.url}}});
+    let metrics = prepare(&[argo_template(vec![metric])], &BTreeMap::new()).unwrap();
+    let (info, _) = run_to_end(&metrics, far()).await;
+    let measurement = &info.metrics[0].measurements[0];
+    assert_eq!(measurement.phase, VerificationPhase::Error);
+    assert!(
+        measurement
+            .message
+            .starts_with(&format!("expr-lang expression `{SEED_CONDITION}` failed: ")),
+        "{measurement:?}"
+    );
+    // The same condition in a Dray template is CEL, which has no `len()`.
+    let server = serve(vec![vector(&["0.01"])]).await;
+    let metric = prometheus_metric(&server.url, json!({"successCondition": SEED_CONDITION}));
+    let metrics = specs(vec![metric]);
+    assert_eq!(metrics[0].language, ExprLanguage::Cel);
+    let (info, _) = run_to_end(&metrics, far()).await;
+    assert_eq!(
+        info.metrics[0].measurements[0].phase,
+        VerificationPhase::Error
+    );
+}
+
+#[test]
+fn prepare_refuses_an_expr_lang_condition_that_does_not_parse() {
+    let metric = prometheus_metric(
+        "http://127.0.0.1:1",
+        json!({"failureCondition": "result[0] >"}),
+    );
+    let err = prepare(&[argo_template(vec![metric])], &BTreeMap::new()).unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains("not valid expr-lang with its args substituted (`result[0] >`)"),
+        "{message}"
+    );
+}
