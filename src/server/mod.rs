@@ -21,8 +21,8 @@ mod door_tests;
 pub mod error;
 pub mod freight_names;
 pub mod gates;
-mod hotfix;
 pub mod hold;
+mod hotfix;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]

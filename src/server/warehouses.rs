@@ -54,13 +54,22 @@ pub(crate) async fn refresh(
             Some(&name),
         )
         .await?;
+    let timeout = Duration::from_secs(params.timeout_seconds.unwrap_or(60));
+    if timeout.is_zero() || timeout > refresh::MAX_REFRESH_WAIT {
+        return Err(ApiError::bad_request(format!(
+            "timeoutSeconds {} is out of range: between 1 and {}",
+            timeout.as_secs(),
+            refresh::MAX_REFRESH_WAIT.as_secs()
+        ))
+        .with_hint(format!(
+            "wait at most 2 minutes per request; `dray get warehouse {name} -p {project}` shows a longer discovery's progress"
+        )));
+    }
     let key = ObjectKey::namespaced(Kind::Warehouse, &project, &name);
     let token = refresh::request(state.store.as_ref(), &key).await?;
     if !params.wait {
         return Ok(Json(json!({"refresh": token, "handled": false})));
     }
-    let timeout =
-        Duration::from_secs(params.timeout_seconds.unwrap_or(60)).min(refresh::MAX_REFRESH_WAIT);
     let (warehouse, handled) = refresh::wait(state.store.as_ref(), &key, &token, timeout).await?;
     if !handled {
         return Err(ApiError::new(
@@ -344,5 +353,31 @@ fn criteria_warnings(warehouse: &Warehouse, candidate: &Candidate) -> Vec<String
             vec![format!("criteriaNotMet: {why}")]
         }
         criteria::Decision::NoCriteria | criteria::Decision::Satisfied => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{Method, StatusCode};
+
+    use super::super::auth::AuthMode;
+    use super::super::test_support;
+
+    #[tokio::test]
+    async fn a_refresh_wait_beyond_its_bound_is_refused_not_shortened() {
+        let fresh = test_support::fresh(AuthMode::Token).await;
+        let uri = "/api/v1/projects/demo/warehouses/app/refresh?wait=true&timeoutSeconds=500";
+        let (status, body) =
+            test_support::call(&fresh.state, Some(&fresh.admin), Method::POST, uri, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("timeoutSeconds 500") && message.contains("120"),
+            "{message}"
+        );
+        let uri = "/api/v1/projects/demo/warehouses/app/refresh?wait=true&timeoutSeconds=0";
+        let (status, _) =
+            test_support::call(&fresh.state, Some(&fresh.admin), Method::POST, uri, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
     }
 }
