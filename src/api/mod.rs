@@ -18,6 +18,7 @@ pub mod crd;
 mod credential;
 mod freight;
 mod kind;
+pub mod label;
 mod object;
 mod project;
 mod project_config;

@@ -5,41 +5,18 @@
 use super::error::Issue;
 use super::path::FieldPath;
 
-/// The longest name of most kinds (an RFC 1123 label).
-pub(crate) const MAX_LABEL: usize = 63;
+pub(crate) use crate::api::label::MAX_LABEL;
 /// The longest Freight id (a hash).
 pub(crate) const MAX_FREIGHT: usize = 253;
 
-/// Whether `name` is lowercase alphanumerics and `-`, starts and ends alphanumeric, and is
-/// at most `max` characters long.
+/// Whether `name` is a valid name of at most `max` characters ([`crate::api::label`]).
 pub(crate) fn is_valid(name: &str, max: usize) -> bool {
-    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let bytes = name.as_bytes();
-    match (bytes.first(), bytes.last()) {
-        (Some(first), Some(last)) => {
-            bytes.len() <= max
-                && alnum(*first)
-                && alnum(*last)
-                && bytes.iter().all(|b| alnum(*b) || *b == b'-')
-        }
-        _ => false,
-    }
+    crate::api::label::is_label(name, max)
 }
 
 /// A valid spelling close to `name` (lowercased, other characters turned into `-`), if any.
 pub(crate) fn suggest(name: &str, max: usize) -> Option<String> {
-    let mut out = String::new();
-    for c in name.trim().chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let mut out: String = out.trim_matches('-').chars().take(max).collect();
-    while out.ends_with('-') {
-        out.pop();
-    }
+    let out = crate::api::label::to_label(name, max);
     (!out.is_empty() && out != name && is_valid(&out, max)).then_some(out)
 }
 

@@ -147,19 +147,8 @@ pub async fn window_state(
 /// aliases were checked may carry `Hot_Fix`): lowercased, other characters as `-`.
 fn promotion_name(stage: &str, alias: &str) -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
-    let mut base = String::new();
-    for c in format!("{stage}-{alias}").chars() {
-        let c = if c.is_ascii_alphanumeric() {
-            c.to_ascii_lowercase()
-        } else {
-            '-'
-        };
-        if !(c == '-' && base.ends_with('-')) {
-            base.push(c);
-        }
-    }
-    base.truncate(54);
-    format!("{}-{}", base.trim_end_matches('-'), &suffix[..8])
+    let base = crate::api::label::to_label(&format!("{stage}-{alias}"), 54);
+    format!("{base}-{}", &suffix[..8])
 }
 
 /// The one door to a Stage (see [`super::door`]): creates a Promotion once `who` may

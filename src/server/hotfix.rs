@@ -10,48 +10,28 @@
 
 use serde_json::Value;
 
-use crate::api::{FreightCommit, FreightImage, RepoUrl, Warehouse};
+use crate::api::{FreightCommit, FreightImage, RepoUrl, Warehouse, label};
 use crate::store::StoredObject;
 
 /// The longest alias: an RFC 1123 label.
-const MAX_ALIAS: usize = 63;
+const MAX_ALIAS: usize = label::MAX_LABEL;
 
 /// The refusal of an alias that is not an RFC 1123 label, with a valid spelling when
 /// there is one.
 pub(crate) fn check_alias(alias: &str) -> Result<(), (String, String)> {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let valid = alias.len() <= MAX_ALIAS
-        && alias.starts_with(alnum)
-        && alias.ends_with(alnum)
-        && alias.chars().all(|c| alnum(c) || c == '-');
-    if valid {
+    if label::is_label(alias, MAX_ALIAS) {
         return Ok(());
     }
     let message = format!(
         "alias `{alias}` is not an RFC 1123 label: lowercase letters, digits and `-`, starting and ending with a letter or digit, at most {MAX_ALIAS} characters (it becomes part of Promotion names)"
     );
-    let hint = match suggest(alias) {
-        Some(better) => format!("use --alias {better}"),
-        None => {
-            "choose an alias like `hotfix-1`, or leave --alias out for a generated one".to_owned()
-        }
+    let better = label::to_label(alias, MAX_ALIAS);
+    let hint = if better.is_empty() {
+        "choose an alias like `hotfix-1`, or leave --alias out for a generated one".to_owned()
+    } else {
+        format!("use --alias {better}")
     };
     Err((message, hint))
-}
-
-/// A valid alias close to `alias`: lowercased, other characters turned into `-`.
-fn suggest(alias: &str) -> Option<String> {
-    let mut out = String::new();
-    for c in alias.trim().chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let out: String = out.trim_matches('-').chars().take(MAX_ALIAS).collect();
-    let out = out.trim_end_matches('-').to_owned();
-    (!out.is_empty()).then_some(out)
 }
 
 /// What is wrong with how `images` and `commits` cover `warehouse`'s subscriptions: each
