@@ -99,7 +99,11 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
     d.prometheus.set(QUERY, Answer::Empty);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        d.p.promote_ok("dev", &alias)?;
+        // The promotion succeeds; `--wait` waits for the verification and fails with it.
+        let promoted = d.p.promote("dev", &alias)?;
+        let said = text(&promoted);
+        assert_eq!(promoted.status.code(), Some(1), "{said}");
+        assert!(said.contains("ended Inconclusive"), "{said}");
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Inconclusive", "{run:#}");
         let metric = &run["metrics"][0];
@@ -134,8 +138,14 @@ async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unveri
     d.argocd.degrade_after_sync("shop-dev", why);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        // Written to git and synced: the promotion succeeded; the health is the Stage's.
-        d.p.promote_ok("dev", &alias)?;
+        // Written to git and synced: the promotion succeeded; the health is the Stage's, and
+        // `--wait` fails with the verification it waited for.
+        let promoted = d.p.promote("dev", &alias)?;
+        let said = text(&promoted);
+        assert!(
+            said.contains("the promotion Succeeded, but verification") && said.contains("ended Error"),
+            "{said}"
+        );
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Error", "{run:#}");
         let message = run["message"].as_str().unwrap_or_default();

@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::Method;
 
 use super::FreightChoice;
+use crate::api::verification_run::verifies;
 use crate::api::{
     Promotion, PromotionPhase, Stage, StepPhase, Time, VerificationInfo, VerificationPhase,
 };
@@ -197,7 +198,12 @@ async fn follow_verification(
     let (stage, freight) = (promoted.stage, promoted.freight);
     let path = format!("/api/v1/projects/{project}/stages/{stage}");
     let stage_object: Stage = ctx.client.get(&path).await?;
-    if stage_object.spec.verification.is_none() {
+    let applications = stage_object
+        .status
+        .as_ref()
+        .map(|s| s.applications.as_slice())
+        .unwrap_or_default();
+    if !verifies(&stage_object, applications) {
         return Ok(());
     }
     println!("waiting for the verification of {freight} in stage {stage} (--no-verify-wait skips)");
