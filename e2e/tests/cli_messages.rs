@@ -67,7 +67,10 @@ async fn promote_wait_waits_for_the_verification_and_fails_when_it_fails() -> Re
             "{said}"
         );
         let run = p.stage("dev")?["status"]["verification"].clone();
-        assert_eq!(run["phase"], "Failed", "the CLI waited for the end: {run:#}");
+        assert_eq!(
+            run["phase"], "Failed",
+            "the CLI waited for the end: {run:#}"
+        );
 
         // Verified: the same command ends 0 and says so.
         prometheus.set(READY, Answer::Value(1.0));

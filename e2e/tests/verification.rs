@@ -143,7 +143,8 @@ async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unveri
         let promoted = d.p.promote("dev", &alias)?;
         let said = text(&promoted);
         assert!(
-            said.contains("the promotion Succeeded, but verification") && said.contains("ended Error"),
+            said.contains("the promotion Succeeded, but verification")
+                && said.contains("ended Error"),
             "{said}"
         );
         let run = d.verification_of(&freight)?;

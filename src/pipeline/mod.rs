@@ -1,7 +1,8 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
 //! ([`request`]), and what each Stage's gates and windows say now ([`board`], which the API
-//! and the web UI show). It decides; `promotion` executes; `store` remembers.
+//! and the web UI show); [`unblock`] words what would lift each reason a promotion is
+//! refused. It decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
@@ -9,6 +10,7 @@ pub mod board;
 pub mod door;
 pub mod queue;
 pub mod request;
+pub mod unblock;
 pub mod windows;
 
 use crate::api::ResourceBody as _;

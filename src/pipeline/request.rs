@@ -18,6 +18,7 @@ use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify
 
 use super::availability::{Reason, availability};
 use super::door::{AuthorizeError, Authorizer};
+use super::unblock;
 use super::windows::{self, WindowError, WindowState};
 use super::{
     ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION,
@@ -55,9 +56,11 @@ pub enum PromoteError {
     /// Neither or both of id and alias were given.
     #[error("name the Freight by id or by alias (exactly one)")]
     Ambiguous,
-    /// A gate refused; each reason names itself.
+    /// A gate refused; each reason names itself and what would lift it.
     #[error("Freight `{freight}` may not be promoted to `{stage}`: {}", reasons.join("; "))]
     Refused {
+        /// The project.
+        project: String,
         /// The Freight's alias.
         freight: String,
         /// The Stage.
@@ -123,6 +126,39 @@ pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
         .collect()
 }
 
+/// Each of `gates` once, with what would lift it (see [`unblock`]); reads the upstream
+/// Stages the reasons name, for what their verification of the Freight is doing.
+async fn explained(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    freight: &Freight,
+    gates: &[Reason],
+) -> Result<Vec<String>, StoreError> {
+    let mut upstream = BTreeMap::new();
+    for name in gates.iter().flat_map(unblock::upstream_names) {
+        let key = ObjectKey::namespaced(Kind::Stage, project, &name);
+        if let Some(stage) = store.get(&key).await?.and_then(|s| s.to_typed().ok()) {
+            upstream.insert(name, stage);
+        }
+    }
+    let target = unblock::Target {
+        project,
+        stage,
+        alias: &freight.spec.alias,
+        freight: freight.metadata.name.as_deref().unwrap_or_default(),
+    };
+    let now = jiff::Timestamp::now();
+    let mut reasons: Vec<String> = Vec::new();
+    for gate in gates {
+        let said = unblock::explain(gate, &target, &upstream, now);
+        if !reasons.contains(&said) {
+            reasons.push(said);
+        }
+    }
+    Ok(reasons)
+}
+
 /// The promotion windows of `project` as they apply to `stage` now.
 pub async fn window_state(
     store: &dyn Store,
@@ -178,7 +214,7 @@ pub async fn request_promotion(
         })?
         .to_typed()?;
     let freight = find_freight(store, project, request).await?;
-    let mut reasons = refusals(&stage, &freight);
+    let mut gates = availability(&stage, &freight, jiff::Timestamp::now()).reasons;
     let windows = window_state(store, project, &stage).await?;
     let mut window_override = None;
     match (&windows, &request.override_window) {
@@ -193,21 +229,23 @@ pub async fn request_promotion(
         }
         (Ok(state), None) => {
             let blocked = state.blocked_by.clone();
-            reasons.push(
-                Reason::WindowClosed {
-                    window: blocked
-                        .as_ref()
-                        .map(|b| b.window.clone())
-                        .unwrap_or_default(),
-                    until: state.next_change.or(blocked.and_then(|b| b.until)),
-                }
-                .to_string(),
-            );
+            gates.push(Reason::WindowClosed {
+                window: blocked
+                    .as_ref()
+                    .map(|b| b.window.clone())
+                    .unwrap_or_default(),
+                until: state.next_change.or(blocked.and_then(|b| b.until)),
+            });
         }
-        (Err(error), _) => reasons.push(format!("{error}; hint: {}", error.hint())),
+        (Err(_), _) => {}
+    }
+    let mut reasons = explained(store, project, &request.stage, &freight, &gates).await?;
+    if let Err(error) = &windows {
+        reasons.push(format!("{error} — {}", error.hint()));
     }
     if !reasons.is_empty() {
         return Err(PromoteError::Refused {
+            project: project.to_owned(),
             freight: freight.spec.alias.clone(),
             stage: request.stage.clone(),
             reasons,
@@ -529,6 +567,7 @@ pub async fn approve(
         .any(|r| r.origin.name == freight.spec.origin.name)
     {
         return Err(PromoteError::Refused {
+            project: project.to_owned(),
             freight: freight.spec.alias.clone(),
             stage: stage_name.to_owned(),
             reasons: vec![format!(

@@ -177,14 +177,35 @@ async fn a_closed_window_holds_on_every_route_and_only_override_passes_it() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
-        body["error"]["message"]
+        body["error"]["details"][0]
             .as_str()
             .unwrap()
             .contains("freeze"),
         "{body}"
     );
 
+    // Said once, with what lets it through.
     let promote = "/api/v1/projects/demo/stages/dev/promote";
+    let (status, body) = world
+        .promoter(Method::POST, promote, Some(json!({"freight": "f1"})))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"]["message"], "Freight `first` may not be promoted to `dev`",
+        "{body}"
+    );
+    let details = body["error"]["details"].as_array().unwrap();
+    assert_eq!(details.len(), 1, "{body}");
+    let reason = details[0].as_str().unwrap();
+    assert!(
+        reason.starts_with("frozen by window `freeze` until ")
+            && reason.ends_with(
+                "— wait until it opens, or ask someone with `override` on stages/dev to run \
+                 `dray promote -p demo --stage dev --alias first` with `--override-window REASON`"
+            ),
+        "{reason}"
+    );
+
     let through = json!({"freight": "f1", "overrideWindow": "hotfix"});
     let (status, body) = world
         .promoter(Method::POST, promote, Some(through.clone()))

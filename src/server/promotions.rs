@@ -52,9 +52,18 @@ impl From<PromoteError> for ApiError {
             }
             PromoteError::Ambiguous => ApiError::bad_request(message)
                 .with_hint("pass either `freight` (the id) or `alias`, not both"),
-            PromoteError::Refused { reasons, stage, .. } => {
-                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", message).with_hint(
-                    format!("run `dray get freight --stage {stage}` to see which Freight may go"),
+            PromoteError::Refused {
+                project,
+                freight,
+                stage,
+                reasons,
+            } => {
+                // The reasons, each with what lifts it, are the details: said once.
+                let headline = format!("Freight `{freight}` may not be promoted to `{stage}`");
+                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", headline).with_hint(
+                    format!(
+                        "run `dray get freight --stage {stage} -p {project}` to see which Freight may go"
+                    ),
                 );
                 api.set_details(json!(reasons));
                 api

@@ -223,7 +223,10 @@ async fn follow_verification(
         if let Some(run) = &run {
             match run.phase {
                 VerificationPhase::Successful => {
-                    println!("verification {} of {freight} in stage {stage} Successful", run.id);
+                    println!(
+                        "verification {} of {freight} in stage {stage} Successful",
+                        run.id
+                    );
                     return Ok(());
                 }
                 VerificationPhase::Failed

@@ -148,6 +148,7 @@ async fn not_through_the_promote_path(
             let freight: Freight = freight.to_typed()?;
             let reasons = refusals(&stage, &freight);
             (!reasons.is_empty()).then(|| PromoteError::Refused {
+                project: project.clone(),
                 freight: freight.spec.alias.clone(),
                 stage: promote.stage.clone(),
                 reasons,
