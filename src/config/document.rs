@@ -14,7 +14,8 @@ use super::path::FieldPath;
 use super::schema_check::{METADATA_IGNORED, Respelling, respelled, unknown_fields};
 use super::typed::{self, Resource};
 use super::yaml::{Document, LineIndex};
-use super::{DocumentOrigin, semantics, suggest};
+use super::{DocumentOrigin, semantics};
+use crate::api::suggest;
 
 /// One document after its own checks.
 #[derive(Debug, Clone)]

@@ -18,7 +18,7 @@
 //! rules and reference checks, on what could be read of it (misspellings respelled, mistyped
 //! fields left out), so that fixing one kind of mistake never reveals another. What a webhook secret must be is in `webhook_secret` (the
 //! webhook receivers apply the same rule at request time). Errors and hints are built with
-//! `error`, `path` and `suggest`; files are found by `files`. This module does not store
+//! `error`, `path` and `crate::api::suggest`; files are found by `files`. This module does not store
 //! anything, and knows nothing of the server or the CLI.
 
 mod analysis;
@@ -34,7 +34,6 @@ mod references;
 mod schema_check;
 mod semantics;
 mod steps;
-mod suggest;
 mod typed;
 pub mod webhook_secret;
 mod yaml;

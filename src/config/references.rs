@@ -15,8 +15,8 @@ use super::document::Checked;
 use super::error::Issue;
 use super::names::{self, MAX_LABEL};
 use super::path::FieldPath;
-use super::suggest::hint_for;
 use super::typed::{self, Resource};
+use crate::api::suggest::hint_for;
 
 /// Every resource a batch can refer to: the batch over what is stored.
 struct World<'a> {

@@ -9,7 +9,7 @@ use crate::api::Kind;
 
 use super::error::Issue;
 use super::path::{FieldPath, Segment};
-use super::suggest;
+use crate::api::suggest;
 
 /// Top-level fields every kind takes besides those of its schema.
 const ENVELOPE: [&str; 3] = ["apiVersion", "kind", "metadata"];

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
+use crate::api::suggest::closest;
 use crate::api::{
     API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, PromotionTask,
     QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
@@ -30,20 +31,24 @@ pub use super::door::PromoteRequest;
 #[derive(Debug, thiserror::Error)]
 pub enum PromoteError {
     /// The Stage does not exist.
-    #[error("Stage `{stage}` does not exist in project `{project}`")]
+    #[error("Stage `{stage}` does not exist in project `{project}`{}", did_you_mean(.meant))]
     NoStage {
         /// The project.
         project: String,
         /// The Stage.
         stage: String,
+        /// The project's Stage most likely meant.
+        meant: Option<String>,
     },
     /// The Freight does not exist.
-    #[error("no Freight {what} in project `{project}`")]
+    #[error("no Freight {what} in project `{project}`{}", did_you_mean(.meant))]
     NoFreight {
         /// The project.
         project: String,
         /// `with id `…`` or `with alias `…``.
         what: String,
+        /// The id or alias (as asked) most likely meant.
+        meant: Option<String>,
     },
     /// The one who asks may not.
     #[error("{message}")]
@@ -85,6 +90,27 @@ impl From<AuthorizeError> for PromoteError {
     }
 }
 
+/// `; did you mean `x`?` when something was likely meant.
+fn did_you_mean(meant: &Option<String>) -> String {
+    meant
+        .as_deref()
+        .map(|m| format!("; did you mean `{m}`?"))
+        .unwrap_or_default()
+}
+
+/// [`PromoteError::NoStage`] for `stage`, with the project's Stage likely meant.
+pub async fn no_stage(store: &dyn Store, project: &str, stage: &str) -> PromoteError {
+    let names = store
+        .list(Kind::Stage, Some(project))
+        .await
+        .unwrap_or_default();
+    PromoteError::NoStage {
+        project: project.to_owned(),
+        stage: stage.to_owned(),
+        meant: closest(stage, names.iter().map(|s| s.key.name.as_str())).map(str::to_owned),
+    }
+}
+
 async fn find_freight(
     store: &dyn Store,
     project: &str,
@@ -93,25 +119,33 @@ async fn find_freight(
     match (&request.freight, &request.alias) {
         (Some(id), None) => {
             let key = ObjectKey::namespaced(Kind::Freight, project, id);
-            let stored = store
-                .get(&key)
-                .await?
-                .ok_or_else(|| PromoteError::NoFreight {
-                    project: project.to_owned(),
-                    what: format!("with id `{id}`"),
-                })?;
-            Ok(stored.to_typed()?)
+            if let Some(stored) = store.get(&key).await? {
+                return Ok(stored.to_typed()?);
+            }
+            let all = store.list(Kind::Freight, Some(project)).await?;
+            Err(PromoteError::NoFreight {
+                project: project.to_owned(),
+                what: format!("with id `{id}`"),
+                meant: closest(id, all.iter().map(|f| f.key.name.as_str())).map(str::to_owned),
+            })
         }
         (None, Some(alias)) => {
             let all = store.list(Kind::Freight, Some(project)).await?;
-            let found = all
-                .into_iter()
-                .find(|f| f.object.get("alias").and_then(Value::as_str) == Some(alias.as_str()))
-                .ok_or_else(|| PromoteError::NoFreight {
-                    project: project.to_owned(),
-                    what: format!("with alias `{alias}`"),
-                })?;
-            Ok(found.to_typed()?)
+            let alias_of = |f: &StoredObject| {
+                f.object
+                    .get("alias")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            if let Some(found) = all.iter().find(|f| alias_of(f).as_deref() == Some(alias)) {
+                return Ok(found.to_typed()?);
+            }
+            let aliases: Vec<String> = all.iter().filter_map(alias_of).collect();
+            Err(PromoteError::NoFreight {
+                project: project.to_owned(),
+                what: format!("with alias `{alias}`"),
+                meant: closest(alias, aliases.iter().map(String::as_str)).map(str::to_owned),
+            })
         }
         _ => Err(PromoteError::Ambiguous),
     }
@@ -205,14 +239,10 @@ pub async fn request_promotion(
     }
     let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, &request.stage);
-    let stage: Stage = store
-        .get(&stage_key)
-        .await?
-        .ok_or_else(|| PromoteError::NoStage {
-            project: project.to_owned(),
-            stage: request.stage.clone(),
-        })?
-        .to_typed()?;
+    let Some(stored) = store.get(&stage_key).await? else {
+        return Err(no_stage(store, project, &request.stage).await);
+    };
+    let stage: Stage = stored.to_typed()?;
     let freight = find_freight(store, project, request).await?;
     let mut gates = availability(&stage, &freight, jiff::Timestamp::now()).reasons;
     let windows = window_state(store, project, &stage).await?;
@@ -551,14 +581,10 @@ pub async fn approve(
     .await?;
     let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, stage_name);
-    let stage: Stage = store
-        .get(&stage_key)
-        .await?
-        .ok_or_else(|| PromoteError::NoStage {
-            project: project.to_owned(),
-            stage: stage_name.to_owned(),
-        })?
-        .to_typed()?;
+    let Some(stored) = store.get(&stage_key).await? else {
+        return Err(no_stage(store, project, stage_name).await);
+    };
+    let stage: Stage = stored.to_typed()?;
     let freight = find_freight(store, project, which).await?;
     if !stage
         .spec

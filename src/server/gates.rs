@@ -155,14 +155,9 @@ pub(crate) async fn stage_window(
 
 /// The Stage `key`, or a 404 that says how to list Stages.
 pub(crate) async fn load_stage(state: &AppState, key: &ObjectKey) -> Result<Stage, ApiError> {
-    let project = key.namespace.as_deref().unwrap_or_default();
-    let stored = state.store.get(key).await?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "Stage `{}` does not exist in project `{project}`",
-            key.name
-        ))
-        .with_hint(format!("run `dray get stages -p {project}`"))
-    })?;
+    let Some(stored) = state.store.get(key).await? else {
+        return Err(ApiError::missing_from(state.store.as_ref(), key).await);
+    };
     Ok(stored.to_typed()?)
 }
 

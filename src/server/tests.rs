@@ -580,3 +580,49 @@ fn webhook_secrets_in_paths_are_not_logged() {
     );
     assert_eq!(super::loggable_path("/api/v1/projects"), "/api/v1/projects");
 }
+
+/// Every route answers a missing resource alike: ``<Kind> `name` does not exist in project
+/// `P` ``, "did you mean" the closest name, and a hint with the command that lists them.
+#[tokio::test]
+async fn missing_resources_are_answered_in_one_shape_with_did_you_mean() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert!(status.is_success(), "{body}");
+    let cases = [
+        (
+            Method::GET,
+            "/api/v1/projects/demo/stages/dve",
+            None,
+            "Stage `dve` does not exist in project `demo`; did you mean `dev`?",
+            "run `dray get stages -p demo` to list them",
+        ),
+        (
+            Method::GET,
+            "/api/v1/projects/demo/warehouses/ap",
+            None,
+            "Warehouse `ap` does not exist in project `demo`; did you mean `app`?",
+            "run `dray get warehouses -p demo` to list them",
+        ),
+        (
+            Method::POST,
+            "/api/v1/projects/demo/stages/deb/promote",
+            Some(json!({"alias": "x"})),
+            "Stage `deb` does not exist in project `demo`; did you mean `dev`?",
+            "run `dray get stages -p demo` to list them",
+        ),
+        (
+            Method::POST,
+            "/api/v1/projects/demo/stages/dev/promote",
+            Some(json!({"alias": "nope"})),
+            "no Freight with alias `nope` in project `demo`",
+            "run `dray get freight -p demo` to list them",
+        ),
+    ];
+    for (method, uri, request, message, hint) in cases {
+        let (status, body) = server.call(method, uri, request).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+        assert_eq!(body["error"]["message"], message, "{uri}");
+        assert_eq!(body["error"]["hint"], hint, "{uri}");
+        assert!(!message.contains("; hint:"));
+    }
+}

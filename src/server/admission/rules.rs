@@ -138,10 +138,12 @@ async fn not_through_the_promote_path(
         (None, _) => Some(PromoteError::NoStage {
             project: project.clone(),
             stage: promote.stage.clone(),
+            meant: None,
         }),
         (_, None) => Some(PromoteError::NoFreight {
             project: project.clone(),
             what: format!("with id `{freight_id}`"),
+            meant: None,
         }),
         (Some(stage), Some(freight)) => {
             let stage: Stage = stage.to_typed()?;
