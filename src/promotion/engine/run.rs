@@ -94,11 +94,11 @@ impl Engine {
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
             let outcome = match self.expr_context(&run, &base, &view, &step) {
-                Err(reason) => StepOutcome::failed(format!("step `{alias}`: {reason}")),
+                Err(reason) => StepOutcome::failed(reason),
                 Ok(expr_ctx) => {
                     let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
                     match self.exprs.evaluate_condition(condition, &expr_ctx) {
-                        Err(error) => StepOutcome::failed(format!("step `{alias}`: `if`: {error}")),
+                        Err(error) => StepOutcome::failed(format!("`if`: {error}")),
                         Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
                         Ok(true) => {
                             let mut ctx = base.clone();
