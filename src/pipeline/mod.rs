@@ -8,6 +8,7 @@ pub mod auto;
 pub mod availability;
 pub mod board;
 pub mod door;
+pub mod policy;
 pub mod queue;
 pub mod request;
 pub mod unblock;

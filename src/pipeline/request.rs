@@ -343,7 +343,8 @@ pub async fn request_promotion(
 }
 
 /// A person promoting Freight other than the newest available one (a rollback) holds
-/// auto-promotion for the Stage; promoting the newest lifts the hold.
+/// auto-promotion for the Stage — where auto-promotion is on, and not on the Stage's first
+/// promotion (nothing is rolled back); promoting the newest lifts the hold.
 async fn update_hold(
     store: &dyn Store,
     project: &str,
@@ -351,6 +352,20 @@ async fn update_hold(
     freight: &Freight,
     actor: &str,
 ) -> Result<(), StoreError> {
+    let stage_name = stage.metadata.name.as_deref().unwrap_or_default();
+    let config_key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let config: Option<crate::api::ProjectConfig> = store
+        .get(&config_key)
+        .await?
+        .and_then(|c| c.to_typed().ok());
+    let is_auto = super::policy::auto_promotion(stage, config.iter()).is_some();
+    let is_first = stage
+        .status
+        .as_ref()
+        .is_none_or(|s| s.current_freight.is_none());
+    if !is_auto || is_first {
+        return set_hold(store, project, stage_name, None).await.map(|_| ());
+    }
     let now = jiff::Timestamp::now();
     let mut all: Vec<(String, Freight)> = store
         .list(Kind::Freight, Some(project))
@@ -375,24 +390,21 @@ async fn update_hold(
             "since": now.to_string(),
         })
     });
-    set_hold(
-        store,
-        project,
-        stage.metadata.name.as_deref().unwrap_or_default(),
-        hold,
-    )
-    .await
+    set_hold(store, project, stage_name, hold).await.map(|_| ())
 }
 
-/// Sets (`Some`) or lifts (`None`) a Stage's hold on auto-promotion.
+/// Sets (`Some`) or lifts (`None`) a Stage's hold on auto-promotion; returns the hold
+/// there was before (`None` when there was none).
 pub async fn set_hold(
     store: &dyn Store,
     project: &str,
     stage: &str,
     hold: Option<Value>,
-) -> Result<(), StoreError> {
+) -> Result<Option<Value>, StoreError> {
     let key = ObjectKey::namespaced(Kind::Stage, project, stage);
+    let mut before = None;
     modify_status(store, &key, |_, status| {
+        before = status.get("hold").filter(|h| !h.is_null()).cloned();
         if status.get("hold").unwrap_or(&Value::Null) == hold.as_ref().unwrap_or(&Value::Null) {
             return Ok(false);
         }
@@ -407,8 +419,30 @@ pub async fn set_hold(
         }
         Ok(true)
     })
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(before)
+}
+
+/// Lifts the hold `promotion` (aborted before it changed anything) set on its Stage: the
+/// Freight it would have rolled back to never got in.
+async fn release_hold(store: &dyn Store, promotion: &StoredObject) -> Result<(), StoreError> {
+    let Ok(promotion) = promotion.to_typed::<Promotion>() else {
+        return Ok(());
+    };
+    let project = promotion.metadata.namespace.as_deref().unwrap_or_default();
+    let key = ObjectKey::namespaced(Kind::Stage, project, &promotion.spec.stage);
+    let Some(stage) = store.get(&key).await? else {
+        return Ok(());
+    };
+    let holds_it = stage
+        .object
+        .pointer("/status/hold/freight")
+        .and_then(Value::as_str)
+        == Some(promotion.spec.freight.as_str());
+    if holds_it {
+        set_hold(store, project, &promotion.spec.stage, None).await?;
+    }
+    Ok(())
 }
 
 async fn pending_in_stage(
@@ -534,7 +568,10 @@ pub async fn abort_promotion(
                     .update_status(key, status, Some(current.resource_version))
                     .await
                 {
-                    Ok(_) => return Ok(AbortOutcome::Aborted),
+                    Ok(_) => {
+                        release_hold(store, &current).await?;
+                        return Ok(AbortOutcome::Aborted);
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(error) => return Err(error),
                 }
