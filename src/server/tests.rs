@@ -626,3 +626,38 @@ async fn missing_resources_are_answered_in_one_shape_with_did_you_mean() {
         assert!(!message.contains("; hint:"));
     }
 }
+
+/// A refresh marks the Warehouse with an annotation of Dray's own; applying the same YAML
+/// again is still `unchanged`.
+#[tokio::test]
+async fn a_reapply_after_a_refresh_is_unchanged() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/api/v1/projects/demo/warehouses/app/refresh",
+            Some(json!({})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let (_, warehouse) = server
+        .call(Method::GET, "/api/v1/projects/demo/warehouses/app", None)
+        .await;
+    assert!(
+        warehouse["metadata"]["annotations"]["dray.dev/refresh"].is_string(),
+        "the refresh left no mark to ignore: {warehouse}"
+    );
+    let (_, body) = server.apply(PIPELINE).await;
+    let actions: Vec<_> = body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["kind"].clone(), r["action"].clone()))
+        .collect();
+    assert!(
+        actions.iter().all(|(_, action)| action == "unchanged"),
+        "{actions:?}"
+    );
+}
