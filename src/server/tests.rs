@@ -661,3 +661,23 @@ async fn a_reapply_after_a_refresh_is_unchanged() {
         "{actions:?}"
     );
 }
+
+/// A refused `dray verify` says what is wrong in the message and what to do in the hint,
+/// not both on one line.
+#[tokio::test]
+async fn a_refused_verify_puts_its_hint_in_the_hint() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let verify = "/api/v1/projects/demo/stages/dev/verify";
+    let (status, body) = server.call(Method::POST, verify, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "Stage `dev` holds no Freight yet, so there is nothing to verify"
+    );
+    assert_eq!(
+        body["error"]["hint"],
+        "promote Freight into it first: `dray promote -p demo --stage dev --alias ALIAS`"
+    );
+}
