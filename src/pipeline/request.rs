@@ -423,26 +423,15 @@ pub async fn set_hold(
     Ok(before)
 }
 
-/// Lifts the hold `promotion` (aborted before it changed anything) set on its Stage: the
-/// Freight it would have rolled back to never got in.
+/// Lifts the hold `promotion` (aborted before it started) set on its Stage: the Freight it
+/// would have rolled back to never got in.
 async fn release_hold(store: &dyn Store, promotion: &StoredObject) -> Result<(), StoreError> {
     let Ok(promotion) = promotion.to_typed::<Promotion>() else {
         return Ok(());
     };
     let project = promotion.metadata.namespace.as_deref().unwrap_or_default();
-    let key = ObjectKey::namespaced(Kind::Stage, project, &promotion.spec.stage);
-    let Some(stage) = store.get(&key).await? else {
-        return Ok(());
-    };
-    let holds_it = stage
-        .object
-        .pointer("/status/hold/freight")
-        .and_then(Value::as_str)
-        == Some(promotion.spec.freight.as_str());
-    if holds_it {
-        set_hold(store, project, &promotion.spec.stage, None).await?;
-    }
-    Ok(())
+    let spec = &promotion.spec;
+    crate::promotion::record::lift_hold_of(store, project, &spec.stage, &spec.freight).await
 }
 
 async fn pending_in_stage(

@@ -189,6 +189,16 @@ impl Engine {
             _ => "aborted".to_owned(),
         };
         let message = if pushed.is_empty() {
+            // Nothing rolled back: a hold its request set goes with it.
+            let spec = &run.promotion.spec;
+            let project = run.key.namespace.as_deref().unwrap_or_default();
+            crate::promotion::record::lift_hold_of(
+                self.store.as_ref(),
+                project,
+                &spec.stage,
+                &spec.freight,
+            )
+            .await?;
             format!("{aborted} before anything was pushed")
         } else {
             format!("{aborted}; already pushed: {}", pushed.join(", "))
