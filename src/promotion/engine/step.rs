@@ -32,9 +32,7 @@ impl Engine {
     ) -> Result<StepOutcome, EngineError> {
         let alias = ctx.alias.clone();
         let Some(kind) = step.uses.as_deref() else {
-            return Ok(StepOutcome::failed(format!(
-                "it names no step kind (`uses`)"
-            )));
+            return Ok(StepOutcome::failed("it names no step kind (`uses`)"));
         };
         let Some(runner) = self.steps.get(kind) else {
             return Ok(StepOutcome::failed(format!(
