@@ -356,8 +356,20 @@ async fn one_stages_slow_measurement_does_not_hold_up_anothers() -> Result<()> {
     p.release("1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = p.newest_freight()?;
+        // Both verifications must run at once: neither promotion waits for its own.
         for stage in ["dev", "staging"] {
-            p.promote_ok(stage, &alias)?;
+            let promoted = p.cli(&[
+                "promote",
+                "--stage",
+                stage,
+                "--alias",
+                &alias,
+                "--wait",
+                "--no-verify-wait",
+                "--timeout",
+                "2m",
+            ])?;
+            assert!(promoted.status.success(), "{}", text(&promoted));
         }
         for stage in ["dev", "staging"] {
             let run = p.wait_until(&format!("the verification of `{stage}`"), || {

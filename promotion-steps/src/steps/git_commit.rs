@@ -310,10 +310,7 @@ async fn commit(
 
 /// `1 file changed`, `3 files changed`.
 fn files_changed(count: usize) -> String {
-    match count {
-        1 => "1 file changed".to_owned(),
-        n => format!("{n} files changed"),
-    }
+    format!("{} changed", crate::count::count(count, "file"))
 }
 
 fn succeeded(sha: &str, message: &str) -> StepOutcome {
