@@ -99,7 +99,11 @@ async fn an_empty_result_is_inconclusive_never_successful() -> Result<()> {
     d.prometheus.set(QUERY, Answer::Empty);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        d.p.promote_ok("dev", &alias)?;
+        // The promotion succeeds; `--wait` waits for the verification and fails with it.
+        let promoted = d.p.promote("dev", &alias)?;
+        let said = text(&promoted);
+        assert_eq!(promoted.status.code(), Some(1), "{said}");
+        assert!(said.contains("ended Inconclusive"), "{said}");
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Inconclusive", "{run:#}");
         let metric = &run["metrics"][0];
@@ -134,8 +138,15 @@ async fn degraded_after_sync_makes_the_stage_unhealthy_and_leaves_freight_unveri
     d.argocd.degrade_after_sync("shop-dev", why);
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = d.newest_freight()?;
-        // Written to git and synced: the promotion succeeded; the health is the Stage's.
-        d.p.promote_ok("dev", &alias)?;
+        // Written to git and synced: the promotion succeeded; the health is the Stage's, and
+        // `--wait` fails with the verification it waited for.
+        let promoted = d.p.promote("dev", &alias)?;
+        let said = text(&promoted);
+        assert!(
+            said.contains("the promotion Succeeded, but verification")
+                && said.contains("ended Error"),
+            "{said}"
+        );
         let run = d.verification_of(&freight)?;
         assert_eq!(run["phase"], "Error", "{run:#}");
         let message = run["message"].as_str().unwrap_or_default();
@@ -345,8 +356,20 @@ async fn one_stages_slow_measurement_does_not_hold_up_anothers() -> Result<()> {
     p.release("1.0.0").await?;
     tokio::task::block_in_place(|| -> Result<()> {
         let (freight, alias) = p.newest_freight()?;
+        // Both verifications must run at once: neither promotion waits for its own.
         for stage in ["dev", "staging"] {
-            p.promote_ok(stage, &alias)?;
+            let promoted = p.cli(&[
+                "promote",
+                "--stage",
+                stage,
+                "--alias",
+                &alias,
+                "--wait",
+                "--no-verify-wait",
+                "--timeout",
+                "2m",
+            ])?;
+            assert!(promoted.status.success(), "{}", text(&promoted));
         }
         for stage in ["dev", "staging"] {
             let run = p.wait_until(&format!("the verification of `{stage}`"), || {

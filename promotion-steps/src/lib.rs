@@ -24,6 +24,7 @@
 
 pub mod argocd;
 mod context;
+mod count;
 pub mod duration;
 mod effects;
 pub mod forge;

@@ -4,7 +4,8 @@
 //! [`VERSION`], derived with `kube::CustomResource`, so that the same YAML works with
 //! `dray apply` against the embedded server and with `kubectl apply` against a cluster that
 //! has the CRDs from `crds/`. This module imports only serde, schemars, k8s-openapi and
-//! kube's derive: never the store, the engine or the server.
+//! kube's derive (and strsim, for [`suggest`]'s "did you mean"): never the store, the
+//! engine or the server.
 //!
 //! Project resources live in the namespace named after their project
 //! (`metadata.namespace: <project>`); [`Project`] itself is cluster-scoped.
@@ -27,6 +28,7 @@ mod promotion_task;
 mod repo_url;
 mod role;
 mod stage;
+pub mod suggest;
 pub mod verification_run;
 mod warehouse;
 

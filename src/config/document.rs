@@ -11,10 +11,11 @@ use crate::api::{API_VERSION, Kind, ObjectKey, crd};
 use super::error::{ConfigError, Issue};
 use super::names::{self, MAX_FREIGHT, MAX_LABEL};
 use super::path::FieldPath;
-use super::schema_check::{METADATA_IGNORED, respelled, unknown_fields};
+use super::schema_check::{METADATA_IGNORED, Respelling, respelled, unknown_fields};
 use super::typed::{self, Resource};
 use super::yaml::{Document, LineIndex};
-use super::{DocumentOrigin, semantics, suggest};
+use super::{DocumentOrigin, semantics};
+use crate::api::suggest;
 
 /// One document after its own checks.
 #[derive(Debug, Clone)]
@@ -29,26 +30,46 @@ pub(crate) struct Checked {
     name: Option<String>,
     /// The object, with `metadata.namespace` filled in and server-set metadata dropped.
     pub(crate) object: Value,
-    /// The object as its Rust type, when it passed the type check.
+    /// The object as its Rust type, when it passed the type check without misspellings:
+    /// what other documents may rely on.
     pub(crate) resource: Option<Resource>,
+    /// The object as far as it could be read (misspelled fields respelled, mistyped ones
+    /// left out): what its own rules and references are checked on.
+    pub(crate) readable: Option<Resource>,
+    /// Fields left out of `readable` because their type was wrong.
+    left_out: Vec<FieldPath>,
+    /// Fields renamed in `readable` because they were misspelled.
+    renamed: Vec<Respelling>,
     lines: LineIndex,
     /// Problems found in this document alone.
     pub(crate) issues: Vec<Issue>,
 }
 
 impl Checked {
-    /// Places `issue` in this document.
+    /// Places `issue` in this document, under the field names the author wrote.
     pub(crate) fn error(&self, issue: &Issue) -> ConfigError {
+        let path = self
+            .renamed
+            .iter()
+            .find_map(|r| issue.path.moved(&r.meant, &r.written))
+            .unwrap_or_else(|| issue.path.clone());
         ConfigError {
             file: self.origin.file.clone(),
             document: Some(self.origin.document),
             kind: self.kind.clone(),
             name: self.name.clone(),
-            line: Some(issue.line.unwrap_or_else(|| self.lines.line(&issue.path))),
-            field: (!issue.path.is_root()).then(|| issue.path.to_string()),
+            line: Some(issue.line.unwrap_or_else(|| self.lines.line(&path))),
+            field: (!path.is_root()).then(|| path.to_string()),
             message: issue.message.clone(),
             hint: issue.hint.clone(),
         }
+    }
+
+    /// Whether a rule's `issue` about [`Checked::readable`] stands: an issue about a field
+    /// left out for its type, or about what contains it, may only be a consequence of
+    /// leaving it out.
+    pub(crate) fn stands(&self, issue: &Issue) -> bool {
+        !self.left_out.iter().any(|field| issue.path.contains(field))
     }
 }
 
@@ -101,6 +122,9 @@ pub(crate) fn check(
         },
         object: Value::Null,
         resource: None,
+        readable: None,
+        left_out: Vec::new(),
+        renamed: Vec::new(),
         lines: doc.lines,
         issues: Vec::new(),
     };
@@ -128,17 +152,27 @@ pub(crate) fn check(
         let unknown = unknown_fields(kind, &object, schema);
         let metadata_is_map = object.get("metadata").is_none_or(Value::is_object);
         if metadata_is_map {
-            match typed::deserialize(kind, &respelled(&object, &unknown), schema) {
+            let (meant, renamed) = respelled(&object, &unknown);
+            checked.renamed = renamed;
+            match typed::deserialize(kind, &meant, schema) {
                 Ok(resource) => {
-                    if let Some(key) = &checked.key {
-                        issues.extend(semantics::check(&resource, key));
-                    }
                     // Only a document without misspellings may be referred to by its content.
                     if unknown.is_empty() {
-                        checked.resource = Some(resource);
+                        checked.resource = Some(resource.clone());
                     }
+                    checked.readable = Some(resource);
                 }
-                Err(found) => issues.extend(found),
+                Err(found) => {
+                    if let Some((resource, left_out)) = typed::salvage(kind, &meant, &found) {
+                        checked.readable = Some(resource);
+                        checked.left_out = left_out;
+                    }
+                    issues.extend(found);
+                }
+            }
+            if let (Some(resource), Some(key)) = (&checked.readable, &checked.key) {
+                let rules = semantics::check(resource, key);
+                issues.extend(rules.into_iter().filter(|i| checked.stands(i)));
             }
         }
         issues.extend(unknown.into_iter().map(|u| u.issue));

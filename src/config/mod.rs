@@ -14,9 +14,11 @@
 //! and each document alone (`document`: unknown fields in `schema_check`, types in `typed`,
 //! names in `names`, durations in `durations`, kind-specific rules in `semantics`,
 //! `steps` and `analysis`), then the batch as a whole
-//! (`references`, `cycles`). What a webhook secret must be is in `webhook_secret` (the
+//! (`references`, `cycles`). A document with misspelled or mistyped fields still gets its
+//! rules and reference checks, on what could be read of it (misspellings respelled, mistyped
+//! fields left out), so that fixing one kind of mistake never reveals another. What a webhook secret must be is in `webhook_secret` (the
 //! webhook receivers apply the same rule at request time). Errors and hints are built with
-//! `error`, `path` and `suggest`; files are found by `files`. This module does not store
+//! `error`, `path` and `crate::api::suggest`; files are found by `files`. This module does not store
 //! anything, and knows nothing of the server or the CLI.
 
 mod analysis;
@@ -33,7 +35,6 @@ mod references;
 mod schema_check;
 mod semantics;
 mod steps;
-pub(crate) mod suggest;
 mod typed;
 pub mod webhook_secret;
 mod yaml;

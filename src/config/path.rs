@@ -72,6 +72,19 @@ impl FieldPath {
     pub(crate) fn segments(&self) -> &[Segment] {
         &self.0
     }
+
+    /// Whether `other` is this path or below it.
+    pub(crate) fn contains(&self, other: &FieldPath) -> bool {
+        other.0.starts_with(&self.0)
+    }
+
+    /// This path with its leading `from` replaced by `to`, if it starts with `from`.
+    pub(crate) fn moved(&self, from: &FieldPath, to: &FieldPath) -> Option<Self> {
+        let rest = self.0.strip_prefix(from.0.as_slice())?;
+        let mut segments = to.0.clone();
+        segments.extend(rest.iter().cloned());
+        Some(FieldPath(segments))
+    }
 }
 
 impl From<&serde_path_to_error::Path> for FieldPath {

@@ -15,8 +15,8 @@ use super::document::Checked;
 use super::error::Issue;
 use super::names::{self, MAX_LABEL};
 use super::path::FieldPath;
-use super::suggest::hint_for;
 use super::typed::{self, Resource};
+use crate::api::suggest::hint_for;
 
 /// Every resource a batch can refer to: the batch over what is stored.
 struct World<'a> {
@@ -124,7 +124,7 @@ pub(crate) fn check(
             world: &world,
             project,
         };
-        match &doc.resource {
+        match &doc.readable {
             Some(resource @ Resource::Stage(stage)) => {
                 let me = resource.metadata().name.as_deref().unwrap_or_default();
                 refs.stage(me, stage, &mut found);
@@ -158,7 +158,12 @@ pub(crate) fn check(
             }
             _ => {}
         }
-        issues.extend(found.into_iter().map(|issue| (i, issue)));
+        issues.extend(
+            found
+                .into_iter()
+                .filter(|issue| doc.stands(issue))
+                .map(|issue| (i, issue)),
+        );
     }
     issues.extend(cycles(&world, &batch, docs));
     issues

@@ -9,7 +9,7 @@ use crate::api::Kind;
 
 use super::error::Issue;
 use super::path::{FieldPath, Segment};
-use super::suggest;
+use crate::api::suggest;
 
 /// Top-level fields every kind takes besides those of its schema.
 const ENVELOPE: [&str; 3] = ["apiVersion", "kind", "metadata"];
@@ -138,11 +138,22 @@ fn unknown(key: &str, allowed: &[&str], path: FieldPath) -> UnknownField {
     }
 }
 
+/// A field renamed by [`respelled`]: where the author wrote it, and the field it means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Respelling {
+    /// The path as written, e.g. `spec.requestedFrieght`.
+    pub(crate) written: FieldPath,
+    /// The path it most likely means, e.g. `spec.requestedFreight`.
+    pub(crate) meant: FieldPath,
+}
+
 /// A copy of `object` in which each misspelled field is renamed to the field it most likely
 /// means (unless that one is also present), so that the type check and the rules after it
-/// see what the author meant and can report the document's other problems too.
-pub(crate) fn respelled(object: &Value, unknown: &[UnknownField]) -> Value {
+/// see what the author meant and can report the document's other problems too; and the
+/// renamings made, so that those problems can be placed where the author wrote them.
+pub(crate) fn respelled(object: &Value, unknown: &[UnknownField]) -> (Value, Vec<Respelling>) {
     let mut fixed = object.clone();
+    let mut renamed = Vec::new();
     for field in unknown {
         let (Some(meant), Some(parent), Some(key)) = (
             &field.meant,
@@ -155,11 +166,15 @@ pub(crate) fn respelled(object: &Value, unknown: &[UnknownField]) -> Value {
             if !map.contains_key(meant) {
                 if let Some(value) = map.remove(key) {
                     map.insert(meant.clone(), value);
+                    renamed.push(Respelling {
+                        written: field.issue.path.clone(),
+                        meant: parent.key(meant),
+                    });
                 }
             }
         }
     }
-    fixed
+    (fixed, renamed)
 }
 
 fn value_at_mut<'a>(value: &'a mut Value, path: &FieldPath) -> Option<&'a mut Value> {
@@ -304,7 +319,7 @@ mod tests {
                            "spec": {"requestedFrieght": [1], "Vars": [], "vars": [2]}});
         let found = unknown_fields(Kind::Stage, &stage, &schema(Kind::Stage));
         assert_eq!(
-            respelled(&stage, &found)["spec"],
+            respelled(&stage, &found).0["spec"],
             json!({"requestedFreight": [1], "Vars": [], "vars": [2]})
         );
     }

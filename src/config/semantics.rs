@@ -25,9 +25,9 @@ use super::error::Issue;
 use super::names::{self, MAX_FREIGHT, MAX_LABEL};
 use super::path::FieldPath;
 use super::steps::{check_steps, check_vars};
-use super::suggest;
 use super::typed::Resource;
 use super::webhook_secret;
+use crate::api::suggest;
 
 /// The most candidates a subscription may keep.
 const MAX_DISCOVERY_LIMIT: u32 = 100;

@@ -76,7 +76,7 @@ fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Is
         if !kinds.contains(&kind) {
             issues.push(
                 Issue::new(path.key("uses"), format!("`{kind}` is not a built-in step")).hint(
-                    super::suggest::hint_for(kind, kinds.iter().copied(), "see docs/steps.md"),
+                    crate::api::suggest::hint_for(kind, kinds.iter().copied(), "see docs/steps.md"),
                 ),
             );
         }

@@ -1129,3 +1129,98 @@ spec:
         Some("use `github`, `gitlab`, `gitea`, `forgejo` or `bitbucket`")
     );
 }
+
+/// One mistake of each kind, spread over several documents: every one is reported in one
+/// pass, each on its line and with a "did you mean" where a near name exists.
+#[test]
+fn every_kind_of_mistake_in_every_document_is_reported_at_once() {
+    let text = "\
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata:
+  name: app
+  namespace: demo
+spec:
+  interval: 5 m
+  subscriptons:
+  - image:
+      repoURL: registry.example.com/team/app
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: qa
+  namespace: demo
+spec:
+  queuePolicy: 5
+  requestedFreight:
+  - origin: {kind: Warehouse, name: ap}
+    sources: {direct: true}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: prod
+  namespace: demo
+spec:
+  requestedFreight:
+  - origin: {kind: Warehouse, name: app}
+    sources:
+      stages: [qaa]
+      requiredSoakTim: 1h
+  promotionTemplate:
+    spec:
+      steps:
+      - task: {name: update-imag}
+      - uses: git-push
+        if: ${{ outputs.clone. }}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata:
+  name: dev
+  namespace: demo
+spec:
+  requestedFrieght:
+  - origin: {kind: Warehouse, name: nope}
+    sources: {direct: true}
+";
+    let project = "\
+apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata:
+  name: demo
+spec: {}
+---
+apiVersion: dray.dev/v1alpha1
+kind: PromotionTask
+metadata:
+  name: update-image
+  namespace: demo
+spec:
+  steps:
+  - uses: git-clone
+";
+    let errors = load_new_errors(&[file("project.yaml", project), file("bad.yaml", text)]);
+    let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    let expect = [
+        "bad.yaml:7: document 1 (Warehouse demo/app): spec.interval: `5 m` is not a duration",
+        "bad.yaml:8: document 1 (Warehouse demo/app): spec.subscriptons: unknown field `subscriptons`\n  hint: did you mean `subscriptions`?",
+        "bad.yaml:18: document 2 (Stage demo/qa): spec.queuePolicy: invalid type",
+        "bad.yaml:20: document 2 (Stage demo/qa): spec.requestedFreight[0].origin.name: Warehouse `ap` does not exist in project `demo`\n  hint: did you mean `app`?",
+        "bad.yaml:32: document 3 (Stage demo/prod): spec.requestedFreight[0].sources.stages[0]: upstream stage `qaa` does not exist in project `demo`\n  hint: did you mean `qa`?",
+        "bad.yaml:33: document 3 (Stage demo/prod): spec.requestedFreight[0].sources.requiredSoakTim: unknown field `requiredSoakTim`\n  hint: did you mean `requiredSoakTime`?",
+        "bad.yaml:37: document 3 (Stage demo/prod): spec.promotionTemplate.spec.steps[0].task.name: PromotionTask `update-imag` does not exist in project `demo`\n  hint: did you mean `update-image`?",
+        "bad.yaml:39: document 3 (Stage demo/prod): spec.promotionTemplate.spec.steps[1].if:",
+        "bad.yaml:47: document 4 (Stage demo/dev): spec.requestedFrieght: unknown field `requestedFrieght`\n  hint: did you mean `requestedFreight`?",
+        "bad.yaml:48: document 4 (Stage demo/dev): spec.requestedFrieght[0].origin.name: Warehouse `nope` does not exist in project `demo`",
+    ];
+    for (i, want) in expect.iter().enumerate() {
+        assert!(
+            found.iter().any(|f| f.starts_with(want)),
+            "mistake {i} not reported as `{want}`; reported:\n{}",
+            found.join("\n")
+        );
+    }
+    assert_eq!(found.len(), expect.len(), "{}", found.join("\n"));
+}

@@ -115,6 +115,29 @@ fn top_level(object: &Value) -> Value {
     fields
 }
 
+/// What can still be read of an object whose type check found `issues`: the object
+/// without each offending field, as its Rust type, and the fields left out. `None` when
+/// the rest does not make a resource either (a required field is missing or mistyped).
+/// The document's other rules run on it, so that one type error does not hide them.
+pub(crate) fn salvage(
+    kind: Kind,
+    object: &Value,
+    issues: &[Issue],
+) -> Option<(Resource, Vec<FieldPath>)> {
+    let mut rest = object.clone();
+    let mut dropped = Vec::new();
+    for issue in issues {
+        if missing_field(&issue.message).is_some() {
+            return None; // nothing to leave out: the field is not there at all
+        }
+        if !remove(&mut rest, &issue.path) {
+            return None;
+        }
+        dropped.push(issue.path.clone());
+    }
+    Some((whole(kind, &rest).ok()?, dropped))
+}
+
 /// Deserializes a stored object without explaining failures (for references to it).
 pub(crate) fn quietly(kind: Kind, object: &Value) -> Option<Resource> {
     whole(kind, object).ok()
@@ -401,6 +424,28 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn salvages_what_is_left_without_the_mistyped_fields() {
+        let stage = json!({"kind": "Stage", "metadata": {"name": "qa"}, "spec": {
+            "queuePolicy": 5,
+            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "ap"},
+                                  "sources": {"direct": true}}]
+        }});
+        let issues = deserialize(Kind::Stage, &stage, &schema(Kind::Stage)).unwrap_err();
+        let (resource, dropped) = salvage(Kind::Stage, &stage, &issues).unwrap();
+        let Resource::Stage(stage) = resource else {
+            panic!("not a Stage: {resource:?}")
+        };
+        assert_eq!(stage.spec.requested_freight[0].origin.name, "ap");
+        assert_eq!(dropped, vec![FieldPath::of(&["spec", "queuePolicy"])]);
+
+        let missing = json!({"kind": "Stage", "metadata": {"name": "qa"}, "spec": {
+            "requestedFreight": [{"origin": {"kind": "Warehouse"}, "sources": {"direct": true}}]
+        }});
+        let issues = deserialize(Kind::Stage, &missing, &schema(Kind::Stage)).unwrap_err();
+        assert!(salvage(Kind::Stage, &missing, &issues).is_none());
     }
 
     #[test]

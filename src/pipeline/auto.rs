@@ -37,7 +37,6 @@ use super::availability::availability;
 use super::door::AutoPromotion;
 use super::queue::promotion_stage;
 use super::request::{self, PromoteRequest};
-use super::windows;
 
 /// How long after a refusal the Stage is looked at again.
 pub const REFUSED_RETRY: Duration = Duration::from_secs(60);
@@ -178,15 +177,7 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
 
 /// The auto-promotion policy selecting `stage`, when one with auto-promotion does.
 fn policy_for<'a>(stage: &Stage, configs: &'a [Arc<ProjectConfig>]) -> Option<&'a PromotionPolicy> {
-    let labels = stage.metadata.labels.clone().unwrap_or_default();
-    configs.iter().find_map(|config| {
-        config
-            .spec
-            .promotion_policies
-            .iter()
-            .find(|p| windows::matches(&p.selector(), stage.name(), &labels))
-            .filter(|p| p.auto_promotion_enabled)
-    })
+    super::policy::auto_promotion(stage, configs.iter().map(AsRef::as_ref))
 }
 
 fn phase(promotion: &Promotion) -> PromotionPhase {

@@ -121,7 +121,7 @@ impl fmt::Display for Reason {
                 required,
             } => write!(
                 f,
-                "stayed only {} in `{stage}` before it left (needs {} continuously); promote it there again or approve it",
+                "stayed only {} in `{stage}` before it left (needs {} continuously)",
                 plain(*soaked),
                 plain(*required)
             ),

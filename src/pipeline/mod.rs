@@ -2,8 +2,9 @@
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
 //! ([`request`]; a hold placed by hand: [`hold`]), who holds a Freight that is about to be
 //! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), and what each
-//! Stage's gates and windows say now ([`board`], which the API and the web UI show). It
-//! decides; `promotion` executes; `store` remembers.
+//! Stage's gates and windows say now ([`board`], which the API and the web UI show);
+//! [`unblock`] words what would lift each reason a promotion is refused. It decides;
+//! `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
@@ -12,8 +13,10 @@ pub mod cascade;
 pub mod door;
 pub mod hold;
 pub mod in_use;
+pub mod policy;
 pub mod queue;
 pub mod request;
+pub mod unblock;
 pub mod windows;
 
 use crate::api::ResourceBody as _;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
+use crate::api::suggest::closest;
 use crate::api::{
     API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, PromotionTask,
     QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
@@ -18,6 +19,7 @@ use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify
 
 use super::availability::{Reason, availability};
 use super::door::{AuthorizeError, Authorizer};
+use super::unblock;
 use super::windows::{self, WindowError, WindowState};
 use super::{
     ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION,
@@ -29,20 +31,24 @@ pub use super::door::PromoteRequest;
 #[derive(Debug, thiserror::Error)]
 pub enum PromoteError {
     /// The Stage does not exist.
-    #[error("Stage `{stage}` does not exist in project `{project}`")]
+    #[error("Stage `{stage}` does not exist in project `{project}`{}", did_you_mean(.meant))]
     NoStage {
         /// The project.
         project: String,
         /// The Stage.
         stage: String,
+        /// The project's Stage most likely meant.
+        meant: Option<String>,
     },
     /// The Freight does not exist.
-    #[error("no Freight {what} in project `{project}`")]
+    #[error("no Freight {what} in project `{project}`{}", did_you_mean(.meant))]
     NoFreight {
         /// The project.
         project: String,
         /// `with id `…`` or `with alias `…``.
         what: String,
+        /// The id or alias (as asked) most likely meant.
+        meant: Option<String>,
     },
     /// The one who asks may not.
     #[error("{message}")]
@@ -55,9 +61,11 @@ pub enum PromoteError {
     /// Neither or both of id and alias were given.
     #[error("name the Freight by id or by alias (exactly one)")]
     Ambiguous,
-    /// A gate refused; each reason names itself.
+    /// A gate refused; each reason names itself and what would lift it.
     #[error("Freight `{freight}` may not be promoted to `{stage}`: {}", reasons.join("; "))]
     Refused {
+        /// The project.
+        project: String,
         /// The Freight's alias.
         freight: String,
         /// The Stage.
@@ -82,6 +90,27 @@ impl From<AuthorizeError> for PromoteError {
     }
 }
 
+/// `; did you mean `x`?` when something was likely meant.
+fn did_you_mean(meant: &Option<String>) -> String {
+    meant
+        .as_deref()
+        .map(|m| format!("; did you mean `{m}`?"))
+        .unwrap_or_default()
+}
+
+/// [`PromoteError::NoStage`] for `stage`, with the project's Stage likely meant.
+pub async fn no_stage(store: &dyn Store, project: &str, stage: &str) -> PromoteError {
+    let names = store
+        .list(Kind::Stage, Some(project))
+        .await
+        .unwrap_or_default();
+    PromoteError::NoStage {
+        project: project.to_owned(),
+        stage: stage.to_owned(),
+        meant: closest(stage, names.iter().map(|s| s.key.name.as_str())).map(str::to_owned),
+    }
+}
+
 async fn find_freight(
     store: &dyn Store,
     project: &str,
@@ -90,25 +119,33 @@ async fn find_freight(
     match (&request.freight, &request.alias) {
         (Some(id), None) => {
             let key = ObjectKey::namespaced(Kind::Freight, project, id);
-            let stored = store
-                .get(&key)
-                .await?
-                .ok_or_else(|| PromoteError::NoFreight {
-                    project: project.to_owned(),
-                    what: format!("with id `{id}`"),
-                })?;
-            Ok(stored.to_typed()?)
+            if let Some(stored) = store.get(&key).await? {
+                return Ok(stored.to_typed()?);
+            }
+            let all = store.list(Kind::Freight, Some(project)).await?;
+            Err(PromoteError::NoFreight {
+                project: project.to_owned(),
+                what: format!("with id `{id}`"),
+                meant: closest(id, all.iter().map(|f| f.key.name.as_str())).map(str::to_owned),
+            })
         }
         (None, Some(alias)) => {
             let all = store.list(Kind::Freight, Some(project)).await?;
-            let found = all
-                .into_iter()
-                .find(|f| f.object.get("alias").and_then(Value::as_str) == Some(alias.as_str()))
-                .ok_or_else(|| PromoteError::NoFreight {
-                    project: project.to_owned(),
-                    what: format!("with alias `{alias}`"),
-                })?;
-            Ok(found.to_typed()?)
+            let alias_of = |f: &StoredObject| {
+                f.object
+                    .get("alias")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            if let Some(found) = all.iter().find(|f| alias_of(f).as_deref() == Some(alias)) {
+                return Ok(found.to_typed()?);
+            }
+            let aliases: Vec<String> = all.iter().filter_map(alias_of).collect();
+            Err(PromoteError::NoFreight {
+                project: project.to_owned(),
+                what: format!("with alias `{alias}`"),
+                meant: closest(alias, aliases.iter().map(String::as_str)).map(str::to_owned),
+            })
         }
         _ => Err(PromoteError::Ambiguous),
     }
@@ -121,6 +158,39 @@ pub fn refusals(stage: &Stage, freight: &Freight) -> Vec<String> {
         .iter()
         .map(ToString::to_string)
         .collect()
+}
+
+/// Each of `gates` once, with what would lift it (see [`unblock`]); reads the upstream
+/// Stages the reasons name, for what their verification of the Freight is doing.
+async fn explained(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    freight: &Freight,
+    gates: &[Reason],
+) -> Result<Vec<String>, StoreError> {
+    let mut upstream = BTreeMap::new();
+    for name in gates.iter().flat_map(unblock::upstream_names) {
+        let key = ObjectKey::namespaced(Kind::Stage, project, &name);
+        if let Some(stage) = store.get(&key).await?.and_then(|s| s.to_typed().ok()) {
+            upstream.insert(name, stage);
+        }
+    }
+    let target = unblock::Target {
+        project,
+        stage,
+        alias: &freight.spec.alias,
+        freight: freight.metadata.name.as_deref().unwrap_or_default(),
+    };
+    let now = jiff::Timestamp::now();
+    let mut reasons: Vec<String> = Vec::new();
+    for gate in gates {
+        let said = unblock::explain(gate, &target, &upstream, now);
+        if !reasons.contains(&said) {
+            reasons.push(said);
+        }
+    }
+    Ok(reasons)
 }
 
 /// The promotion windows of `project` as they apply to `stage` now.
@@ -170,16 +240,12 @@ pub async fn request_promotion(
     }
     let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, &request.stage);
-    let stage: Stage = store
-        .get(&stage_key)
-        .await?
-        .ok_or_else(|| PromoteError::NoStage {
-            project: project.to_owned(),
-            stage: request.stage.clone(),
-        })?
-        .to_typed()?;
+    let Some(stored) = store.get(&stage_key).await? else {
+        return Err(no_stage(store, project, &request.stage).await);
+    };
+    let stage: Stage = stored.to_typed()?;
     let freight = find_freight(store, project, request).await?;
-    let mut reasons = refusals(&stage, &freight);
+    let mut gates = availability(&stage, &freight, jiff::Timestamp::now()).reasons;
     let windows = window_state(store, project, &stage).await?;
     let mut window_override = None;
     match (&windows, &request.override_window) {
@@ -194,21 +260,23 @@ pub async fn request_promotion(
         }
         (Ok(state), None) => {
             let blocked = state.blocked_by.clone();
-            reasons.push(
-                Reason::WindowClosed {
-                    window: blocked
-                        .as_ref()
-                        .map(|b| b.window.clone())
-                        .unwrap_or_default(),
-                    until: state.next_change.or(blocked.and_then(|b| b.until)),
-                }
-                .to_string(),
-            );
+            gates.push(Reason::WindowClosed {
+                window: blocked
+                    .as_ref()
+                    .map(|b| b.window.clone())
+                    .unwrap_or_default(),
+                until: state.next_change.or(blocked.and_then(|b| b.until)),
+            });
         }
-        (Err(error), _) => reasons.push(format!("{error}; hint: {}", error.hint())),
+        (Err(_), _) => {}
+    }
+    let mut reasons = explained(store, project, &request.stage, &freight, &gates).await?;
+    if let Err(error) = &windows {
+        reasons.push(format!("{error} — {}", error.hint()));
     }
     if !reasons.is_empty() {
         return Err(PromoteError::Refused {
+            project: project.to_owned(),
             freight: freight.spec.alias.clone(),
             stage: request.stage.clone(),
             reasons,
@@ -276,7 +344,8 @@ pub async fn request_promotion(
 }
 
 /// A person promoting Freight other than the newest available one (a rollback) holds
-/// auto-promotion for the Stage; promoting the newest lifts the hold.
+/// auto-promotion for the Stage — where auto-promotion is on, and not on the Stage's first
+/// promotion (nothing is rolled back); promoting the newest lifts the hold.
 async fn update_hold(
     store: &dyn Store,
     project: &str,
@@ -284,6 +353,20 @@ async fn update_hold(
     freight: &Freight,
     actor: &str,
 ) -> Result<(), StoreError> {
+    let stage_name = stage.metadata.name.as_deref().unwrap_or_default();
+    let config_key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+    let config: Option<crate::api::ProjectConfig> = store
+        .get(&config_key)
+        .await?
+        .and_then(|c| c.to_typed().ok());
+    let is_auto = super::policy::auto_promotion(stage, config.iter()).is_some();
+    let is_first = stage
+        .status
+        .as_ref()
+        .is_none_or(|s| s.current_freight.is_none());
+    if !is_auto || is_first {
+        return set_hold(store, project, stage_name, None).await.map(|_| ());
+    }
     let now = jiff::Timestamp::now();
     let mut all: Vec<(String, Freight)> = store
         .list(Kind::Freight, Some(project))
@@ -308,24 +391,21 @@ async fn update_hold(
             "since": now.to_string(),
         })
     });
-    set_hold(
-        store,
-        project,
-        stage.metadata.name.as_deref().unwrap_or_default(),
-        hold,
-    )
-    .await
+    set_hold(store, project, stage_name, hold).await.map(|_| ())
 }
 
-/// Sets (`Some`) or lifts (`None`) a Stage's hold on auto-promotion.
+/// Sets (`Some`) or lifts (`None`) a Stage's hold on auto-promotion; returns the hold
+/// there was before (`None` when there was none).
 pub async fn set_hold(
     store: &dyn Store,
     project: &str,
     stage: &str,
     hold: Option<Value>,
-) -> Result<(), StoreError> {
+) -> Result<Option<Value>, StoreError> {
     let key = ObjectKey::namespaced(Kind::Stage, project, stage);
+    let mut before = None;
     modify_status(store, &key, |_, status| {
+        before = status.get("hold").filter(|h| !h.is_null()).cloned();
         if status.get("hold").unwrap_or(&Value::Null) == hold.as_ref().unwrap_or(&Value::Null) {
             return Ok(false);
         }
@@ -340,8 +420,19 @@ pub async fn set_hold(
         }
         Ok(true)
     })
-    .await
-    .map(|_| ())
+    .await?;
+    Ok(before)
+}
+
+/// Lifts the hold `promotion` (aborted before it started) set on its Stage: the Freight it
+/// would have rolled back to never got in.
+async fn release_hold(store: &dyn Store, promotion: &StoredObject) -> Result<(), StoreError> {
+    let Ok(promotion) = promotion.to_typed::<Promotion>() else {
+        return Ok(());
+    };
+    let project = promotion.metadata.namespace.as_deref().unwrap_or_default();
+    let spec = &promotion.spec;
+    crate::promotion::record::lift_hold_of(store, project, &spec.stage, &spec.freight).await
 }
 
 async fn pending_in_stage(
@@ -467,7 +558,10 @@ pub async fn abort_promotion(
                     .update_status(key, status, Some(current.resource_version))
                     .await
                 {
-                    Ok(_) => return Ok(AbortOutcome::Aborted),
+                    Ok(_) => {
+                        release_hold(store, &current).await?;
+                        return Ok(AbortOutcome::Aborted);
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(error) => return Err(error),
                 }
@@ -514,14 +608,10 @@ pub async fn approve(
     .await?;
     let actor = who.actor();
     let stage_key = ObjectKey::namespaced(Kind::Stage, project, stage_name);
-    let stage: Stage = store
-        .get(&stage_key)
-        .await?
-        .ok_or_else(|| PromoteError::NoStage {
-            project: project.to_owned(),
-            stage: stage_name.to_owned(),
-        })?
-        .to_typed()?;
+    let Some(stored) = store.get(&stage_key).await? else {
+        return Err(no_stage(store, project, stage_name).await);
+    };
+    let stage: Stage = stored.to_typed()?;
     let freight = find_freight(store, project, which).await?;
     if !stage
         .spec
@@ -530,6 +620,7 @@ pub async fn approve(
         .any(|r| r.origin.name == freight.spec.origin.name)
     {
         return Err(PromoteError::Refused {
+            project: project.to_owned(),
             freight: freight.spec.alias.clone(),
             stage: stage_name.to_owned(),
             reasons: vec![format!(

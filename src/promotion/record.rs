@@ -1,4 +1,5 @@
-//! What a succeeded promotion changes besides git: the Stage's current Freight and branch,
+//! What a finished promotion changes besides git — an aborted one that changed nothing
+//! takes its hold away ([`lift_hold_of`]); a succeeded one: the Stage's current Freight and branch,
 //! and the Freight's `currentlyIn` / `verifiedIn`. A Stage that verifies (AnalysisTemplates,
 //! or Applications a step registered) starts a verification run instead, and the Freight
 //! is verified there when the run succeeds; a Stage without verification counts its
@@ -248,6 +249,25 @@ pub async fn set_current_promotion(
             return Ok(None);
         }
         status.current_promotion = next;
+        Ok(Some(()))
+    })
+    .await
+}
+
+/// Lifts the Stage's hold on auto-promotion when it names `freight`: a promotion of it that
+/// was aborted before it changed anything rolled nothing back.
+pub async fn lift_hold_of(
+    store: &dyn Store,
+    project: &str,
+    stage: &str,
+    freight: &str,
+) -> Result<(), StoreError> {
+    let key = ObjectKey::namespaced(Kind::Stage, project, stage);
+    modify(store, &key, |_: &Stage, status: &mut StageStatus| {
+        if status.hold.as_ref().is_none_or(|h| h.freight != freight) {
+            return Ok(None);
+        }
+        status.hold = None;
         Ok(Some(()))
     })
     .await

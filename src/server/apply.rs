@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{Kind, ObjectKey, Verb};
+use crate::api::{Kind, ObjectKey, Verb, annotations};
 use crate::config::{self, ConfigError, ConfigErrors, Manifest, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
 use crate::secrets::SecretKey;
-use crate::store::{Store, Write, desired_state};
+use crate::store::{Store, StoredObject, Write, desired_state};
 
 use super::auth::Caller;
 use super::credentials;
@@ -150,7 +150,9 @@ pub async fn apply(
                 writes.push(Write::Create(object));
                 "created"
             }
-            Some(current) if credentials::is_unchanged(key, &current, &object)? => "unchanged",
+            Some(current) if credentials::is_unchanged(key, &as_written(&current), &object)? => {
+                "unchanged"
+            }
             Some(current) => {
                 credentials::seal(key, &mut object, Some(&current))?;
                 let derived = derive_status(&mut object);
@@ -241,6 +243,25 @@ fn through_the_door(manifests: Vec<Manifest>) -> Result<Vec<Manifest>, ConfigErr
 
 /// Fills in the status that follows from the spec alone (a ProjectConfig's receiver URLs).
 /// Returns whether it did.
+/// Annotations Dray's own routes and controllers put on configuration (a refresh asked
+/// for, a wake-up): not what the user wrote, so no reason to call a re-apply `configured`.
+const SET_BY_DRAY: [&str; 2] = [annotations::REFRESH, annotations::WAKE];
+
+/// `current` without [`SET_BY_DRAY`], to compare with what the user applies.
+fn as_written(current: &StoredObject) -> StoredObject {
+    let mut current = current.clone();
+    if let Some(notes) = current
+        .object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        for key in SET_BY_DRAY {
+            notes.remove(key);
+        }
+    }
+    current
+}
+
 fn derive_status(object: &mut Value) -> bool {
     if object.get("kind").and_then(Value::as_str) != Some("ProjectConfig") {
         return false;

@@ -177,14 +177,35 @@ async fn a_closed_window_holds_on_every_route_and_only_override_passes_it() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     assert!(
-        body["error"]["message"]
+        body["error"]["details"][0]
             .as_str()
             .unwrap()
             .contains("freeze"),
         "{body}"
     );
 
+    // Said once, with what lets it through.
     let promote = "/api/v1/projects/demo/stages/dev/promote";
+    let (status, body) = world
+        .promoter(Method::POST, promote, Some(json!({"freight": "f1"})))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"]["message"], "Freight `first` may not be promoted to `dev`",
+        "{body}"
+    );
+    let details = body["error"]["details"].as_array().unwrap();
+    assert_eq!(details.len(), 1, "{body}");
+    let reason = details[0].as_str().unwrap();
+    assert!(
+        reason.starts_with("frozen by window `freeze` until ")
+            && reason.ends_with(
+                "— wait until it opens, or ask someone with `override` on stages/dev to run \
+                 `dray promote -p demo --stage dev --alias first` with `--override-window REASON`"
+            ),
+        "{reason}"
+    );
+
     let through = json!({"freight": "f1", "overrideWindow": "hotfix"});
     let (status, body) = world
         .promoter(Method::POST, promote, Some(through.clone()))
@@ -378,5 +399,92 @@ async fn no_token_user_may_be_named_like_the_auth_none_actor() {
             .unwrap()
             .contains("reserved"),
         "{body}"
+    );
+}
+
+/// Auto-promotion on for `dev`.
+const AUTO_DEV: &str = "---
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  promotionPolicies:
+    - stageSelector: {name: dev}
+      autoPromotionEnabled: true
+";
+
+impl World {
+    /// Stores Freight `f2` (newer than `f1`), and puts `f2` in `dev` when `in_dev`.
+    async fn newer_freight(&self, in_dev: bool) {
+        let freight = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+            "metadata": {"name": "f2", "namespace": "demo"},
+            "alias": "second", "origin": {"kind": "Warehouse", "name": "app"},
+            "images": [{"repoURL": "127.0.0.1:5000/demo/app", "tag": "1.1.0", "digest": "sha256:bb"}]});
+        self.fresh.store.create(freight).await.unwrap();
+        if in_dev {
+            let key = ObjectKey::namespaced(Kind::Stage, "demo", "dev");
+            let status = json!({"currentFreight": {"name": "f2", "alias": "second"}});
+            self.fresh
+                .store
+                .update_status(&key, status, None)
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn hold(&self) -> Value {
+        let (_, stage) = self
+            .admin(Method::GET, "/api/v1/projects/demo/stages/dev", None)
+            .await;
+        stage["status"]["hold"].clone()
+    }
+
+    /// Promotes `f1` (older than `f2`) into `dev` as the admin; the promotion's name.
+    async fn roll_back(&self) -> String {
+        let promote = "/api/v1/projects/demo/stages/dev/promote";
+        let (status, made) = self
+            .admin(Method::POST, promote, Some(json!({"freight": "f1"})))
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        made["metadata"]["name"].as_str().unwrap().to_owned()
+    }
+}
+
+#[tokio::test]
+async fn a_hold_needs_auto_promotion_and_something_rolled_back_and_goes_with_its_abort() {
+    // The first promotion into a Stage rolls nothing back: no hold.
+    let world = World::new(AUTO_DEV).await;
+    world.newer_freight(false).await;
+    world.roll_back().await;
+    assert_eq!(world.hold().await, Value::Null, "first promotion held");
+
+    // Older Freight over newer, with auto-promotion on: a hold, gone with its abort.
+    let world = World::new(AUTO_DEV).await;
+    world.newer_freight(true).await;
+    let name = world.roll_back().await;
+    assert_eq!(world.hold().await["freight"], "f1");
+    let abort = format!("/api/v1/projects/demo/promotions/{name}/abort");
+    let (status, body) = world.admin(Method::POST, &abort, None).await;
+    assert!(status.is_success(), "{body}");
+    assert_eq!(world.hold().await, Value::Null, "the abort left its hold");
+
+    // Lifting a hold that is not there says so.
+    let lift = "/api/v1/projects/demo/stages/dev/hold/lift";
+    let (status, body) = world.admin(Method::POST, lift, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["lifted"], false, "{body}");
+    assert_eq!(body["message"], "Stage `dev` had no hold: nothing to lift");
+    world.roll_back().await;
+    let (_, body) = world.admin(Method::POST, lift, None).await;
+    assert_eq!(body["lifted"], true, "{body}");
+
+    // Without auto-promotion there is nothing to hold.
+    let world = World::new("").await;
+    world.newer_freight(true).await;
+    world.roll_back().await;
+    assert_eq!(
+        world.hold().await,
+        Value::Null,
+        "held without auto-promotion"
     );
 }

@@ -1,15 +1,19 @@
 //! One error type for every API route, with a stable JSON shape:
 //! `{"error": {"code": "...", "message": "...", "hint": "...", "details": [...]}}`.
-//! Internal failures are logged in full and answered with a generic message.
+//! Internal failures are logged in full and answered with a generic message. A resource
+//! that does not exist is answered alike on every route ([`ApiError::missing`]):
+//! ``<Kind> `name` does not exist in project `P` `` (with "did you mean" when a name is
+//! close), and a hint with the command that lists them, `-p` included.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
+use crate::api::{Kind, ObjectKey, suggest};
 use crate::config::ConfigErrors;
 use crate::pipeline::door::{Refusal, RefusalKind};
-use crate::store::StoreError;
+use crate::store::{Store, StoreError};
 
 /// The body of every error response.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -81,6 +85,39 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 404 for a resource of a project, in the one shape every route answers:
+    /// ``Stage `prd` does not exist in project `demo`; did you mean `prod`?`` (the closest
+    /// of `names`, the project's resources of that kind), with the command that lists them.
+    pub fn missing<'a>(
+        kind: Kind,
+        name: &str,
+        project: &str,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let meant = suggest::closest(name, names)
+            .map(|m| format!("; did you mean `{m}`?"))
+            .unwrap_or_default();
+        ApiError::not_found(format!(
+            "{kind} `{name}` does not exist in project `{project}`{meant}"
+        ))
+        .with_hint(list_them(kind, project))
+    }
+
+    /// [`ApiError::missing`] for `key`, with the names of its kind read from `store`.
+    pub async fn missing_from(store: &dyn Store, key: &ObjectKey) -> Self {
+        let project = key.namespace.as_deref().unwrap_or_default();
+        let names = store
+            .list(key.kind, key.namespace.as_deref())
+            .await
+            .unwrap_or_default();
+        ApiError::missing(
+            key.kind,
+            &key.name,
+            project,
+            names.iter().map(|o| o.key.name.as_str()),
+        )
+    }
+
     /// 409: the request conflicts with the stored state.
     pub fn conflict(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::CONFLICT, "conflict", message)
@@ -127,10 +164,11 @@ impl From<Refusal> for ApiError {
 impl From<StoreError> for ApiError {
     fn from(error: StoreError) -> Self {
         match &error {
-            StoreError::NotFound(key) => ApiError::not_found(error.to_string()).with_hint(format!(
-                "run `dray get {}` to see what exists",
-                key.kind.plural()
-            )),
+            StoreError::NotFound(key) => match key.namespace.as_deref() {
+                Some(project) => ApiError::missing(key.kind, &key.name, project, []),
+                None => ApiError::not_found(format!("{} `{}` does not exist", key.kind, key.name))
+                    .with_hint(format!("run `dray get {}` to list them", key.kind.plural())),
+            },
             StoreError::AlreadyExists(_) => ApiError::conflict(error.to_string())
                 .with_hint("use `dray apply` to update an existing resource"),
             StoreError::Conflict { .. } => ApiError::conflict(error.to_string()),
@@ -164,6 +202,11 @@ impl From<ConfigErrors> for ApiError {
         error.detail.details = serde_json::to_value(&errors.0).ok();
         error
     }
+}
+
+/// The hint of every not-found answer: the command that lists what exists.
+pub fn list_them(kind: Kind, project: &str) -> String {
+    format!("run `dray get {} -p {project}` to list them", kind.plural())
 }
 
 fn plural(count: usize) -> &'static str {

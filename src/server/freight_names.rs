@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
+use crate::api::suggest;
 use crate::api::{Kind, ResourceBody as _};
-use crate::config::suggest;
 use crate::pipeline::request::PromoteError;
 use crate::store::{Store, StoredObject};
 
@@ -19,14 +19,17 @@ pub const MIN_PREFIX: usize = 7;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FreightNameError {
     /// Nothing has that id, id prefix or alias.
-    #[error("no Freight `{name}` in project `{project}` (by id, id prefix or alias)")]
+    #[error(
+        "Freight `{name}` does not exist in project `{project}` (by id, id prefix or alias){}",
+        meant.as_ref().map(|m| format!("; did you mean `{m}`?")).unwrap_or_default()
+    )]
     Unknown {
         /// The project.
         project: String,
         /// The name as given.
         name: String,
-        /// "did you mean" or how to list Freight.
-        hint: String,
+        /// The alias it is closest to, if any.
+        meant: Option<String>,
     },
     /// The prefix starts several ids.
     #[error(
@@ -47,7 +50,8 @@ impl From<FreightNameError> for ApiError {
     fn from(error: FreightNameError) -> Self {
         let message = error.to_string();
         match error {
-            FreightNameError::Unknown { hint, .. } => ApiError::not_found(message).with_hint(hint),
+            FreightNameError::Unknown { project, .. } => ApiError::not_found(message)
+                .with_hint(format!("run `dray get freight -p {project}` to list them")),
             FreightNameError::Ambiguous { .. } => ApiError::bad_request(message)
                 .with_hint("give more of the id, or the Freight's alias"),
         }
@@ -87,18 +91,11 @@ pub fn resolve_in(
             }
         }
     }
-    let fallback = format!("run `dray get freight -p {project}` to list Freight");
-    let hint = suggest::hint_for(name, freight.iter().map(|(_, alias)| *alias), &fallback);
-    // A long list of aliases helps no one; the listing command does.
-    let hint = if hint.starts_with("did you mean") {
-        format!("{hint} ({fallback})")
-    } else {
-        fallback
-    };
+    let meant = suggest::closest(name, freight.iter().map(|(_, alias)| *alias)).map(str::to_owned);
     Err(FreightNameError::Unknown {
         project: project.to_owned(),
         name: name.to_owned(),
-        hint,
+        meant,
     })
 }
 
@@ -220,17 +217,17 @@ mod tests {
             resolve_in("p", &FREIGHT, "9b8c7d"),
             Err(FreightNameError::Unknown { .. })
         ));
-        let Err(FreightNameError::Unknown { hint, .. }) = resolve_in("p", &FREIGHT, "fresh-oter")
+        let Err(FreightNameError::Unknown { meant, .. }) = resolve_in("p", &FREIGHT, "fresh-oter")
         else {
             panic!("no such alias");
         };
-        assert!(hint.starts_with("did you mean `fresh-otter`?"), "{hint}");
+        assert_eq!(meant.as_deref(), Some("fresh-otter"));
         let Err(error) = resolve_in("p", &FREIGHT, "nothing-like-it") else {
             panic!("no such Freight");
         };
         assert_eq!(
             error.to_string(),
-            "no Freight `nothing-like-it` in project `p` (by id, id prefix or alias)"
+            "Freight `nothing-like-it` does not exist in project `p` (by id, id prefix or alias)"
         );
     }
 
@@ -320,10 +317,10 @@ mod tests {
             .await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
             assert!(
-                refused["error"]["hint"]
+                refused["error"]["message"]
                     .as_str()
                     .unwrap_or_default()
-                    .starts_with("did you mean `fresh-otter`?"),
+                    .ends_with("did you mean `fresh-otter`?"),
                 "{refused}"
             );
 

@@ -121,7 +121,8 @@ fn window_refusal(window: &StageWindow) -> Option<String> {
 }
 
 /// `POST /api/v1/projects/{project}/stages/{stage}/hold/lift`: lets auto-promotion act on
-/// the Stage again.
+/// the Stage again. Answers `{stage, hold: null, lifted, message}`: `lifted` says whether
+/// there was a hold to lift.
 pub(crate) async fn lift_hold(
     State(state): State<AppState>,
     Path((project, stage)): Path<(String, String)>,
@@ -136,9 +137,20 @@ pub(crate) async fn lift_hold(
             Some(&stage),
         )
         .await?;
-    request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
-    tracing::info!(%project, %stage, by = %caller.user, "hold lifted");
-    Ok(Json(json!({"stage": stage, "hold": null})))
+    let key = ObjectKey::namespaced(Kind::Stage, &project, &stage);
+    if state.store.get(&key).await?.is_none() {
+        return Err(ApiError::missing_from(state.store.as_ref(), &key).await);
+    }
+    let lifted = request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
+    let message = if lifted.is_some() {
+        tracing::info!(%project, %stage, by = %caller.user, "hold lifted");
+        format!("Stage `{stage}`: hold lifted; auto-promotion resumes")
+    } else {
+        format!("Stage `{stage}` had no hold: nothing to lift")
+    };
+    Ok(Json(
+        json!({"stage": stage, "hold": null, "lifted": lifted.is_some(), "message": message}),
+    ))
 }
 
 /// `GET /api/v1/projects/{project}/stages/{stage}/window`: whether the Stage's promotion
@@ -174,14 +186,9 @@ pub(crate) async fn stage_window(
 
 /// The Stage `key`, or a 404 that says how to list Stages.
 pub(crate) async fn load_stage(state: &AppState, key: &ObjectKey) -> Result<Stage, ApiError> {
-    let project = key.namespace.as_deref().unwrap_or_default();
-    let stored = state.store.get(key).await?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "Stage `{}` does not exist in project `{project}`",
-            key.name
-        ))
-        .with_hint(format!("run `dray get stages -p {project}`"))
-    })?;
+    let Some(stored) = state.store.get(key).await? else {
+        return Err(ApiError::missing_from(state.store.as_ref(), key).await);
+    };
     Ok(stored.to_typed()?)
 }
 

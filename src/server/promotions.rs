@@ -18,7 +18,7 @@ use crate::promotion::audit::{self, AuditEntry};
 
 use super::AppState;
 use super::auth::Caller;
-use super::error::ApiError;
+use super::error::{ApiError, list_them};
 use super::gates::load_stage;
 
 /// The body of `POST …/stages/{stage}/promote`.
@@ -43,18 +43,29 @@ impl From<PromoteError> for ApiError {
     fn from(error: PromoteError) -> Self {
         let message = error.to_string();
         match error {
-            PromoteError::NoStage { project, .. } => ApiError::not_found(message)
-                .with_hint(format!("run `dray get stages -p {project}`")),
-            PromoteError::NoFreight { project, .. } => ApiError::not_found(message)
-                .with_hint(format!("run `dray get freight -p {project}`")),
+            PromoteError::NoStage { project, .. } => {
+                ApiError::not_found(message).with_hint(list_them(Kind::Stage, &project))
+            }
+            PromoteError::NoFreight { project, .. } => {
+                ApiError::not_found(message).with_hint(list_them(Kind::Freight, &project))
+            }
             PromoteError::Forbidden { message, hint } => {
                 ApiError::forbidden(message).with_hint(hint)
             }
             PromoteError::Ambiguous => ApiError::bad_request(message)
                 .with_hint("pass either `freight` (the id) or `alias`, not both"),
-            PromoteError::Refused { reasons, stage, .. } => {
-                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", message).with_hint(
-                    format!("run `dray get freight --stage {stage}` to see which Freight may go"),
+            PromoteError::Refused {
+                project,
+                freight,
+                stage,
+                reasons,
+            } => {
+                // The reasons, each with what lifts it, are the details: said once.
+                let headline = format!("Freight `{freight}` may not be promoted to `{stage}`");
+                let mut api = ApiError::new(StatusCode::CONFLICT, "refused", headline).with_hint(
+                    format!(
+                        "run `dray get freight --stage {stage} -p {project}` to see which Freight may go"
+                    ),
                 );
                 api.set_details(json!(reasons));
                 api

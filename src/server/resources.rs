@@ -457,15 +457,9 @@ pub(crate) async fn get(
         return Ok(body(found));
     }
     let key = ObjectKey::namespaced(kind, &project, &name);
-    let stored = state.store.get(&key).await?.ok_or_else(|| {
-        ApiError::not_found(format!(
-            "{kind} `{name}` does not exist in project `{project}`"
-        ))
-        .with_hint(format!(
-            "run `dray get {} -p {project}` to list them",
-            kind.plural()
-        ))
-    })?;
+    let Some(stored) = state.store.get(&key).await? else {
+        return Err(ApiError::missing_from(state.store.as_ref(), &key).await);
+    };
     let mut shown = vec![body(stored).0];
     if kind == Kind::Stage {
         super::gates::add_window_state(&state, &project, &mut shown).await?;

@@ -580,3 +580,104 @@ fn webhook_secrets_in_paths_are_not_logged() {
     );
     assert_eq!(super::loggable_path("/api/v1/projects"), "/api/v1/projects");
 }
+
+/// Every route answers a missing resource alike: ``<Kind> `name` does not exist in project
+/// `P` ``, "did you mean" the closest name, and a hint with the command that lists them.
+#[tokio::test]
+async fn missing_resources_are_answered_in_one_shape_with_did_you_mean() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert!(status.is_success(), "{body}");
+    let cases = [
+        (
+            Method::GET,
+            "/api/v1/projects/demo/stages/dve",
+            None,
+            "Stage `dve` does not exist in project `demo`; did you mean `dev`?",
+            "run `dray get stages -p demo` to list them",
+        ),
+        (
+            Method::GET,
+            "/api/v1/projects/demo/warehouses/ap",
+            None,
+            "Warehouse `ap` does not exist in project `demo`; did you mean `app`?",
+            "run `dray get warehouses -p demo` to list them",
+        ),
+        (
+            Method::POST,
+            "/api/v1/projects/demo/stages/deb/promote",
+            Some(json!({"alias": "x"})),
+            "Stage `deb` does not exist in project `demo`; did you mean `dev`?",
+            "run `dray get stages -p demo` to list them",
+        ),
+        (
+            Method::POST,
+            "/api/v1/projects/demo/stages/dev/promote",
+            Some(json!({"alias": "nope"})),
+            "Freight `nope` does not exist in project `demo` (by id, id prefix or alias)",
+            "run `dray get freight -p demo` to list them",
+        ),
+    ];
+    for (method, uri, request, message, hint) in cases {
+        let (status, body) = server.call(method, uri, request).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");
+        assert_eq!(body["error"]["message"], message, "{uri}");
+        assert_eq!(body["error"]["hint"], hint, "{uri}");
+        assert!(!message.contains("; hint:"));
+    }
+}
+
+/// A refresh marks the Warehouse with an annotation of Dray's own; applying the same YAML
+/// again is still `unchanged`.
+#[tokio::test]
+async fn a_reapply_after_a_refresh_is_unchanged() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = server
+        .call(
+            Method::POST,
+            "/api/v1/projects/demo/warehouses/app/refresh",
+            Some(json!({})),
+        )
+        .await;
+    assert!(status.is_success(), "{body}");
+    let (_, warehouse) = server
+        .call(Method::GET, "/api/v1/projects/demo/warehouses/app", None)
+        .await;
+    assert!(
+        warehouse["metadata"]["annotations"]["dray.dev/refresh"].is_string(),
+        "the refresh left no mark to ignore: {warehouse}"
+    );
+    let (_, body) = server.apply(PIPELINE).await;
+    let actions: Vec<_> = body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["kind"].clone(), r["action"].clone()))
+        .collect();
+    assert!(
+        actions.iter().all(|(_, action)| action == "unchanged"),
+        "{actions:?}"
+    );
+}
+
+/// A refused `dray verify` says what is wrong in the message and what to do in the hint,
+/// not both on one line.
+#[tokio::test]
+async fn a_refused_verify_puts_its_hint_in_the_hint() {
+    let server = TestServer::new().await;
+    let (status, body) = server.apply(PIPELINE).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let verify = "/api/v1/projects/demo/stages/dev/verify";
+    let (status, body) = server.call(Method::POST, verify, Some(json!({}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "Stage `dev` holds no Freight yet, so there is nothing to verify"
+    );
+    assert_eq!(
+        body["error"]["hint"],
+        "promote Freight into it first: `dray promote -p demo --stage dev --alias ALIAS`"
+    );
+}

@@ -23,12 +23,17 @@ pub struct VerifyBody {
     pub abort: bool,
 }
 
-impl From<VerifyError> for ApiError {
-    fn from(error: VerifyError) -> Self {
-        match error {
-            VerifyError::Store(error) => error.into(),
-            refused => ApiError::new(StatusCode::CONFLICT, "refused", refused.to_string()),
-        }
+/// A refused verification request: a 409 with what to do as the hint (never inside the
+/// message).
+fn refused(error: VerifyError, project: &str) -> ApiError {
+    let hint = error.hint(project);
+    let api = match error {
+        VerifyError::Store(error) => return error.into(),
+        refused => ApiError::new(StatusCode::CONFLICT, "refused", refused.to_string()),
+    };
+    match hint {
+        Some(hint) => api.with_hint(hint),
+        None => api,
     }
 }
 
@@ -51,10 +56,11 @@ pub(crate) async fn verify(
     let abort = body.is_some_and(|Json(b)| b.abort);
     let store = state.store.as_ref();
     let run = if abort {
-        request::abort(store, &project, &stage, &caller.user).await?
+        request::abort(store, &project, &stage, &caller.user).await
     } else {
-        request::rerun(store, &project, &stage, &caller.user).await?
-    };
+        request::rerun(store, &project, &stage, &caller.user).await
+    }
+    .map_err(|e| refused(e, &project))?;
     tracing::info!(%project, %stage, by = %caller.user, abort, run = %run.id, "verification requested");
     Ok(Json(json!(run)))
 }

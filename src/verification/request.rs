@@ -13,9 +13,7 @@ use super::state;
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
     /// The Stage holds no Freight.
-    #[error(
-        "Stage `{stage}` holds no Freight yet, so there is nothing to verify; hint: promote Freight into it first"
-    )]
+    #[error("Stage `{stage}` holds no Freight yet, so there is nothing to verify")]
     NoFreight {
         /// The Stage.
         stage: String,
@@ -23,8 +21,7 @@ pub enum VerifyError {
     /// The Stage neither runs analysis nor watches Applications.
     #[error(
         "Stage `{stage}` has nothing to verify with: no `spec.verification.analysisTemplates` and no Argo CD \
-         Applications registered by its last promotion; hint: add an AnalysisTemplate to the Stage's \
-         `verification`, or an `argocd-update` step to its promotion"
+         Applications registered by its last promotion"
     )]
     NothingToVerifyWith {
         /// The Stage.
@@ -41,6 +38,26 @@ pub enum VerifyError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl VerifyError {
+    /// What to do about it, in the shape of a command where one helps.
+    pub fn hint(&self, project: &str) -> Option<String> {
+        match self {
+            VerifyError::NoFreight { stage } => Some(format!(
+                "promote Freight into it first: `dray promote -p {project} --stage {stage} --alias ALIAS`"
+            )),
+            VerifyError::NothingToVerifyWith { .. } => Some(
+                "add an AnalysisTemplate to the Stage's `verification`, or an `argocd-update` step \
+                 to its promotion"
+                    .to_owned(),
+            ),
+            VerifyError::NotRunning { stage, .. } => Some(format!(
+                "start one with `dray verify stage {stage} -p {project}`"
+            )),
+            VerifyError::Store(_) => None,
+        }
+    }
 }
 
 /// Starts a new verification of the Stage's current Freight (ending a running one).

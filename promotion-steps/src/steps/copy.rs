@@ -84,8 +84,10 @@ fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutcome> {
         usize::from(copy_file(&from, &to)?)
     };
     ctx.log(&format!(
-        "copied `{}` to `{}` ({copied} file(s) changed)",
-        config.in_path, config.out_path
+        "copied `{}` to `{}` ({} changed)",
+        config.in_path,
+        config.out_path,
+        crate::count::count(copied, "file")
     ));
     Ok(StepOutcome::succeeded(Map::new()))
 }

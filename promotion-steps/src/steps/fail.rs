@@ -30,10 +30,11 @@ impl TypedStep for Fail {
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
-    async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
+    async fn run_config(&self, _ctx: &StepContext, config: Config) -> StepOutcome {
+        // No step name here: the promotion's message names the step (`step `x` failed: …`).
         let message = match config.message.as_deref().map(str::trim) {
             Some(message) if !message.is_empty() => message.to_owned(),
-            _ => format!("step `{}` (`fail`) ended the promotion", ctx.alias),
+            _ => "`fail` ended the promotion".to_owned(),
         };
         StepOutcome::failed(message)
     }
@@ -57,7 +58,7 @@ mod tests {
         assert_eq!(reason, "chart name mismatch");
         for config in [json!({}), json!({"message": "  "})] {
             let reason = failed(Fail.run(&ctx, config).await);
-            assert_eq!(reason, "step `step-1` (`fail`) ended the promotion");
+            assert_eq!(reason, "`fail` ended the promotion");
         }
         let reason = failed(Fail.run(&ctx, json!({"mesage": "typo"})).await);
         assert!(reason.contains("mesage"), "{reason}");

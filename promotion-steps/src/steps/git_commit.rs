@@ -296,9 +296,9 @@ async fn commit(
     }
     git.run(dir, &update).await?;
     ctx.log(&format!(
-        "committed {sha} in `{}` ({} files changed){}",
+        "committed {sha} in `{}` ({}){}",
         config.path,
-        changed.len(),
+        files_changed(changed.len()),
         if signing.is_some() {
             ", signed with the project's signing key"
         } else {
@@ -306,6 +306,11 @@ async fn commit(
         }
     ));
     Ok(succeeded(&sha, message))
+}
+
+/// `1 file changed`, `3 files changed`.
+fn files_changed(count: usize) -> String {
+    format!("{} changed", crate::count::count(count, "file"))
 }
 
 fn succeeded(sha: &str, message: &str) -> StepOutcome {
@@ -379,6 +384,13 @@ mod tests {
     use crate::Step;
     use crate::steps::git_clone::GitClone;
     use crate::testing::{MirrorRepos, bare_remote, failed, git, git_context, outputs, push_files};
+
+    #[test]
+    fn counts_changed_files_in_english() {
+        assert_eq!(files_changed(1), "1 file changed");
+        assert_eq!(files_changed(0), "0 files changed");
+        assert_eq!(files_changed(2), "2 files changed");
+    }
 
     /// A work dir with `main` of a fresh repository checked out at `./out`.
     async fn checked_out() -> (tempfile::TempDir, StepContext, PathBuf) {

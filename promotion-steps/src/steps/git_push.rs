@@ -322,6 +322,10 @@ impl Push<'_> {
     async fn rebase(&self, head: &str, tip: &str) -> Result<Result<String, String>, GitError> {
         let git = &self.git;
         self.abort_rebase().await;
+        // Our commits already sit on `tip` (nobody pushed since the clone): nothing to rebase.
+        if git.is_ancestor(self.dir, tip, head).await? {
+            return Ok(Ok(head.to_string()));
+        }
         // A signed commit is signed again when it is rebased: the signature covers its parent.
         let sign_args = self
             .signing
@@ -606,6 +610,37 @@ mod tests {
         assert_eq!(got["branch"], json!("dray/promotion/prod-7"));
         assert_eq!(w.remote_tip("dray/promotion/prod-7"), sha);
         assert_eq!(w.subjects("main"), vec!["init"]);
+    }
+
+    #[tokio::test]
+    async fn only_a_push_that_rebased_says_it_rebased() {
+        let w = world();
+        let logging = |ctx: StepContext| {
+            let (with_log, lines) = crate::testing::context_with_log(&ctx.work_dir);
+            (
+                StepContext {
+                    log: with_log.log,
+                    ..ctx
+                },
+                lines,
+            )
+        };
+        let (ctx, out) = w.checkout("staging-1", "main", false).await;
+        let (ctx, lines) = logging(ctx);
+        commit(&ctx, &out, "app/b.yaml", "v: 1\n", "promote to staging").await;
+        outputs(
+            GitPush
+                .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
+                .await,
+        );
+        let logged = lines.lock().unwrap().join("\n");
+        assert!(!logged.contains("rebased"), "{logged}");
+
+        let (ctx, out) = w.checkout("staging-2", "main", false).await;
+        let (ctx, lines) = logging(ctx);
+        w.push_after_an_outside_edit(&ctx, &out).await;
+        let logged = lines.lock().unwrap().join("\n");
+        assert!(logged.contains("rebased onto"), "{logged}");
     }
 
     #[tokio::test]

@@ -150,8 +150,9 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
     let rendered = render(ctx, &tool, &args, TIMEOUT).await?;
     let files = out.write(&rendered)?;
     ctx.log(&format!(
-        "rendered chart {shown} into `{}` ({files} file(s))",
-        config.out_path
+        "rendered chart {shown} into `{}` ({})",
+        config.out_path,
+        crate::count::count(files, "file")
     ));
     Ok(StepOutcome::succeeded(Map::new()))
 }

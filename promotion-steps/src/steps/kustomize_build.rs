@@ -64,8 +64,10 @@ async fn run(ctx: &StepContext, config: Config) -> Result<StepOutcome, StepOutco
     let rendered = render(ctx, &tool, &args, TIMEOUT).await?;
     let files = out.write(&rendered)?;
     ctx.log(&format!(
-        "rendered `{}` into `{}` ({files} file(s))",
-        config.path, config.out_path
+        "rendered `{}` into `{}` ({})",
+        config.path,
+        config.out_path,
+        crate::count::count(files, "file")
     ));
     Ok(StepOutcome::succeeded(Map::new()))
 }

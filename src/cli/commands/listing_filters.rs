@@ -1,8 +1,8 @@
 //! The `--stage` and `--warehouse` filters of `dray get`: each names a resource that must
 //! exist, so a typo is an error with "did you mean" rather than an empty or full listing.
 
+use crate::api::suggest;
 use crate::cli::CliError;
-use crate::config::suggest;
 
 /// What a filter names: a Stage or a Warehouse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

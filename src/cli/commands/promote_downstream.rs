@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde_json::Value;
 
 use super::FreightChoice;
+use super::promote::AfterSuccess;
 use crate::api::{Promotion, Stage};
 use crate::cli::{CliError, Context};
 use crate::server::promotions::PromoteBody;
@@ -23,8 +24,9 @@ pub struct Downstream {
     pub which: FreightChoice,
     /// The `--override-window` reason.
     pub override_window: Option<String>,
-    /// With `--wait`: how long to follow each promotion.
-    pub wait: Option<Duration>,
+    /// With `--wait`: how long to follow each promotion, and whether to wait for its
+    /// verification too.
+    pub wait: Option<(Duration, AfterSuccess)>,
 }
 
 /// The Stages fed by `upstream`, by name, in the order listed.
@@ -128,15 +130,18 @@ pub async fn run(ctx: &Context, args: Downstream) -> Result<(), CliError> {
             Err(error @ (CliError::Api { .. } | CliError::Usage { .. })) => {
                 let hint = error.hint().map(|h| format!(" ({h})")).unwrap_or_default();
                 println!("stage {stage}: refused: {error}{hint}");
+                for reason in error.details() {
+                    println!("  {reason}");
+                }
                 refused.push(*stage);
             }
             Err(other) => return Err(other),
         }
     }
     let mut failed = Vec::new();
-    if let Some(timeout) = args.wait {
+    if let Some((timeout, after)) = args.wait {
         for name in &requested {
-            if let Err(error) = super::promote::follow(ctx, &project, name, timeout).await {
+            if let Err(error) = super::promote::follow(ctx, &project, name, timeout, after).await {
                 println!("{error}");
                 failed.push(name.clone());
             }

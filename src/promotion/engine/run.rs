@@ -94,11 +94,11 @@ impl Engine {
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
             let outcome = match self.expr_context(&run, &base, &view, &step) {
-                Err(reason) => StepOutcome::failed(format!("step `{alias}`: {reason}")),
+                Err(reason) => StepOutcome::failed(reason),
                 Ok(expr_ctx) => {
                     let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
                     match self.exprs.evaluate_condition(condition, &expr_ctx) {
-                        Err(error) => StepOutcome::failed(format!("step `{alias}`: `if`: {error}")),
+                        Err(error) => StepOutcome::failed(format!("`if`: {error}")),
                         Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
                         Ok(true) => {
                             let mut ctx = base.clone();
@@ -189,6 +189,16 @@ impl Engine {
             _ => "aborted".to_owned(),
         };
         let message = if pushed.is_empty() {
+            // Nothing rolled back: a hold its request set goes with it.
+            let spec = &run.promotion.spec;
+            let project = run.key.namespace.as_deref().unwrap_or_default();
+            crate::promotion::record::lift_hold_of(
+                self.store.as_ref(),
+                project,
+                &spec.stage,
+                &spec.freight,
+            )
+            .await?;
             format!("{aborted} before anything was pushed")
         } else {
             format!("{aborted}; already pushed: {}", pushed.join(", "))

@@ -32,20 +32,18 @@ impl Engine {
     ) -> Result<StepOutcome, EngineError> {
         let alias = ctx.alias.clone();
         let Some(kind) = step.uses.as_deref() else {
-            return Ok(StepOutcome::failed(format!(
-                "step `{alias}` names no step kind (`uses`)"
-            )));
+            return Ok(StepOutcome::failed("it names no step kind (`uses`)"));
         };
         let Some(runner) = self.steps.get(kind) else {
             return Ok(StepOutcome::failed(format!(
-                "step `{alias}` uses `{kind}`, which is not a built-in step (known: {})",
+                "it uses `{kind}`, which is not a built-in step (known: {})",
                 self.steps.kinds().join(", ")
             )));
         };
         let config = step.config.clone().unwrap_or_else(|| json!({}));
         let config = match self.exprs.evaluate_value(&config, expr_ctx) {
             Ok(config) => config,
-            Err(error) => return Ok(StepOutcome::failed(format!("step `{alias}`: {error}"))),
+            Err(error) => return Ok(StepOutcome::failed(error.to_string())),
         };
         let timeout = step
             .retry

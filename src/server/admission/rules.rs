@@ -152,16 +152,19 @@ async fn not_through_the_promote_path(
         (None, _) => Some(PromoteError::NoStage {
             project: project.clone(),
             stage: promote.stage.clone(),
+            meant: None,
         }),
         (_, None) => Some(PromoteError::NoFreight {
             project: project.clone(),
             what: format!("with id `{freight_id}`"),
+            meant: None,
         }),
         (Some(stage), Some(freight)) => {
             let stage: Stage = stage.to_typed()?;
             let freight: Freight = freight.to_typed()?;
             let reasons = refusals(&stage, &freight);
             (!reasons.is_empty()).then(|| PromoteError::Refused {
+                project: project.clone(),
                 freight: freight.spec.alias.clone(),
                 stage: promote.stage.clone(),
                 reasons,

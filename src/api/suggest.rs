@@ -1,11 +1,12 @@
 //! "Did you mean" and "use one of" hints: the closest candidate by edit distance, and
-//! short, backticked lists of what is allowed.
+//! short, backticked lists of what is allowed. Here, at the bottom, so that every layer
+//! words them alike: `dray apply`'s checks, the server's not-found answers, the CLI.
 
 /// The candidate closest to `wrong`, if it is close enough to be a likely typo.
 ///
 /// Case differences are free (`repoUrl` → `repoURL`); otherwise the Damerau–Levenshtein
 /// distance must be at most a third of the word's length (at least 1, at most 3).
-pub(crate) fn closest<'a, I>(wrong: &str, candidates: I) -> Option<&'a str>
+pub fn closest<'a, I>(wrong: &str, candidates: I) -> Option<&'a str>
 where
     I: IntoIterator<Item = &'a str>,
 {
@@ -26,7 +27,7 @@ where
 }
 
 /// `` `a`, `b`, `c` `` (at most `max` items, then `… (N more)`).
-pub(crate) fn list<'a, I>(items: I, max: usize) -> String
+pub fn list<'a, I>(items: I, max: usize) -> String
 where
     I: IntoIterator<Item = &'a str>,
 {
@@ -45,7 +46,7 @@ where
 
 /// A hint for a name that matched nothing: "did you mean `x`?" when one is close, else
 /// `fallback` followed by the list of candidates (or `fallback` alone when there are none).
-pub(crate) fn hint_for<'a, I>(wrong: &str, candidates: I, fallback: &str) -> String
+pub fn hint_for<'a, I>(wrong: &str, candidates: I, fallback: &str) -> String
 where
     I: IntoIterator<Item = &'a str>,
 {
