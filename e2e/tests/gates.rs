@@ -115,7 +115,9 @@ async fn approval_bypasses_the_gates_on_the_record() -> Result<()> {
         assert!(listed.contains("available (approved by ann)"), "{listed}");
         p.promote_ok("prod", &alias)?;
         let head = &p.config.log("stage/prod")?[0];
-        assert_eq!(head.trailer("Dray-Approved-By"), Some("ann"));
+        assert_eq!(head.trailer("Dray-Approved-By"), Some("ann (CVE hotfix)"));
+        let audit = text(&p.cli(&["audit", "--stage", "prod"])?);
+        assert!(audit.contains("approved by ann (CVE hotfix)"), "{audit}");
         Ok(())
     })
 }

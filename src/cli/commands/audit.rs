@@ -26,6 +26,23 @@ fn short(text: &str, n: usize) -> String {
     text.chars().take(n).collect()
 }
 
+/// What let the promotion through beyond the usual gates: an approval (who, and why) and a
+/// window override, as their trailers say; `-` when neither.
+fn notes(entry: &AuditEntry) -> String {
+    let mut notes = Vec::new();
+    if let Some(by) = &entry.approved_by {
+        notes.push(format!("approved by {by}"));
+    }
+    if let Some(why) = &entry.window_override {
+        notes.push(format!("window overridden: {why}"));
+    }
+    if notes.is_empty() {
+        "-".into()
+    } else {
+        notes.join("; ")
+    }
+}
+
 /// Runs `dray audit`.
 pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
     let stage = args
@@ -76,6 +93,7 @@ pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
                         },
                         e.actor.clone().unwrap_or_else(|| e.author.clone()),
                         e.promotion.clone().unwrap_or_else(|| e.subject.clone()),
+                        notes(e),
                     ]
                 })
                 .collect();
@@ -87,6 +105,7 @@ pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
                 "CONFIG",
                 "ACTOR",
                 "PROMOTION",
+                "NOTES",
             ];
             print!("{}", output::table(&header, &rows));
         }

@@ -50,8 +50,11 @@ impl Engine {
             .status
             .as_ref()
             .and_then(|s| s.approved_for.get(&stage))
-            .map(|a| a.by.clone())
-            .filter(|by| !by.is_empty());
+            .filter(|a| !a.by.is_empty())
+            .map(|a| match a.reason.trim() {
+                "" => a.by.clone(),
+                reason => format!("{} ({})", a.by, reason.replace(['\r', '\n'], " ")),
+            });
         let argocd = argocd_target(self.store.as_ref(), &project).await?;
         let window_override = run
             .promotion
