@@ -97,6 +97,10 @@ impl ApiError {
         let meant = suggest::closest(name, names)
             .map(|m| format!("; did you mean `{m}`?"))
             .unwrap_or_default();
+        if !kind.is_namespaced() {
+            return ApiError::not_found(format!("{kind} `{name}` does not exist{meant}"))
+                .with_hint(format!("run `dray get {}` to list them", kind.plural()));
+        }
         ApiError::not_found(format!(
             "{kind} `{name}` does not exist in project `{project}`{meant}"
         ))
@@ -104,8 +108,13 @@ impl ApiError {
     }
 
     /// [`ApiError::missing`] for `key`, with the names of its kind read from `store`.
+    /// When the key's project does not exist either, that is what is said.
     pub async fn missing_from(store: &dyn Store, key: &ObjectKey) -> Self {
         let project = key.namespace.as_deref().unwrap_or_default();
+        let project_key = ObjectKey::cluster(Kind::Project, project);
+        if key.kind.is_namespaced() && matches!(store.get(&project_key).await, Ok(None)) {
+            return Box::pin(Self::missing_from(store, &project_key)).await;
+        }
         let names = store
             .list(key.kind, key.namespace.as_deref())
             .await

@@ -117,9 +117,15 @@ pub(crate) async fn request_through_door(
     )
     .await?;
     (request.freight, request.alias) = (named.freight.clone(), named.alias.clone());
-    let created = request::request_promotion(store, caller, project, &request)
-        .await
-        .map_err(|e| named.explain(e))?;
+    let created = match request::request_promotion(store, caller, project, &request).await {
+        Ok(created) => created,
+        // A Stage of a project that does not exist: say the project does not.
+        Err(PromoteError::NoStage { .. }) => {
+            let stage = ObjectKey::namespaced(Kind::Stage, project, &request.stage);
+            return Err(ApiError::missing_from(store, &stage).await);
+        }
+        Err(error) => return Err(named.explain(error)),
+    };
     tracing::info!(promotion = %created.key, actor = %caller.user, "promotion requested");
     Ok(created.object)
 }

@@ -94,10 +94,7 @@ async fn require_project(state: &AppState, project: &str) -> Result<(), ApiError
     let key = ObjectKey::cluster(Kind::Project, project);
     match state.store.get(&key).await? {
         Some(_) => Ok(()),
-        None => Err(
-            ApiError::not_found(format!("project `{project}` does not exist"))
-                .with_hint("run `dray get projects` to list projects"),
-        ),
+        None => Err(ApiError::missing_from(state.store.as_ref(), &key).await),
     }
 }
 

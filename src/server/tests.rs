@@ -618,6 +618,22 @@ async fn missing_resources_are_answered_in_one_shape_with_did_you_mean() {
             "run `dray get freight -p demo` to list them",
         ),
     ];
+    let cases = cases.into_iter().chain([
+        (
+            Method::POST,
+            "/api/v1/projects/dmeo/stages/dev/promote",
+            Some(json!({"alias": "x"})),
+            "Project `dmeo` does not exist; did you mean `demo`?",
+            "run `dray get projects` to list them",
+        ),
+        (
+            Method::GET,
+            "/api/v1/projects/dmeo/stages",
+            None,
+            "Project `dmeo` does not exist; did you mean `demo`?",
+            "run `dray get projects` to list them",
+        ),
+    ]);
     for (method, uri, request, message, hint) in cases {
         let (status, body) = server.call(method, uri, request).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{uri}: {body}");

@@ -306,7 +306,10 @@ pub(crate) async fn create(
                 ),
             )
             .with_hint(format!(
-                "use one of {}, or pass -p PROJECT to bind a Role of that project",
+                "{}use one of {}, or pass -p PROJECT to bind a Role of that project",
+                crate::api::suggest::closest(&request.role, BUILTIN_ROLES)
+                    .map(|m| format!("did you mean `{m}`? "))
+                    .unwrap_or_default(),
                 BUILTIN_ROLES.map(|r| format!("`{r}`")).join(", ")
             )));
         }
@@ -591,8 +594,7 @@ async fn bind_in_project(
         .is_none()
     {
         return Err(
-            ApiError::not_found(format!("project `{project}` does not exist"))
-                .with_hint("run `dray get projects` to list projects"),
+            ApiError::missing_from(store, &ObjectKey::cluster(Kind::Project, project)).await,
         );
     }
     let role = &request.role;
@@ -602,8 +604,16 @@ async fn bind_in_project(
             .await?
             .is_none()
     {
+        let roles = store.list(Kind::Role, Some(project)).await?;
+        let known = BUILTIN_ROLES
+            .iter()
+            .copied()
+            .chain(roles.iter().map(|r| r.key.name.as_str()));
+        let meant = crate::api::suggest::closest(role, known)
+            .map(|m| format!("; did you mean `{m}`?"))
+            .unwrap_or_default();
         return Err(ApiError::not_found(format!(
-            "role `{role}` is neither built in nor a Role in project `{project}`"
+            "role `{role}` is neither built in nor a Role in project `{project}`{meant}"
         ))
         .with_hint(format!(
             "run `dray get roles -p {project}` to list the roles, built-in ones included"

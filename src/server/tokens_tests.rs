@@ -446,3 +446,41 @@ async fn a_listing_shows_each_tokens_roles_and_where_they_hold() {
                {"kind": "User", "name": "vic", "role": "dray-promoter"}])
     );
 }
+
+/// A slip in a role's or a project's name gets "did you mean", in a project and cluster-wide.
+#[tokio::test]
+async fn misspelt_roles_and_projects_get_did_you_mean() {
+    let server = Server::new().await;
+    let ask = |role: &str, project: Option<&str>| json!({"user": "ann", "role": role, "project": project});
+    let (status, refused) = server
+        .as_admin(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(ask("dray-promotr", Some("demo"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.ends_with("did you mean `dray-promoter`?"),
+        "{message}"
+    );
+
+    let (status, refused) = server
+        .as_admin(Method::POST, "/api/v1/tokens", Some(ask("dray-admn", None)))
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    let hint = refused["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.starts_with("did you mean `dray-admin`?"), "{hint}");
+
+    let (status, refused) = server
+        .as_admin(
+            Method::POST,
+            "/api/v1/tokens",
+            Some(ask("dray-viewer", Some("dmeo"))),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did you mean `demo`?"), "{message}");
+}
