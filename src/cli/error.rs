@@ -59,7 +59,7 @@ impl CliError {
         match self {
             CliError::Usage { hint, .. } => hint.clone(),
             CliError::Unreachable { .. } => Some(
-                "start the server with `dray serve`, or point the CLI at it with --server or DRAY_SERVER"
+                "start the server with `dray serve`, or point the CLI at it with --server, DRAY_SERVER or a saved context (`dray login`)"
                     .into(),
             ),
             CliError::Api { body, .. } => body.error.hint.clone(),
