@@ -97,6 +97,24 @@ pub fn yaml(values: &[Value]) -> Result<String, super::CliError> {
     Ok(out)
 }
 
+/// Renders `items` as one pretty JSON array, ending in a newline.
+pub fn json<T: serde::Serialize>(items: &[T]) -> Result<String, super::CliError> {
+    let mut text = serde_json::to_string_pretty(items)
+        .map_err(|e| super::CliError::Local(format!("cannot render JSON: {e}")))?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// Renders `items` as YAML documents separated by `---` (see [`yaml`]).
+pub fn yaml_of<T: serde::Serialize>(items: &[T]) -> Result<String, super::CliError> {
+    let values: Vec<Value> = items
+        .iter()
+        .map(serde_json::to_value)
+        .collect::<Result<_, _>>()
+        .map_err(|e| super::CliError::Local(format!("cannot render YAML: {e}")))?;
+    yaml(&values)
+}
+
 /// How long ago an RFC 3339 timestamp was, in the short form `kubectl` uses (`5m`, `3h`, `2d`).
 pub fn age(timestamp: Option<&str>) -> String {
     let Some(then) = timestamp.and_then(|t| t.parse::<jiff::Timestamp>().ok()) else {

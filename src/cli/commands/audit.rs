@@ -56,18 +56,8 @@ pub async fn run(ctx: &Context, args: AuditArgs) -> Result<(), CliError> {
     );
     let entries: Vec<AuditEntry> = ctx.client.get(&path).await?;
     match args.output {
-        OutputFormat::Json => {
-            let text = serde_json::to_string_pretty(&entries)
-                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
-            println!("{text}");
-        }
-        OutputFormat::Yaml => {
-            let values: Vec<_> = entries
-                .iter()
-                .filter_map(|e| serde_json::to_value(e).ok())
-                .collect();
-            print!("{}", output::yaml(&values)?);
-        }
+        OutputFormat::Json => print!("{}", output::json(&entries)?),
+        OutputFormat::Yaml => print!("{}", output::yaml_of(&entries)?),
         OutputFormat::Table => {
             let rows: Vec<Vec<String>> = entries
                 .iter()

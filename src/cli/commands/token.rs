@@ -153,21 +153,8 @@ async fn create(ctx: &Context, args: CreateArgs) -> Result<(), CliError> {
 async fn list(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
     let list: TokenList = ctx.client.get("/api/v1/tokens").await?;
     let text = match args.output {
-        OutputFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&list.items)
-                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
-            text.push('\n');
-            text
-        }
-        OutputFormat::Yaml => {
-            let values: Vec<serde_json::Value> = list
-                .items
-                .iter()
-                .map(serde_json::to_value)
-                .collect::<Result<_, _>>()
-                .map_err(|e| CliError::Local(format!("cannot render YAML: {e}")))?;
-            output::yaml(&values)?
-        }
+        OutputFormat::Json => output::json(&list.items)?,
+        OutputFormat::Yaml => output::yaml_of(&list.items)?,
         OutputFormat::Table if list.items.is_empty() => {
             eprintln!("no API tokens to show");
             return Ok(());
@@ -233,21 +220,8 @@ const ALL_PROJECTS: &str = "*";
 async fn bindings(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
     let list: ClusterBindingList = ctx.client.get("/api/v1/clusterrolebindings").await?;
     let text = match args.output {
-        OutputFormat::Json => {
-            let mut text = serde_json::to_string_pretty(&list.items)
-                .map_err(|e| CliError::Local(format!("cannot render JSON: {e}")))?;
-            text.push('\n');
-            text
-        }
-        OutputFormat::Yaml => {
-            let values: Vec<serde_json::Value> = list
-                .items
-                .iter()
-                .map(serde_json::to_value)
-                .collect::<Result<_, _>>()
-                .map_err(|e| CliError::Local(format!("cannot render YAML: {e}")))?;
-            output::yaml(&values)?
-        }
+        OutputFormat::Json => output::json(&list.items)?,
+        OutputFormat::Yaml => output::yaml_of(&list.items)?,
         OutputFormat::Table if list.items.is_empty() => {
             eprintln!("no cluster-wide bindings");
             return Ok(());
