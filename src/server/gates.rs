@@ -120,39 +120,6 @@ fn window_refusal(window: &StageWindow) -> Option<String> {
         .map(|error| format!("{error}; hint: {}", error.hint()))
 }
 
-/// `POST /api/v1/projects/{project}/stages/{stage}/hold/lift`: lets auto-promotion act on
-/// the Stage again. Answers `{stage, hold: null, lifted, message}`: `lifted` says whether
-/// there was a hold to lift.
-pub(crate) async fn lift_hold(
-    State(state): State<AppState>,
-    Path((project, stage)): Path<(String, String)>,
-    caller: Caller,
-) -> Result<Json<Value>, ApiError> {
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Promote,
-            "stages",
-            Some(&project),
-            Some(&stage),
-        )
-        .await?;
-    let key = ObjectKey::namespaced(Kind::Stage, &project, &stage);
-    if state.store.get(&key).await?.is_none() {
-        return Err(ApiError::missing_from(state.store.as_ref(), &key).await);
-    }
-    let lifted = request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
-    let message = if lifted.is_some() {
-        tracing::info!(%project, %stage, by = %caller.user, "hold lifted");
-        format!("Stage `{stage}`: hold lifted; auto-promotion resumes")
-    } else {
-        format!("Stage `{stage}` had no hold: nothing to lift")
-    };
-    Ok(Json(
-        json!({"stage": stage, "hold": null, "lifted": lifted.is_some(), "message": message}),
-    ))
-}
-
 /// `GET /api/v1/projects/{project}/stages/{stage}/window`: whether the Stage's promotion
 /// windows are open now, which one blocks, and when that changes.
 pub(crate) async fn stage_window(

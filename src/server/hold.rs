@@ -1,7 +1,7 @@
-//! `POST /api/v1/projects/{project}/stages/{stage}/hold/set`: places a hold on a Stage by
-//! hand, so auto-promotion leaves it alone until the hold is lifted (`…/hold/lift`, in
-//! [`super::gates`]). Needs `promote` on the Stage, as lifting does; what the hold records
-//! is [`crate::pipeline::hold`]'s.
+//! `POST /api/v1/projects/{project}/stages/{stage}/hold/set` places a hold on a Stage by
+//! hand, so auto-promotion leaves it alone until the hold is lifted; `…/hold/lift` lifts
+//! it (or says there was none). Both need `promote` on the Stage; what a hold records is
+//! [`crate::pipeline::hold`]'s.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::api::{Kind, ObjectKey, Verb};
 use crate::pipeline::hold::place_hold;
+use crate::pipeline::request;
 
 use super::AppState;
 use super::auth::Caller;
@@ -34,20 +35,7 @@ pub(crate) async fn set_hold(
     caller: Caller,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    caller
-        .authorize(
-            state.store.as_ref(),
-            Verb::Promote,
-            "stages",
-            Some(&project),
-            Some(&stage),
-        )
-        .await?;
-    load_stage(
-        &state,
-        &ObjectKey::namespaced(Kind::Stage, &project, &stage),
-    )
-    .await?;
+    stage_to_hold(&state, &caller, &project, &stage).await?;
     let body: HoldBody = if body.iter().all(u8::is_ascii_whitespace) {
         HoldBody::default()
     } else {
@@ -71,6 +59,47 @@ pub(crate) async fn set_hold(
     .await?;
     tracing::info!(%project, %stage, by = %caller.user, "hold placed");
     Ok(Json(json!({"stage": stage, "hold": hold})))
+}
+
+/// `POST /api/v1/projects/{project}/stages/{stage}/hold/lift`: lets auto-promotion act on
+/// the Stage again. Answers `{stage, hold: null, lifted, message}`: `lifted` says whether
+/// there was a hold to lift.
+pub(crate) async fn lift_hold(
+    State(state): State<AppState>,
+    Path((project, stage)): Path<(String, String)>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    stage_to_hold(&state, &caller, &project, &stage).await?;
+    let lifted = request::set_hold(state.store.as_ref(), &project, &stage, None).await?;
+    let message = if lifted.is_some() {
+        tracing::info!(%project, %stage, by = %caller.user, "hold lifted");
+        format!("Stage `{stage}`: hold lifted; auto-promotion resumes")
+    } else {
+        format!("Stage `{stage}` had no hold: nothing to lift")
+    };
+    Ok(Json(
+        json!({"stage": stage, "hold": null, "lifted": lifted.is_some(), "message": message}),
+    ))
+}
+
+/// Authorizes `promote` on the Stage, and answers 404 when it does not exist.
+async fn stage_to_hold(
+    state: &AppState,
+    caller: &Caller,
+    project: &str,
+    stage: &str,
+) -> Result<(), ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Promote,
+            "stages",
+            Some(project),
+            Some(stage),
+        )
+        .await?;
+    load_stage(state, &ObjectKey::namespaced(Kind::Stage, project, stage)).await?;
+    Ok(())
 }
 
 #[cfg(test)]

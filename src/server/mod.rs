@@ -218,7 +218,7 @@ pub fn api_routes() -> Vec<Route> {
             M::POST,
             "/projects/{project}/stages/{stage}/hold/lift",
             Door::Api,
-            gates::lift_hold,
+            hold::lift_hold,
         ),
         Route::new(
             M::POST,
