@@ -399,33 +399,18 @@ impl TokenStore for SqliteStore {
         user: &str,
         groups: &[String],
     ) -> Result<Vec<String>, StoreError> {
-        let user = user.to_owned();
-        let groups = groups.to_vec();
-        self.with_reader(move |c| {
-            let mut statement = c.prepare_cached(
-                "SELECT subject_kind, subject, role FROM cluster_role_bindings ORDER BY role",
-            )?;
-            let rows = statement.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            let mut roles = Vec::new();
-            for row in rows {
-                let (kind, subject, role) = row?;
-                let applies = match kind.as_str() {
-                    "User" => subject == user,
-                    _ => groups.contains(&subject),
-                };
-                if applies && !roles.contains(&role) {
-                    roles.push(role);
-                }
+        let mut roles: Vec<String> = Vec::new();
+        for binding in self.cluster_bindings().await? {
+            let applies = match binding.kind {
+                SubjectKind::User => binding.name == user,
+                SubjectKind::Group => groups.contains(&binding.name),
+            };
+            if applies && !roles.contains(&binding.role) {
+                roles.push(binding.role);
             }
-            Ok(roles)
-        })
-        .await
+        }
+        roles.sort();
+        Ok(roles)
     }
 
     async fn cluster_bindings(&self) -> Result<Vec<ClusterBinding>, StoreError> {
