@@ -190,8 +190,11 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
 }
 
 /// A cascading delete (see [`cascade`]): the plan, and unless `dry_run` its one commit.
+/// The caller needs `delete` on every kind the plan removes, not only on its root: a
+/// cascade is no way around a Role that keeps Freight (say) from being deleted.
 async fn delete_cascading(
     state: &AppState,
+    caller: &Caller,
     key: ObjectKey,
     dry_run: bool,
 ) -> Result<Json<Value>, ApiError> {
@@ -207,6 +210,25 @@ async fn delete_cascading(
             }
             _ => ApiError::conflict(error.to_string()).with_hint(error.hint()),
         })?;
+    let mut kinds: Vec<(Kind, Option<&str>)> = plan
+        .removes
+        .iter()
+        .filter(|k| **k != key)
+        .map(|k| (k.kind, k.namespace.as_deref()))
+        .collect();
+    kinds.sort_by_key(|(kind, namespace)| (kind.as_str(), *namespace));
+    kinds.dedup();
+    for (kind, namespace) in kinds {
+        caller
+            .authorize(
+                state.store.as_ref(),
+                Verb::Delete,
+                kind.plural(),
+                namespace,
+                None,
+            )
+            .await?;
+    }
     let removed: Vec<Value> = plan
         .removes
         .iter()
@@ -228,11 +250,12 @@ async fn delete_cascading(
 
 async fn delete_key(
     state: &AppState,
+    caller: &Caller,
     key: ObjectKey,
     params: DeleteParams,
 ) -> Result<Json<Value>, ApiError> {
     if params.cascade {
-        return delete_cascading(state, key, params.dry_run).await;
+        return delete_cascading(state, caller, key, params.dry_run).await;
     }
     let current = state.store.get(&key).await?;
     door::admit(
@@ -376,7 +399,13 @@ pub(crate) async fn delete_project(
             Some(&name),
         )
         .await?;
-    delete_key(&state, ObjectKey::cluster(Kind::Project, &name), params).await
+    delete_key(
+        &state,
+        &caller,
+        ObjectKey::cluster(Kind::Project, &name),
+        params,
+    )
+    .await
 }
 
 pub(crate) async fn list(
@@ -556,7 +585,13 @@ pub(crate) async fn delete(
     } else {
         name
     };
-    delete_key(&state, ObjectKey::namespaced(kind, &project, &name), params).await
+    delete_key(
+        &state,
+        &caller,
+        ObjectKey::namespaced(kind, &project, &name),
+        params,
+    )
+    .await
 }
 
 /// The Freight `name` names (id, id prefix or alias: [`super::freight_names`]), once the

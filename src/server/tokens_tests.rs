@@ -484,3 +484,41 @@ async fn misspelt_roles_and_projects_get_did_you_mean() {
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("did you mean `demo`?"), "{message}");
 }
+
+/// A cascade removes only what its caller may delete: `delete` on Warehouses alone does
+/// not take the Warehouse's Freight with it.
+#[tokio::test]
+async fn a_cascade_needs_delete_on_every_kind_it_removes() {
+    let server = Server::new().await;
+    let docs = "apiVersion: dray.dev/v1alpha1
+kind: Role
+metadata: {name: warehouse-keeper, namespace: demo}
+rules:
+  - {resources: ['*'], verbs: [get, list]}
+  - {resources: [warehouses], verbs: [delete]}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata: {name: app, namespace: demo}
+spec:
+  subscriptions:
+    - image: {repoURL: 127.0.0.1:5000/demo/app}
+";
+    let body = json!({"files": [{"path": "w.yaml", "content": docs}]});
+    let (status, answer) = server
+        .as_admin(Method::POST, "/api/v1/apply", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    test_support::store_first_freight(server.store.as_ref()).await;
+    let (keeper, _) = server.token("kim", "warehouse-keeper", Some("demo")).await;
+    let uri = "/api/v1/projects/demo/warehouses/app?cascade=true";
+    let (status, refused) = server.call(Some(&keeper), Method::DELETE, uri, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    let (status, removed) = server.as_admin(Method::DELETE, uri, None).await;
+    assert_eq!(status, StatusCode::OK, "{removed}");
+    assert_eq!(
+        removed["removed"].as_array().map(Vec::len),
+        Some(2),
+        "{removed}"
+    );
+}
