@@ -195,10 +195,26 @@ fn template_errors(text: &str) -> Vec<ExprError> {
     match Template::parse(text) {
         Ok(template) => template
             .expressions()
-            .filter_map(|expr| compile_with(&ENV, &expr.source).err())
+            .flat_map(|expr| expression_errors(&expr.source))
             .collect(),
         Err(err) => vec![err],
     }
+}
+
+/// A syntax error in one bare expression, else the result fields it reads that do not exist
+/// (see [`super::exprlang::check_cel_result_fields`]).
+fn expression_errors(source: &str) -> Vec<ExprError> {
+    if let Err(error) = compile_with(&ENV, source) {
+        return vec![error];
+    }
+    super::exprlang::check_cel_result_fields(source)
+        .into_iter()
+        .map(|issue| ExprError::UnknownField {
+            field: None,
+            expr: source.trim().to_owned(),
+            message: issue.message,
+        })
+        .collect()
 }
 
 /// Checks a step condition (`if`), written with or without `${{ }}`.
@@ -206,7 +222,10 @@ pub fn validate_condition(text: &str) -> Result<(), ExprError> {
     if has_expressions(text) {
         validate_template(text)
     } else {
-        compile_with(&ENV, text.trim()).map(drop)
+        expression_errors(text.trim())
+            .into_iter()
+            .next()
+            .map_or(Ok(()), Err)
     }
 }
 
@@ -264,6 +283,28 @@ mod tests {
         cache.compile("vars.b").unwrap();
         assert_eq!(cache.compilations(), 2);
         assert_eq!(clone.len(), 2);
+    }
+
+    #[test]
+    fn a_kargo_field_name_in_a_dray_expression_is_refused_before_it_runs() {
+        let config = json!({"message": "deploy ${{ commitFrom(vars.repo).ID }}",
+                            "ok": "${{ commitFrom(vars.repo).id }}"});
+        let errors = validate_value(&config, "config");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field(), Some("config.message"));
+        assert!(
+            errors[0]
+                .to_string()
+                .ends_with("it has no field `ID`; did you mean `id`?"),
+            "{}",
+            errors[0]
+        );
+        let condition = validate_condition("imageFrom(vars.repo).Tag == '1.0'").unwrap_err();
+        assert!(
+            condition.to_string().contains("did you mean `tag`?"),
+            "{condition}"
+        );
+        assert!(validate_condition("imageFrom(vars.repo).tag == '1.0'").is_ok());
     }
 
     #[test]

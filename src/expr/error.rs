@@ -54,6 +54,17 @@ pub enum ExprError {
         /// What failed, e.g. ``no such key `missing` in `vars` (known: repoURL)``.
         message: String,
     },
+    /// An expression reads a field its value does not have (`commitFrom(r).ID`: Dray's
+    /// results are lower-case), caught before anything runs.
+    #[error("{}expression `{expr}`: {message}", prefix(.field))]
+    UnknownField {
+        /// The JSON field the expression was found in, if known.
+        field: Option<String>,
+        /// The expression, without `${{ }}`.
+        expr: String,
+        /// What is wrong, with "did you mean" when a field is close.
+        message: String,
+    },
     /// A step condition (`if`) that is not a bool.
     #[error("condition `{expr}` must evaluate to a bool, not {got}")]
     NotBool {
@@ -88,6 +99,7 @@ impl ExprError {
             Self::Unterminated { field, .. }
             | Self::Syntax { field, .. }
             | Self::Eval { field, .. }
+            | Self::UnknownField { field, .. }
             | Self::NotJson { field, .. } => field.as_deref(),
             Self::NotBool { .. } => None,
         }
@@ -99,6 +111,7 @@ impl ExprError {
             Self::Unterminated { field, .. }
             | Self::Syntax { field, .. }
             | Self::Eval { field, .. }
+            | Self::UnknownField { field, .. }
             | Self::NotJson { field, .. } => *field = Some(new.into()),
             Self::NotBool { .. } => {}
         }
