@@ -30,8 +30,9 @@ async fn freight_a_stage_holds_is_not_deleted() -> Result<()> {
         let said = text(&refused);
         assert_eq!(refused.status.code(), Some(1), "{said}");
         assert!(
-            said.contains(&format!("freight {first_alias} is current in stage dev"))
-                && said.contains("hint: promote other Freight to stage dev first"),
+            said.contains(&format!(
+                "Freight `{first_alias}` is current in Stage `dev`"
+            )) && said.contains("hint: promote other Freight to Stage `dev` first"),
             "{said}"
         );
         let stage = p.stage("dev")?;

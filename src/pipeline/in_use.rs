@@ -37,14 +37,14 @@ pub enum FreightHolder {
 impl std::fmt::Display for FreightHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FreightHolder::CurrentIn { stage } => write!(f, "is current in stage {stage}"),
+            FreightHolder::CurrentIn { stage } => write!(f, "is current in Stage `{stage}`"),
             FreightHolder::Promoting {
                 promotion,
                 stage,
                 phase,
             } => write!(
                 f,
-                "is being promoted to stage {stage} by promotion {promotion} ({phase:?})"
+                "is being promoted to Stage `{stage}` by Promotion `{promotion}` ({phase:?})"
             ),
         }
     }
@@ -52,7 +52,7 @@ impl std::fmt::Display for FreightHolder {
 
 /// A Freight that may not be deleted, and who holds it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("freight {freight} {}", holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "))]
+#[error("Freight `{freight}` {}", holders.iter().map(ToString::to_string).collect::<Vec<_>>().join(" and "))]
 pub struct FreightInUse {
     /// The Freight's alias (its id when it has none).
     pub freight: String,
@@ -67,10 +67,10 @@ impl FreightInUse {
         for holder in &self.holders {
             match holder {
                 FreightHolder::CurrentIn { stage } => {
-                    steps.push(format!("promote other Freight to stage {stage} first"));
+                    steps.push(format!("promote other Freight to Stage `{stage}` first"));
                 }
                 FreightHolder::Promoting { promotion, .. } => steps.push(format!(
-                    "wait for promotion {promotion} to end, or `dray abort promotion {promotion}`"
+                    "wait for Promotion `{promotion}` to end, or `dray abort promotion {promotion}`"
                 )),
             }
         }
@@ -206,12 +206,12 @@ mod tests {
         };
         assert_eq!(
             refusal.to_string(),
-            "freight fresh-otter is current in stage dev and is current in stage prod and is being promoted to stage prod by promotion prod-a (Running)"
+            "Freight `fresh-otter` is current in Stage `dev` and is current in Stage `prod` and is being promoted to Stage `prod` by Promotion `prod-a` (Running)"
         );
         assert!(
             refusal
                 .hint()
-                .starts_with("promote other Freight to stage dev first;"),
+                .starts_with("promote other Freight to Stage `dev` first;"),
             "{}",
             refusal.hint()
         );

@@ -329,7 +329,7 @@ async fn freight_a_stage_holds_is_not_deleted_through_the_kubernetes_api() {
     assert_eq!((code, reason.as_str()), (409, "Conflict"));
     assert_eq!(
         message,
-        "freight first is current in stage dev; hint: promote other Freight to stage dev first; then delete it again"
+        "Freight `first` is current in Stage `dev`; hint: promote other Freight to Stage `dev` first; then delete it again"
     );
     delete["userInfo"]["username"] = json!(DRAY);
     assert_eq!(hook.judge(delete).await["allowed"], true, "Dray itself may");
