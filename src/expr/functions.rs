@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::context::{ExprContext, FreightView, cel_to_json, json_to_cel};
 use super::template::to_text;
+use crate::api::{FreightChart, FreightCommit, FreightImage};
 
 /// The names of Dray's functions, for error messages.
 pub(crate) const FUNCTIONS: &[&str] = &[
@@ -95,47 +96,91 @@ fn string_arg(value: &Value) -> Result<String, String> {
     }
 }
 
+/// The Freight's image from `repo`, or why there is none (naming the images it has). Both
+/// expression languages look images, commits and charts up here.
+pub(crate) fn find_image<'f>(
+    freight: &'f FreightView,
+    repo: &str,
+) -> Result<&'f FreightImage, String> {
+    freight
+        .images
+        .iter()
+        .find(|image| image.repo_url == repo)
+        .ok_or_else(|| {
+            missing(
+                "image",
+                repo,
+                freight,
+                freight.images.iter().map(|i| i.repo_url.clone()),
+            )
+        })
+}
+
+/// The Freight's commit from `repo`, or why there is none.
+pub(crate) fn find_commit<'f>(
+    freight: &'f FreightView,
+    repo: &str,
+) -> Result<&'f FreightCommit, String> {
+    freight
+        .commits
+        .iter()
+        .find(|commit| commit.repo_url == repo)
+        .ok_or_else(|| {
+            missing(
+                "commit",
+                repo,
+                freight,
+                freight.commits.iter().map(|c| c.repo_url.clone()),
+            )
+        })
+}
+
+/// The Freight's chart from `repo` (named `name`, for a classic repository holding
+/// several), or why there is none.
+pub(crate) fn find_chart<'f>(
+    freight: &'f FreightView,
+    repo: &str,
+    name: Option<&str>,
+) -> Result<&'f FreightChart, String> {
+    freight
+        .charts
+        .iter()
+        .find(|chart| chart.repo_url == repo && name.is_none_or(|name| chart.name == name))
+        .ok_or_else(|| {
+            let shown = match name {
+                Some(name) => format!("{repo}` named `{name}"),
+                None => repo.to_owned(),
+            };
+            let known = freight
+                .charts
+                .iter()
+                .map(|c| format!("{} {}", c.repo_url, c.name));
+            missing("chart", &shown, freight, known)
+        })
+}
+
 /// `imageFrom(repoURL)`: `{repoURL, tag, digest}` of the Freight's image from `repo`.
 pub(crate) fn image_from(freight: &FreightView, repo: &str) -> Result<serde_json::Value, String> {
-    let image = freight.images.iter().find(|image| image.repo_url == repo);
-    match image {
-        Some(image) => Ok(json!({
-            "repoURL": image.repo_url,
-            "tag": image.tag,
-            "digest": image.digest,
-        })),
-        None => Err(missing(
-            "image",
-            repo,
-            freight,
-            freight.images.iter().map(|image| &image.repo_url),
-        )),
-    }
+    let image = find_image(freight, repo)?;
+    Ok(json!({
+        "repoURL": image.repo_url,
+        "tag": image.tag,
+        "digest": image.digest,
+    }))
 }
 
 /// `commitFrom(repoURL)`: `{repoURL, id, branch, tag, message, author}` of the Freight's
 /// commit from `repo` (`branch` and `tag` are `""` when unknown).
 pub(crate) fn commit_from(freight: &FreightView, repo: &str) -> Result<serde_json::Value, String> {
-    let commit = freight
-        .commits
-        .iter()
-        .find(|commit| commit.repo_url == repo);
-    match commit {
-        Some(commit) => Ok(json!({
-            "repoURL": commit.repo_url,
-            "id": commit.id,
-            "branch": commit.branch.clone().unwrap_or_default(),
-            "tag": commit.tag.clone().unwrap_or_default(),
-            "message": commit.message,
-            "author": commit.author,
-        })),
-        None => Err(missing(
-            "commit",
-            repo,
-            freight,
-            freight.commits.iter().map(|commit| &commit.repo_url),
-        )),
-    }
+    let commit = find_commit(freight, repo)?;
+    Ok(json!({
+        "repoURL": commit.repo_url,
+        "id": commit.id,
+        "branch": commit.branch.clone().unwrap_or_default(),
+        "tag": commit.tag.clone().unwrap_or_default(),
+        "message": commit.message,
+        "author": commit.author,
+    }))
 }
 
 /// `chartFrom(repoURL[, name])`: `{repoURL, name, version, digest}` of the Freight's chart
@@ -146,37 +191,20 @@ pub(crate) fn chart_from(
     repo: &str,
     name: Option<&str>,
 ) -> Result<serde_json::Value, String> {
-    let chart = freight
-        .charts
-        .iter()
-        .find(|chart| chart.repo_url == repo && name.is_none_or(|name| chart.name == name));
-    match chart {
-        Some(chart) => Ok(json!({
-            "repoURL": chart.repo_url,
-            "name": chart.name,
-            "version": chart.version,
-            "digest": chart.digest.clone().unwrap_or_default(),
-        })),
-        None => {
-            let shown = match name {
-                Some(name) => format!("{repo}` named `{name}"),
-                None => repo.to_owned(),
-            };
-            let known: Vec<String> = freight
-                .charts
-                .iter()
-                .map(|c| format!("{} {}", c.repo_url, c.name))
-                .collect();
-            Err(missing("chart", &shown, freight, known.iter()))
-        }
-    }
+    let chart = find_chart(freight, repo, name)?;
+    Ok(json!({
+        "repoURL": chart.repo_url,
+        "name": chart.name,
+        "version": chart.version,
+        "digest": chart.digest.clone().unwrap_or_default(),
+    }))
 }
 
-fn missing<'a>(
+fn missing(
     what: &str,
     repo: &str,
     freight: &FreightView,
-    repos: impl Iterator<Item = &'a String>,
+    repos: impl Iterator<Item = String>,
 ) -> String {
     let known: Vec<String> = repos.map(|repo| format!("`{repo}`")).collect();
     let id = &freight.id;

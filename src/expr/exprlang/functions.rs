@@ -12,6 +12,7 @@ use expr::{Environment, Value};
 use serde_json::json;
 
 use crate::api::{FreightChart, FreightCommit, FreightImage};
+use crate::expr::functions::{find_chart, find_commit, find_image};
 use crate::expr::{ExprContext, FreightView};
 
 use super::semver;
@@ -133,30 +134,14 @@ pub(crate) fn add_kargo_functions<'a>(
     env.add_function("imageFrom", move |call| {
         let repo = repo_arg(&call.args, "imageFrom", 2)?;
         origin_arg(freight, call.args.get(1), "imageFrom")?;
-        let image = freight.images.iter().find(|i| i.repo_url == repo);
-        match image {
-            Some(image) => Ok(json_to_expr(&kargo_image(image))),
-            None => Err(missing(
-                "image",
-                &repo,
-                freight,
-                freight.images.iter().map(|i| &i.repo_url),
-            )),
-        }
+        let image = find_image(freight, &repo)?;
+        Ok(json_to_expr(&kargo_image(image)))
     });
     env.add_function("commitFrom", move |call| {
         let repo = repo_arg(&call.args, "commitFrom", 2)?;
         origin_arg(freight, call.args.get(1), "commitFrom")?;
-        let commit = freight.commits.iter().find(|c| c.repo_url == repo);
-        match commit {
-            Some(commit) => Ok(json_to_expr(&kargo_commit(commit))),
-            None => Err(missing(
-                "commit",
-                &repo,
-                freight,
-                freight.commits.iter().map(|c| &c.repo_url),
-            )),
-        }
+        let commit = find_commit(freight, &repo)?;
+        Ok(json_to_expr(&kargo_commit(commit)))
     });
     env.add_function("chartFrom", move |call| {
         let repo = repo_arg(&call.args, "chartFrom", 3)?;
@@ -174,25 +159,8 @@ pub(crate) fn add_kargo_functions<'a>(
             (None, _) => (None, None),
         };
         origin_arg(freight, origin, "chartFrom")?;
-        let chart = freight
-            .charts
-            .iter()
-            .find(|c| c.repo_url == repo && name.is_none_or(|name| c.name == name));
-        match chart {
-            Some(chart) => Ok(json_to_expr(&kargo_chart(chart))),
-            None => {
-                let shown = match name {
-                    Some(name) => format!("{repo}` named `{name}"),
-                    None => repo.clone(),
-                };
-                let known: Vec<String> = freight
-                    .charts
-                    .iter()
-                    .map(|c| format!("{} {}", c.repo_url, c.name))
-                    .collect();
-                Err(missing("chart", &shown, freight, known.iter()))
-            }
-        }
+        let chart = find_chart(freight, &repo, name)?;
+        Ok(json_to_expr(&kargo_chart(chart)))
     });
     env.add_function("quote", |call| {
         let value = one_arg(&call.args, "quote")?;
@@ -349,25 +317,6 @@ fn origin_arg(freight: &FreightView, origin: Option<&Value>, name: &str) -> Outc
         )
         .into())
     }
-}
-
-fn missing<'a>(
-    what: &str,
-    repo: &str,
-    freight: &FreightView,
-    repos: impl Iterator<Item = &'a String>,
-) -> expr::Error {
-    let known: Vec<String> = repos.map(|repo| format!("`{repo}`")).collect();
-    let id = &freight.id;
-    let message = if known.is_empty() {
-        format!("no {what} from `{repo}`: Freight `{id}` has no {what}s")
-    } else {
-        format!(
-            "no {what} from `{repo}` in Freight `{id}` (its {what}s: {})",
-            known.join(", ")
-        )
-    };
-    message.into()
 }
 
 /// `freightMetadata(name[, key])`, `stageMetadata(name[, key])`: the map, or one value,
