@@ -254,9 +254,11 @@ pub struct WebhookReceiverConfig {
     /// the body when the webhook signs its payloads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifactory: Option<ArtifactoryReceiver>,
-    /// Generic: the secret is part of the URL path.
+    /// Generic: the secret is part of the URL path. Without `actions`, the call's JSON
+    /// names the repositories (`repoURL`, `repoURLs`); with them, the actions name the
+    /// Warehouses (Kargo's form).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generic: Option<WebhookSecretRef>,
+    pub generic: Option<GenericReceiver>,
     /// A CNCF distribution registry's notifications, with a bearer token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<WebhookSecretRef>,
@@ -343,7 +345,6 @@ impl WebhookReceiverConfig {
             (WebhookProvider::DockerHub, self.dockerhub.as_ref()),
             (WebhookProvider::Quay, self.quay.as_ref()),
             (WebhookProvider::Harbor, self.harbor.as_ref()),
-            (WebhookProvider::Generic, self.generic.as_ref()),
             (WebhookProvider::Registry, self.registry.as_ref()),
         ];
         let mut set: Vec<(WebhookProvider, &str)> = blocks
@@ -352,6 +353,9 @@ impl WebhookReceiverConfig {
             .collect();
         if let Some(a) = &self.artifactory {
             set.push((WebhookProvider::Artifactory, a.secret_ref.as_str()));
+        }
+        if let Some(g) = &self.generic {
+            set.push((WebhookProvider::Generic, g.secret_ref.as_str()));
         }
         set
     }
@@ -378,6 +382,55 @@ pub struct ArtifactoryReceiver {
     /// to `docker-local`. Default: the repository key the event names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtual_repo_name: Option<String>,
+}
+
+/// A generic receiver: its secret, and what a call does.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenericReceiver {
+    /// The name of the secret in the project.
+    pub secret_ref: String,
+    /// What a call does (Kargo's form). Without actions, the call's JSON names the
+    /// repositories whose Warehouses look again (`repoURL`, `repoURLs`; neither: every
+    /// Warehouse of the project).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<GenericWebhookAction>,
+}
+
+/// One action of a generic receiver.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenericWebhookAction {
+    /// What to do: `Refresh` (the only action, as in Kargo).
+    pub action: GenericWebhookActionKind,
+    /// The resources to act on, by name.
+    pub target_selection_criteria: Vec<GenericWebhookTarget>,
+}
+
+/// What a generic receiver's action does.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum GenericWebhookActionKind {
+    /// The targets look for new artifacts now.
+    #[default]
+    Refresh,
+}
+
+/// A resource a generic receiver's action acts on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GenericWebhookTarget {
+    /// `Warehouse` (the only kind, as in Kargo).
+    pub kind: GenericWebhookTargetKind,
+    /// The Warehouse's name.
+    pub name: String,
+}
+
+/// The kind of a generic receiver's target.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum GenericWebhookTargetKind {
+    /// A Warehouse of the project.
+    #[default]
+    Warehouse,
 }
 
 /// Names the Credential that holds a webhook receiver's shared secret.

@@ -98,7 +98,10 @@ pub(crate) fn check(
     let mut object = doc.value;
     // Argo Rollouts' analysis templates are read as Dray's (expr-lang conditions)
     super::argo_rollouts::adopt(&mut object);
+    // Kargo's documents are read as Dray's (expr-lang expressions)
+    let adopted = super::kargo::adopt(&mut object).issues();
     let mut issues = doc.problems;
+    issues.extend(adopted);
     let text = |object: &Value, pointer: &str| {
         object
             .pointer(pointer)

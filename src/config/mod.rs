@@ -29,6 +29,7 @@ mod document;
 mod durations;
 mod error;
 mod files;
+mod kargo;
 mod names;
 mod path;
 mod references;

@@ -17,6 +17,7 @@ use super::names::{self, MAX_LABEL};
 use super::path::FieldPath;
 use super::typed::{self, Resource};
 use crate::api::suggest::hint_for;
+use crate::expr::exprlang::ExprLanguage;
 
 /// Every resource a batch can refer to: the batch over what is stored.
 struct World<'a> {
@@ -152,9 +153,31 @@ pub(crate) fn check(
                     &promo.spec.steps,
                     &at,
                     &[&promo.spec.vars],
-                    "the Promotion",
+                    (
+                        "the Promotion",
+                        ExprLanguage::of_annotations(promo.metadata.annotations.as_ref()),
+                    ),
                     &mut found,
                 );
+            }
+            Some(Resource::ProjectConfig(config)) => {
+                let at = FieldPath::of(&["spec", "webhookReceivers"]);
+                for (r, receiver) in config.spec.webhook_receivers.iter().enumerate() {
+                    let actions = receiver.generic.iter().flat_map(|g| g.actions.iter());
+                    for (a, action) in actions.enumerate() {
+                        for (t, target) in action.target_selection_criteria.iter().enumerate() {
+                            let path = at
+                                .index(r)
+                                .key("generic")
+                                .key("actions")
+                                .index(a)
+                                .key("targetSelectionCriteria")
+                                .index(t)
+                                .key("name");
+                            refs.warehouse(&target.name, path, &mut found);
+                        }
+                    }
+                }
             }
             _ => {}
         }
@@ -292,7 +315,10 @@ impl Refs<'_, '_> {
                 &template.spec.steps,
                 &at,
                 &outer,
-                "the promotion template or the Stage",
+                (
+                    "the promotion template or the Stage",
+                    ExprLanguage::of_annotations(stage.metadata.annotations.as_ref()),
+                ),
                 found,
             );
         }
@@ -362,13 +388,14 @@ impl Refs<'_, '_> {
         }
     }
 
-    /// Steps that run a task: the task exists, and every var it needs has a value.
+    /// Steps that run a task: the task exists, its expressions are in the language of the
+    /// steps' own document (`scope`'s), and every var it needs has a value.
     fn tasks(
         &self,
         steps: &[PromotionStep],
         at: &FieldPath,
         outer: &[&[Var]],
-        scope: &str,
+        (scope, language): (&str, ExprLanguage),
         found: &mut Vec<Issue>,
     ) {
         for (i, step) in steps.iter().enumerate() {
@@ -389,6 +416,26 @@ impl Refs<'_, '_> {
             else {
                 continue;
             };
+            let task_language = ExprLanguage::of_annotations(task.metadata.annotations.as_ref());
+            if task_language != language {
+                found.push(
+                    Issue::new(
+                        path.key("name"),
+                        format!(
+                            "PromotionTask `{}` is written in {} but {scope} in {}: one \
+                             promotion reads one expression language",
+                            task_ref.name,
+                            task_language.as_str(),
+                            language.as_str()
+                        ),
+                    )
+                    .hint(
+                        "write both in the same API version (`kargo.akuity.io` documents are \
+                         expr-lang, `dray.dev` ones CEL), or set the \
+                         `dray.dev/expression-language` annotation on both alike",
+                    ),
+                );
+            }
             let sets =
                 |vars: &[Var], name: &str| vars.iter().any(|v| v.name == name && v.value.is_some());
             let needed: BTreeSet<&str> = task

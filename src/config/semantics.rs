@@ -28,6 +28,7 @@ use super::steps::{check_steps, check_vars};
 use super::typed::Resource;
 use super::webhook_secret;
 use crate::api::suggest;
+use crate::expr::exprlang::ExprLanguage;
 
 /// The most candidates a subscription may keep.
 const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -754,7 +755,12 @@ fn stage(stage: &Stage) -> Vec<Issue> {
             );
         }
         issues.extend(check_vars(&template.spec.vars, &at.key("vars")));
-        issues.extend(check_steps(&template.spec.steps, &at.key("steps"), true));
+        issues.extend(check_steps(
+            &template.spec.steps,
+            &at.key("steps"),
+            true,
+            ExprLanguage::of_annotations(stage.metadata.annotations.as_ref()),
+        ));
     }
     if let Some(verification) = &stage.spec.verification {
         issues.extend(super::analysis::verification(verification));
@@ -770,7 +776,12 @@ fn task(task: &PromotionTask) -> Vec<Issue> {
             Issue::new(at.key("steps"), "the task has no steps").hint("add at least one step"),
         );
     }
-    issues.extend(check_steps(&task.spec.steps, &at.key("steps"), false));
+    issues.extend(check_steps(
+        &task.spec.steps,
+        &at.key("steps"),
+        false,
+        ExprLanguage::of_annotations(task.metadata.annotations.as_ref()),
+    ));
     issues
 }
 
@@ -797,7 +808,12 @@ fn promotion(promo: &Promotion) -> Vec<Issue> {
         ));
     }
     issues.extend(check_vars(&promo.spec.vars, &at.key("vars")));
-    issues.extend(check_steps(&promo.spec.steps, &at.key("steps"), true));
+    issues.extend(check_steps(
+        &promo.spec.steps,
+        &at.key("steps"),
+        true,
+        ExprLanguage::of_annotations(promo.metadata.annotations.as_ref()),
+    ));
     issues
 }
 

@@ -6,6 +6,10 @@
 use std::collections::BTreeMap;
 
 use crate::api::{PromotionStep, Var};
+use crate::expr::exprlang::{
+    ExprLanguage, KnownShapes, check_exprlang_condition, check_exprlang_template,
+    check_exprlang_value,
+};
 
 use super::durations;
 use super::error::Issue;
@@ -15,11 +19,13 @@ use super::path::FieldPath;
 /// The longest step alias.
 const MAX_ALIAS: usize = 63;
 
-/// Checks the steps at `at`; `allow_tasks` is false inside a PromotionTask.
+/// Checks the steps at `at`, whose expressions are in `language`; `allow_tasks` is false
+/// inside a PromotionTask.
 pub(crate) fn check_steps(
     steps: &[PromotionStep],
     at: &FieldPath,
     allow_tasks: bool,
+    language: ExprLanguage,
 ) -> Vec<Issue> {
     let mut issues = Vec::new();
     let mut aliases: BTreeMap<&str, usize> = BTreeMap::new();
@@ -45,7 +51,11 @@ pub(crate) fn check_steps(
             }
         }
         issues.extend(check_vars(&step.vars, &path.key("vars")));
-        check_expressions(step, &path, &mut issues);
+        check_kind_config(step, &path, &mut issues);
+        match language {
+            ExprLanguage::Cel => check_expressions(step, &path, &mut issues),
+            ExprLanguage::ExprLang => check_exprlang(step, &path, &mut issues),
+        }
     }
     issues
 }
@@ -67,9 +77,8 @@ fn sub_path(base: &FieldPath, text: &str) -> FieldPath {
     path
 }
 
-/// `${{ }}` syntax in `config`, `if` and variable values, and the step kind itself.
-fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
-    let hint = "fix the CEL expression; see docs/steps.md for the variables and functions";
+/// The step kind itself, and what the step can tell of its config before it runs.
+fn check_kind_config(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
     if let Some(kind) = step.uses.as_deref().filter(|k| !k.trim().is_empty()) {
         let registry = dray_steps::builtin_steps();
         let kinds = registry.kinds();
@@ -88,6 +97,11 @@ fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Is
             }
         }
     }
+}
+
+/// `${{ }}` syntax in `config`, `if` and variable values, in CEL.
+fn check_expressions(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
+    let hint = "fix the CEL expression; see docs/steps.md for the variables and functions";
     if let Some(config) = &step.config {
         for error in crate::expr::validate_value(config, "") {
             let at = sub_path(&path.key("config"), error.field().unwrap_or_default());
@@ -181,6 +195,37 @@ fn check_alias(alias: &str, path: FieldPath) -> Option<Issue> {
     Some(Issue::new(path, message).hint(hint))
 }
 
+/// `${{ }}` and `${% %}` in `config`, `if` and variable values, in expr-lang (a Kargo
+/// document): syntax, Kargo's functions and variables, and the fields of their results
+/// (`commitFrom(r).ID`, not `.id`).
+fn check_exprlang(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
+    let hint = "fix the expr-lang expression (this document is Kargo's, so its expressions are \
+                Kargo's); see docs/kargo-compatibility.md for the variables and functions";
+    let shapes = KnownShapes::promotion();
+    if let Some(config) = &step.config {
+        for (field, issue) in check_exprlang_value(config, &shapes) {
+            let at = sub_path(&path.key("config"), &field);
+            issues.push(Issue::new(at, format!("`{field}`: {}", issue.message)).hint(hint));
+        }
+    }
+    if let Some(condition) = &step.if_ {
+        for issue in check_exprlang_condition(condition, &shapes) {
+            issues.push(Issue::new(path.key("if"), issue.message).hint(hint));
+        }
+    }
+    for (i, var) in step.vars.iter().enumerate() {
+        for issue in var
+            .value
+            .as_deref()
+            .map(|v| check_exprlang_template(v, &shapes))
+            .unwrap_or_default()
+        {
+            issues
+                .push(Issue::new(path.key("vars").index(i).key("value"), issue.message).hint(hint));
+        }
+    }
+}
+
 /// Variable names must be non-empty and unique within one list.
 pub(crate) fn check_vars(vars: &[Var], at: &FieldPath) -> Vec<Issue> {
     let mut issues = Vec::new();
@@ -231,6 +276,7 @@ mod tests {
             ])),
             &at,
             true,
+            ExprLanguage::Cel,
         );
         let paths: Vec<_> = found(&issues).into_iter().map(|(p, _)| p).collect();
         assert_eq!(
@@ -251,6 +297,7 @@ mod tests {
             &steps(json!([{"task": {"name": "t"}}])),
             &FieldPath::root(),
             false,
+            ExprLanguage::Cel,
         );
         assert_eq!(
             found(&issues),
@@ -272,6 +319,7 @@ mod tests {
             ])),
             &FieldPath::of(&["steps"]),
             true,
+            ExprLanguage::Cel,
         );
         let found = found(&issues);
         assert_eq!(

@@ -1224,3 +1224,133 @@ spec:
     }
     assert_eq!(found.len(), expect.len(), "{}", found.join("\n"));
 }
+
+/// The seed article's Kargo project (e2e/src/fixtures/kargo-seed), as written.
+fn kargo_seed() -> Vec<SourceFile> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/src/fixtures/kargo-seed");
+    [
+        "project.yaml",
+        "secrets.yaml",
+        "warehouse.yaml",
+        "task.yaml",
+        "stages.yaml",
+    ]
+    .iter()
+    .map(|name| {
+        let path = format!("{dir}/{name}");
+        file(name, &std::fs::read_to_string(&path).unwrap())
+    })
+    .collect()
+}
+
+#[test]
+fn the_seed_kargo_project_applies_as_written_and_is_stored_as_drays() {
+    let manifests = load(&kargo_seed(), None, &nothing()).unwrap_or_else(|e| panic!("{e}"));
+    let kinds: Vec<String> = manifests.iter().map(|m| m.key.to_string()).collect();
+    assert_eq!(manifests.len(), 9, "{kinds:?}");
+    for manifest in &manifests {
+        assert_eq!(manifest.object["apiVersion"], "dray.dev/v1alpha1");
+    }
+    let by_name = |kind: Kind, name: &str| {
+        manifests
+            .iter()
+            .find(|m| m.key.kind == kind && m.key.name == name)
+            .map(|m| m.object.clone())
+            .unwrap_or_else(|| panic!("no {kind} {name} in {kinds:?}"))
+    };
+    let task = by_name(Kind::PromotionTask, "render-to-stage-branch");
+    assert_eq!(
+        task["metadata"]["annotations"]["dray.dev/expression-language"],
+        "expr-lang"
+    );
+    let hook = by_name(Kind::Credential, "gitlab-webhook");
+    assert_eq!(hook["spec"]["type"], "webhook");
+    assert_eq!(hook["spec"]["token"], "gitlab-webhook-secret-0123456789");
+    let config = by_name(Kind::ProjectConfig, "myapp");
+    assert_eq!(
+        config["spec"]["webhookReceivers"][0]["generic"]["secretRef"],
+        "ci-webhook"
+    );
+    assert_eq!(
+        config["spec"]["webhookReceivers"][0]["generic"]["actions"][0]["targetSelectionCriteria"]
+            [0]["name"],
+        "myapp"
+    );
+}
+
+#[test]
+fn a_kargo_document_is_checked_in_kargos_language_and_field_names() {
+    let mut files = kargo_seed();
+    let task = files.iter_mut().find(|f| f.path == "task.yaml").unwrap();
+    // Dray's field name in Kargo's language, and a CEL-only form in a Kargo template.
+    task.content = task
+        .content
+        .replace(
+            "commitFrom(vars.gitRepo).ID[0:7]",
+            "commitFrom(vars.gitRepo).id[0:7]",
+        )
+        .replace(
+            "branch: stage/${{ ctx.stage }}",
+            "branch: stage/${{ ctx.stag }}",
+        );
+    let errors = load_new_errors(&files);
+    let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("config.message") && e.contains("did you mean `ID`")),
+        "{found:#?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("checkout[1].branch") && e.contains("stag")),
+        "{found:#?}"
+    );
+    // A Stage of Kargo's using a task of Dray's is refused: one promotion, one language.
+    let mut mixed = kargo_seed();
+    let task = mixed.iter_mut().find(|f| f.path == "task.yaml").unwrap();
+    task.content = task
+        .content
+        .replace("kargo.akuity.io/v1alpha1", "dray.dev/v1alpha1")
+        .replace(".ID", ".id")
+        .replace(".Tag", ".tag")
+        .replace(".Digest", ".digest")
+        .replace("[0:7]", "")
+        .replace("ctx.targetFreight.name", "ctx.targetFreight.alias");
+    let found: Vec<String> = load_new_errors(&mixed)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found
+            .iter()
+            .all(|e| e.contains("one promotion reads one expression language")),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn a_generic_receiver_targets_warehouses_that_exist() {
+    let mut files = kargo_seed();
+    let project = files.iter_mut().find(|f| f.path == "project.yaml").unwrap();
+    project.content = project.content.replace(
+        "name: myapp\n          - action",
+        "name: myap\n          - action",
+    );
+    project.content = project.content.replace(
+        "              - kind: Warehouse\n                name: myapp",
+        "              - kind: Warehouse\n                name: myap",
+    );
+    let found: Vec<String> = load_new_errors(&files)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains("targetSelectionCriteria[0].name: Warehouse `myap` does not exist"),
+        "{found:#?}"
+    );
+    assert!(found[0].contains("did you mean `myapp`"), "{found:#?}");
+}

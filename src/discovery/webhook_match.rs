@@ -18,6 +18,8 @@ pub enum Announced {
     /// These repositories (git repositories, image repositories), as the payload names
     /// them.
     Repositories(Vec<RepoUrl>),
+    /// These Warehouses of the project, by name (a generic receiver's actions).
+    Warehouses(Vec<String>),
 }
 
 impl Announced {
@@ -51,6 +53,11 @@ pub fn refreshes(warehouse: &Warehouse, announced: &Announced) -> bool {
         Announced::Repositories(named) => {
             subscribed(warehouse).any(|s| named.iter().any(|n| s.is_named_by(n)))
         }
+        Announced::Warehouses(names) => warehouse
+            .metadata
+            .name
+            .as_ref()
+            .is_some_and(|name| names.contains(name)),
     }
 }
 

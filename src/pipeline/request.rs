@@ -14,6 +14,7 @@ use crate::api::{
     API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, PromotionTask,
     QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
 };
+use crate::expr::exprlang::ExprLanguage;
 use crate::promotion::plan::{self, PlanError};
 use crate::store::{Store, StoreError, StoredObject, Write, modify_object, modify_status};
 
@@ -317,6 +318,9 @@ pub async fn request_promotion(
     let mut object = object;
     if let Some(window_override) = &window_override {
         object["metadata"]["annotations"][WINDOW_OVERRIDE_ANNOTATION] = json!(window_override);
+    }
+    if plan.language != ExprLanguage::Cel {
+        object["metadata"]["annotations"][ExprLanguage::ANNOTATION] = json!(plan.language.as_str());
     }
     let mut writes = vec![Write::Create(object)];
     if stage.spec.queue_policy == QueuePolicy::Supersede {

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use crate::api::{PromotionStep, PromotionTask, Stage, Var};
+use crate::expr::exprlang::ExprLanguage;
 
 /// Separates a task's alias from its steps' aliases.
 pub const TASK_SEPARATOR: &str = "::";
@@ -37,6 +38,25 @@ pub enum PlanError {
         /// The variable.
         var: String,
     },
+    /// A task is written in another expression language than the Stage that uses it.
+    #[error(
+        "step `{step}` uses PromotionTask `{task}`, whose expressions are {task_language} while \
+         Stage `{stage}`'s are {stage_language}: one promotion reads one language; write both \
+         in the same API version (`kargo.akuity.io` documents are expr-lang, `dray.dev` ones \
+         CEL) or set the `dray.dev/expression-language` annotation on both alike"
+    )]
+    MixedLanguages {
+        /// The Stage.
+        stage: String,
+        /// The step's alias.
+        step: String,
+        /// The task.
+        task: String,
+        /// The Stage's language.
+        stage_language: &'static str,
+        /// The task's language.
+        task_language: &'static str,
+    },
 }
 
 /// The flat plan: promotion-wide variables and the steps.
@@ -46,6 +66,8 @@ pub struct Plan {
     pub vars: Vec<Var>,
     /// The steps, each with its full alias in `as` and its own variables in `vars`.
     pub steps: Vec<PromotionStep>,
+    /// The language of every expression in the plan: the Stage's.
+    pub language: ExprLanguage,
 }
 
 fn merge(layers: &[&[Var]]) -> Vec<Var> {
@@ -101,11 +123,12 @@ fn step_alias(step: &PromotionStep, index: usize, siblings: &[PromotionStep]) ->
 /// Builds the plan of `stage`, expanding tasks from `tasks` (by name).
 pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<Plan, PlanError> {
     let name = stage.metadata.name.clone().unwrap_or_default();
+    let language = ExprLanguage::of_annotations(stage.metadata.annotations.as_ref());
     let template = stage
         .spec
         .promotion_template
         .as_ref()
-        .ok_or(PlanError::NoTemplate(name))?;
+        .ok_or_else(|| PlanError::NoTemplate(name.clone()))?;
     let vars = merge(&[&stage.spec.vars, &template.spec.vars]);
     let mut steps = Vec::new();
     for (index, step) in template.spec.steps.iter().enumerate() {
@@ -122,6 +145,16 @@ pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<P
                 step: alias.clone(),
                 task: reference.name.clone(),
             })?;
+        let task_language = ExprLanguage::of_annotations(task.metadata.annotations.as_ref());
+        if task_language != language {
+            return Err(PlanError::MixedLanguages {
+                stage: name,
+                step: alias,
+                task: reference.name.clone(),
+                stage_language: language.as_str(),
+                task_language: task_language.as_str(),
+            });
+        }
         let task_vars = merge(&[&task.spec.vars, &step.vars]);
         if let Some(missing) = task_vars.iter().find(|v| v.value.is_none()) {
             let supplied_by_stage = vars
@@ -151,7 +184,11 @@ pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<P
             steps.push(flat);
         }
     }
-    Ok(Plan { vars, steps })
+    Ok(Plan {
+        vars,
+        steps,
+        language,
+    })
 }
 
 /// The task alias of a flattened step (`render` for `render::commit`), if it came from a task.

@@ -76,7 +76,11 @@ impl Engine {
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),
-            exprs: Arc::new(StepExprs::new(self.exprs.clone(), ExprContext::default())),
+            exprs: Arc::new(StepExprs::new(
+                self.exprs.clone(),
+                run.language,
+                ExprContext::default(),
+            )),
             tools: self.tools.clone(),
             cancel,
             log: Arc::new({
@@ -134,7 +138,7 @@ impl Engine {
             let value = match &var.value {
                 Some(text) => self
                     .exprs
-                    .evaluate_string(text, &ctx)
+                    .evaluate_string(run.language, text, &ctx)
                     .map_err(|e| format!("variable `{}`: {e}", var.name))?,
                 None => Value::Null,
             };

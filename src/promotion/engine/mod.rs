@@ -28,7 +28,7 @@ use dray_steps::{StepRegistry, ToolPaths};
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{ObjectKey, PromotionPhase, PromotionSpec, ResourceBody as _};
-use crate::expr::ExprCache;
+use crate::promotion::exprs::Exprs;
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError};
 
@@ -54,7 +54,7 @@ pub const HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Engine {
     store: Arc<dyn Store>,
     steps: StepRegistry,
-    exprs: ExprCache,
+    exprs: Exprs,
     work_root: PathBuf,
     repos: Arc<dyn dray_steps::RepoCache>,
     secret_key: Arc<SecretKey>,
@@ -108,7 +108,7 @@ impl Engine {
         Ok(Engine {
             store: parts.store,
             steps: parts.steps,
-            exprs: ExprCache::new(),
+            exprs: Exprs::new(),
             work_root: parts.work_root,
             repos: parts.repos,
             secret_key: parts.secret_key,

@@ -97,7 +97,10 @@ impl Engine {
                 Err(reason) => StepOutcome::failed(reason),
                 Ok(expr_ctx) => {
                     let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
-                    match self.exprs.evaluate_condition(condition, &expr_ctx) {
+                    match self
+                        .exprs
+                        .evaluate_condition(run.language, condition, &expr_ctx)
+                    {
                         Err(error) => StepOutcome::failed(format!("`if`: {error}")),
                         Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
                         Ok(true) => {
@@ -107,6 +110,7 @@ impl Engine {
                             ctx.saved_state = run.saved.get(&alias).cloned();
                             ctx.exprs = std::sync::Arc::new(StepExprs::new(
                                 self.exprs.clone(),
+                                run.language,
                                 expr_ctx.clone(),
                             ));
                             self.run_step(&mut run, index, &step, &expr_ctx, ctx)

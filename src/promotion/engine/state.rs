@@ -7,6 +7,7 @@ use dray_steps::StepOutcome;
 use serde_json::{Map, Value, json};
 
 use crate::api::{ObjectKey, Promotion, PromotionStatus, StepExecution, StepPhase, Time};
+use crate::expr::exprlang::ExprLanguage;
 use crate::promotion::plan::task_of;
 use crate::promotion::record::{StepEffect, effects_of};
 use crate::promotion::step_log::StepLogs;
@@ -27,6 +28,8 @@ pub(super) struct Run {
     pub(super) effects: Vec<StepEffect>,
     /// Log lines not saved yet.
     pub(super) logs: StepLogs,
+    /// The language of its expressions (its `dray.dev/expression-language` annotation).
+    pub(super) language: ExprLanguage,
 }
 
 /// Now, as the status records times.
@@ -38,6 +41,7 @@ impl Run {
     /// The run of `promotion` from its saved status: every step `Pending` when the plan and
     /// the status do not agree (a new promotion), else where it was.
     pub(super) fn resume(key: &ObjectKey, promotion: Promotion) -> Run {
+        let language = ExprLanguage::of_annotations(promotion.metadata.annotations.as_ref());
         let mut status = promotion.status.clone().unwrap_or_default();
         let state = status.state.take().unwrap_or_default();
         let map_at = |name: &str| {
@@ -67,6 +71,7 @@ impl Run {
             status,
             promotion,
             logs: StepLogs::default(),
+            language,
         }
     }
 

@@ -41,9 +41,9 @@ impl Engine {
             )));
         };
         let config = step.config.clone().unwrap_or_else(|| json!({}));
-        let config = match self.exprs.evaluate_value(&config, expr_ctx) {
+        let config = match self.exprs.evaluate_value(run.language, &config, expr_ctx) {
             Ok(config) => config,
-            Err(error) => return Ok(StepOutcome::failed(error.to_string())),
+            Err(error) => return Ok(StepOutcome::failed(error)),
         };
         let timeout = step
             .retry

@@ -302,6 +302,7 @@ async fn act(
         }
         Reading::Named(repos) => Announced::Repositories(repos),
         Reading::Everything => Announced::Everything,
+        Reading::Warehouses(names) => Announced::Warehouses(names),
     };
     let refreshed = refresh::refresh_subscribers(state.store.as_ref(), project, &announced).await?;
     tracing::info!(%project, %receiver, warehouses = ?refreshed, "webhook refreshed warehouses");

@@ -4,7 +4,10 @@
 use axum::http::HeaderMap;
 use serde_json::Value;
 
-use crate::api::{RepoUrl, WebhookProvider, WebhookReceiverConfig};
+use crate::api::{
+    GenericWebhookActionKind, GenericWebhookTargetKind, RepoUrl, WebhookProvider,
+    WebhookReceiverConfig,
+};
 
 use super::{azure, bitbucket, gitea, github, gitlab, registries};
 
@@ -15,6 +18,8 @@ pub enum Reading {
     Named(Vec<RepoUrl>),
     /// Refresh every Warehouse of the project (a generic call naming nothing).
     Everything,
+    /// Refresh these Warehouses of the project, by name (a generic receiver's actions).
+    Warehouses(Vec<String>),
     /// A pull or merge request was merged or closed: wake the project's running
     /// promotions so that `git-wait-for-pr` looks now.
     ReviewDecided,
@@ -79,13 +84,27 @@ pub(super) fn read(
                 .and_then(|a| a.virtual_repo_name.as_deref()),
         ),
         WebhookProvider::Registry => registries::distribution(payload),
-        WebhookProvider::Generic => generic(payload),
+        WebhookProvider::Generic => generic(receiver, payload),
     }
 }
 
-/// A generic call: `repoURL` and `repoURLs[]` name repositories; naming none refreshes
-/// every Warehouse of the project.
-fn generic(payload: &Value) -> Reading {
+/// A generic call: the receiver's actions name the Warehouses (Kargo's form); without
+/// actions, `repoURL` and `repoURLs[]` name repositories, and naming none refreshes every
+/// Warehouse of the project.
+fn generic(receiver: &WebhookReceiverConfig, payload: &Value) -> Reading {
+    let actions = receiver.generic.as_ref().map(|g| g.actions.as_slice());
+    if let Some(actions) = actions.filter(|a| !a.is_empty()) {
+        let mut names: Vec<String> = actions
+            .iter()
+            .filter(|a| a.action == GenericWebhookActionKind::Refresh)
+            .flat_map(|a| &a.target_selection_criteria)
+            .filter(|t| t.kind == GenericWebhookTargetKind::Warehouse)
+            .map(|t| t.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        return Reading::Warehouses(names);
+    }
     let mut repos: Vec<&str> = strings(payload, &["/repoURL"]);
     if let Some(list) = payload.get("repoURLs").and_then(Value::as_array) {
         repos.extend(list.iter().filter_map(Value::as_str));
