@@ -75,6 +75,8 @@ pub enum Command {
     Version(commands::version::VersionArgs),
     /// Write the CustomResourceDefinitions for Kubernetes.
     Crds(commands::crds::CrdsArgs),
+    /// Print another tool's documents in Dray's own form (`dray convert kargo -f DIR`).
+    Convert(commands::convert::ConvertArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completion(commands::completion::CompletionArgs),
     /// Write man pages, one per command, into a directory.
@@ -131,6 +133,7 @@ fn refuse_leading_options(cli: &Cli) -> Result<(), CliError> {
         Command::Login(_) => "login",
         Command::Config(_) => "config",
         Command::Crds(_) => "crds",
+        Command::Convert(_) => "convert",
         Command::Completion(_) => "completion",
         Command::Man(_) => "man",
         Command::Version(_) if cli.leading.project.is_some() => "version",
@@ -170,6 +173,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             commands::version::run(args).await
         }
         Command::Crds(args) => commands::crds::run(args),
+        Command::Convert(args) => commands::convert::run(args),
         Command::Completion(args) => commands::completion::completion(args),
         Command::Man(args) => commands::completion::man(args),
     }

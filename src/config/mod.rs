@@ -138,6 +138,38 @@ pub fn load(
         .collect())
 }
 
+/// Each document of `files` on its own, as Dray stores it (Kargo's and Argo Rollouts'
+/// documents adopted as Dray's kinds), with every single-document check of [`load`] but
+/// no reference between documents checked: what `dray convert` prints.
+pub fn adopt(files: &[SourceFile]) -> Result<Vec<Manifest>, ConfigErrors> {
+    let mut errors = Vec::new();
+    let mut manifests = Vec::new();
+    let mut schemas = document::Schemas::default();
+    for file in files {
+        let stream = yaml::parse(&file.content);
+        if let Some(e) = stream.error {
+            errors.push(syntax_error(file, &e));
+        }
+        for doc in stream.documents {
+            let checked = document::check(&file.path, doc, None, &mut schemas);
+            errors.extend(checked.issues.iter().map(|issue| checked.error(issue)));
+            if let Some(key) = checked.key {
+                manifests.push(Manifest {
+                    key,
+                    object: checked.object,
+                    origin: checked.origin,
+                });
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(manifests)
+    } else {
+        sort(&mut errors, files);
+        Err(ConfigErrors(errors))
+    }
+}
+
 /// [`read_paths`] then [`load`].
 pub fn load_paths(
     paths: &[PathBuf],

@@ -61,7 +61,7 @@ pub async fn run(ctx: &Context, args: ApplyArgs) -> Result<(), CliError> {
 }
 
 /// Reads every path in order, `-` through `stdin` (once), and reports every unreadable path.
-fn read_all(
+pub(crate) fn read_all(
     paths: &[PathBuf],
     stdin: impl FnOnce() -> Result<String, String>,
 ) -> Result<Vec<SourceFile>, CliError> {

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod completion;
 pub mod config;
 pub mod controller;
+pub mod convert;
 pub mod crds;
 pub mod delete;
 pub mod durations;

@@ -24,7 +24,9 @@ pub(crate) struct Repo {
 }
 
 impl Repo {
-    /// Parse `repo_url`; `insecure` selects plain HTTP.
+    /// Parse `repo_url`; `insecure` selects plain HTTP, which a registry on this machine
+    /// (`localhost`, `127.0.0.0/8`, `[::1]`) gets without it, as Docker and Kargo's
+    /// registry client give it.
     pub(crate) fn parse(repo_url: &str, insecure: bool) -> Result<Self, ImageDiscoveryError> {
         let display = repo_url.trim().to_owned();
         let bad = |reason: &str, hint: &str| {
@@ -78,7 +80,11 @@ impl Repo {
             "docker.io" | "index.docker.io" => (DOCKER_HUB_API.to_owned(), path.to_owned()),
             _ => (host.to_owned(), path.to_owned()),
         };
-        let scheme = if insecure { "http" } else { "https" };
+        let scheme = if insecure || is_loopback(&registry) {
+            "http"
+        } else {
+            "https"
+        };
         Ok(Self {
             registry,
             path,
@@ -98,6 +104,19 @@ impl Repo {
     }
 }
 
+
+/// Whether `registry` (`host[:port]`) is this machine: `localhost`, an address in
+/// `127.0.0.0/8`, or `[::1]`.
+fn is_loopback(registry: &str) -> bool {
+    let host = match registry.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => registry.split(':').next().unwrap_or_default(),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
 /// One `/`-separated component of a repository name (distribution's grammar, simplified).
 fn is_path_segment(segment: &str) -> bool {
     let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
@@ -121,6 +140,21 @@ mod tests {
         assert_eq!(repo.path, "team/app");
         assert_eq!(repo.base_url(), "http://127.0.0.1:5000");
         assert_eq!(repo.key(), "127.0.0.1:5000/team/app");
+    }
+
+    #[test]
+    fn a_registry_on_this_machine_speaks_plain_http_without_being_told() {
+        for (url, scheme) in [
+            ("127.0.0.1:5000/app", "http"),
+            ("127.8.0.2/app", "http"),
+            ("localhost:5000/app", "http"),
+            ("[::1]:5000/app", "http"),
+            ("10.0.0.1:5000/app", "https"),
+            ("localhost.example.com/app", "https"),
+            ("ghcr.io/app", "https"),
+        ] {
+            assert_eq!(Repo::parse(url, false).unwrap().scheme, scheme, "{url}");
+        }
     }
 
     #[test]
