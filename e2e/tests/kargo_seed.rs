@@ -132,8 +132,15 @@ async fn the_seed_kargo_project_applies_unchanged_and_auto_promotes_dev_pinned_b
         assert!(converted.status.success(), "{}", text(&converted));
         let yaml = String::from_utf8_lossy(&converted.stdout).into_owned();
         assert!(!yaml.contains("kargo.akuity.io/v1alpha1"), "{yaml}");
-        assert_eq!(yaml.matches("apiVersion: dray.dev/v1alpha1").count(), 9, "{yaml}");
-        assert!(yaml.contains("dray.dev/expression-language: expr-lang"), "{yaml}");
+        assert_eq!(
+            yaml.matches("apiVersion: dray.dev/v1alpha1").count(),
+            9,
+            "{yaml}"
+        );
+        assert!(
+            yaml.contains("dray.dev/expression-language: expr-lang"),
+            "{yaml}"
+        );
         assert!(yaml.contains("kind: Credential"), "{yaml}");
         assert!(
             yaml.contains("token: REDACTED") && !yaml.contains("ci-webhook-secret"),
@@ -153,7 +160,10 @@ async fn the_seed_kargo_project_applies_unchanged_and_auto_promotes_dev_pinned_b
         let said = text(&applied);
         assert!(applied.status.success(), "{said}");
         // Stored as Dray's kinds: the Secrets are Credentials, the task keeps its language.
-        assert!(said.contains("credential myapp/gitlab-webhook created"), "{said}");
+        assert!(
+            said.contains("credential myapp/gitlab-webhook created"),
+            "{said}"
+        );
         let task = json(&p, &["get", "promotiontask", "render-to-stage-branch"])?;
         assert_eq!(task["apiVersion"], "dray.dev/v1alpha1");
         assert_eq!(
@@ -186,7 +196,10 @@ async fn the_seed_kargo_project_applies_unchanged_and_auto_promotes_dev_pinned_b
             if !branches.iter().any(|b| b == "stage/dev") {
                 return Ok(None);
             }
-            Ok(p.config.log("stage/dev")?.first().map(|c| c.subject.clone()))
+            Ok(p.config
+                .log("stage/dev")?
+                .first()
+                .map(|c| c.subject.clone()))
         })?;
         let short = &config_commit[..7];
         assert_eq!(

@@ -5,8 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::core::CustomResourceExt;
 
 use super::{
-    AnalysisTemplate, Credential, Freight, Kind, Project, ProjectConfig, Promotion, PromotionTask,
-    Role, RoleBinding, Stage, Warehouse,
+    AnalysisTemplate, ClusterPromotionTask, Credential, Freight, Kind, Project, ProjectConfig,
+    Promotion, PromotionTask, Role, RoleBinding, Stage, Warehouse,
 };
 
 /// The CRD for one kind.
@@ -21,6 +21,7 @@ pub fn crd(kind: Kind) -> CustomResourceDefinition {
         Kind::Freight => Freight::crd(),
         Kind::Stage => Stage::crd(),
         Kind::PromotionTask => PromotionTask::crd(),
+        Kind::ClusterPromotionTask => ClusterPromotionTask::crd(),
         Kind::Promotion => Promotion::crd(),
         Kind::AnalysisTemplate => AnalysisTemplate::crd(),
     }

@@ -24,6 +24,8 @@ pub enum Kind {
     Stage,
     /// [`crate::api::PromotionTask`].
     PromotionTask,
+    /// [`crate::api::ClusterPromotionTask`], cluster-scoped.
+    ClusterPromotionTask,
     /// [`crate::api::Promotion`].
     Promotion,
     /// [`crate::api::AnalysisTemplate`].
@@ -32,7 +34,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in the order in which `dray apply` writes them (dependencies first).
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Project,
         Kind::ProjectConfig,
         Kind::Credential,
@@ -40,6 +42,7 @@ impl Kind {
         Kind::RoleBinding,
         Kind::Warehouse,
         Kind::PromotionTask,
+        Kind::ClusterPromotionTask,
         Kind::AnalysisTemplate,
         Kind::Stage,
         Kind::Freight,
@@ -58,6 +61,7 @@ impl Kind {
             Kind::Freight => "Freight",
             Kind::Stage => "Stage",
             Kind::PromotionTask => "PromotionTask",
+            Kind::ClusterPromotionTask => "ClusterPromotionTask",
             Kind::Promotion => "Promotion",
             Kind::AnalysisTemplate => "AnalysisTemplate",
         }
@@ -75,6 +79,7 @@ impl Kind {
             Kind::Freight => "freight",
             Kind::Stage => "stages",
             Kind::PromotionTask => "promotiontasks",
+            Kind::ClusterPromotionTask => "clusterpromotiontasks",
             Kind::Promotion => "promotions",
             Kind::AnalysisTemplate => "analysistemplates",
         }
@@ -91,7 +96,7 @@ impl Kind {
 
     /// Whether resources of this kind live inside a project.
     pub fn is_namespaced(self) -> bool {
-        self != Kind::Project
+        !matches!(self, Kind::Project | Kind::ClusterPromotionTask)
     }
 
     /// Whether the kind's fields sit under `spec` (Freight, Role and RoleBinding keep them

@@ -99,9 +99,10 @@ pub(crate) fn check(
     // Argo Rollouts' analysis templates are read as Dray's (expr-lang conditions)
     super::argo_rollouts::adopt(&mut object);
     // Kargo's documents are read as Dray's (expr-lang expressions)
-    let adopted = super::kargo::adopt(&mut object).issues();
+    let adopted = super::kargo::adopt(&mut object);
+    let refused = matches!(adopted, super::kargo::Adopted::Refused(_));
     let mut issues = doc.problems;
-    issues.extend(adopted);
+    issues.extend(adopted.issues());
     let text = |object: &Value, pointer: &str| {
         object
             .pointer(pointer)
@@ -112,7 +113,7 @@ pub(crate) fn check(
     let kind = written_kind.as_deref().and_then(Kind::from_manifest_kind);
     let name = text(&object, "/metadata/name");
     let namespace = match kind {
-        Some(Kind::Project) => None,
+        Some(kind) if !kind.is_namespaced() => None,
         _ => text(&object, "/metadata/namespace").or_else(|| default_namespace.map(str::to_owned)),
     };
     let mut checked = Checked {
@@ -131,6 +132,10 @@ pub(crate) fn check(
         lines: doc.lines,
         issues: Vec::new(),
     };
+    if refused {
+        checked.issues = issues;
+        return checked;
+    }
     let Some(map) = object.as_object_mut() else {
         issues.push(
             Issue::new(FieldPath::root(), "a document must be a mapping")
@@ -263,14 +268,18 @@ fn envelope(
         Some(None) => {} // the type check reports it
     }
     match kind {
-        Some(Kind::Project) if metadata.contains_key("namespace") => issues.push(
-            Issue::new(
-                at.key("namespace"),
-                "a Project is cluster-scoped and takes no `metadata.namespace`",
-            )
-            .hint("remove `metadata.namespace`"),
-        ),
-        Some(Kind::Project) | None => {}
+        Some(kind) if !kind.is_namespaced() => {
+            if metadata.contains_key("namespace") {
+                issues.push(
+                    Issue::new(
+                        at.key("namespace"),
+                        format!("a {kind} is cluster-scoped and takes no `metadata.namespace`"),
+                    )
+                    .hint("remove `metadata.namespace`"),
+                );
+            }
+        }
+        None => {}
         Some(kind) => match namespace {
             Some(ns) => {
                 issues.extend(names::check(
@@ -315,7 +324,7 @@ mod tests {
     #[test]
     fn checks_the_envelope() {
         let c = checked(
-            "apiVersion: kargo.akuity.io/v1alpha1\nkind: Stgae\nmetadata:\n  name: Dev\n",
+            "apiVersion: kargo.io/v1\nkind: Stgae\nmetadata:\n  name: Dev\n",
             None,
         );
         let found = found(&c);

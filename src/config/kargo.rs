@@ -27,6 +27,18 @@ pub(crate) const KARGO_API_VERSION: &str = "kargo.akuity.io/v1alpha1";
 /// The label that makes a Secret one of Kargo's credentials, and its values.
 pub(crate) const CRED_TYPE_LABEL: &str = "kargo.akuity.io/cred-type";
 
+/// Kargo's kinds that Dray does not read, and what to do instead.
+const UNREAD: [(&str, &str); 2] = [
+    (
+        "Promotion",
+        "promote with `dray promote` (Promotions come from the promote path, so every gate is checked)",
+    ),
+    (
+        "ClusterConfig",
+        "leave it out: Dray's server-wide settings are `dray serve` flags, and `POST /webhooks/-/{kind}` serves cluster-wide receivers",
+    ),
+];
+
 /// The Kargo kinds Dray reads, and whether their expressions need a language.
 const KINDS: [(&str, bool); 7] = [
     ("Project", false),
@@ -45,6 +57,8 @@ pub(crate) enum Adopted {
     NotKargo,
     /// One of Kargo's, now Dray's (possibly with issues to report).
     Kargo(Vec<Issue>),
+    /// One of Kargo's kinds that Dray does not read: nothing else is checked.
+    Refused(Issue),
 }
 
 impl Adopted {
@@ -53,6 +67,7 @@ impl Adopted {
         match self {
             Adopted::NotKargo => Vec::new(),
             Adopted::Kargo(issues) => issues,
+            Adopted::Refused(issue) => vec![issue],
         }
     }
 }
@@ -66,11 +81,19 @@ pub(crate) fn adopt(object: &mut Value) -> Adopted {
     let kind = map.get("kind").and_then(Value::as_str).map(str::to_owned);
     match (api_version, kind.as_deref()) {
         (Some(KARGO_API_VERSION), Some(kind)) => {
-            let Some((_, has_expressions)) = KINDS.iter().find(|(k, _)| *k == kind) else {
-                return Adopted::Kargo(vec![unknown_kargo_kind(kind)]);
-            };
+            if let Some((_, instead)) = UNREAD.iter().find(|(k, _)| *k == kind) {
+                return Adopted::Refused(
+                    Issue::new(
+                        FieldPath::of(&["kind"]),
+                        format!("Kargo's `{kind}` is not read by Dray"),
+                    )
+                    .hint(*instead),
+                );
+            }
+            // An unknown kind is then named by the ordinary kind check, with did-you-mean.
             map.insert("apiVersion".into(), Value::from(API_VERSION));
-            if *has_expressions {
+            let has_expressions = KINDS.iter().any(|(k, e)| *k == kind && *e);
+            if has_expressions {
                 annotate_language(map);
             }
             let mut issues = Vec::new();
@@ -82,22 +105,6 @@ pub(crate) fn adopt(object: &mut Value) -> Adopted {
         (Some("v1"), Some("Secret")) => Adopted::Kargo(adopt_secret(map)),
         _ => Adopted::NotKargo,
     }
-}
-
-fn unknown_kargo_kind(kind: &str) -> Issue {
-    let known: Vec<&str> = KINDS.iter().map(|(k, _)| *k).collect();
-    Issue::new(
-        FieldPath::of(&["kind"]),
-        format!(
-            "Kargo's `{kind}` is not read by Dray (it reads Kargo's {})",
-            known.join(", ")
-        ),
-    )
-    .hint(match kind {
-        "Promotion" => "promote with `dray promote` (Promotions come from the promote path, so every gate is checked)".to_owned(),
-        "ClusterConfig" => "leave it out: Dray's server-wide settings are `dray serve` flags".to_owned(),
-        _ => "leave it out, or see docs/kargo-compatibility.md".to_owned(),
-    })
 }
 
 /// Marks the document's expressions as expr-lang, unless it says otherwise already.
@@ -405,8 +412,14 @@ mod tests {
         let mut dray = json!({"apiVersion": API_VERSION, "kind": "Stage"});
         assert_eq!(adopt(&mut dray), Adopted::NotKargo);
         let mut other = json!({"apiVersion": KARGO_API_VERSION, "kind": "Promotion"});
-        let issues = adopt(&mut other).issues();
-        assert!(issues[0].message.contains("not read by Dray"), "{issues:?}");
+        let Adopted::Refused(issue) = adopt(&mut other) else {
+            panic!("a Kargo Promotion is refused")
+        };
+        assert!(issue.message.contains("not read by Dray"), "{issue:?}");
+        assert!(issue.hint.unwrap().contains("dray promote"));
+        let mut typo = json!({"apiVersion": KARGO_API_VERSION, "kind": "Stgae"});
+        assert_eq!(adopt(&mut typo), Adopted::Kargo(vec![]));
+        assert_eq!(typo["apiVersion"], API_VERSION);
     }
 
     #[test]

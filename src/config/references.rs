@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, PromotionStep, Stage, Var, Verification};
+use crate::api::{
+    BUILTIN_ROLES, Kind, ObjectKey, PromotionStep, Stage, TaskKind, Var, Verification,
+};
 
 use super::cycles::{find_cycles, show};
 use super::document::Checked;
@@ -239,18 +241,14 @@ impl Refs<'_, '_> {
             return true;
         }
         let fallback = format!("define a {kind} named `{name}`");
-        let candidates = self.world.names(kind, Some(self.project));
+        let scope = kind.is_namespaced().then_some(self.project);
+        let candidates = self.world.names(kind, scope);
         let hint = hint_for(name, candidates, &fallback);
-        found.push(
-            Issue::new(
-                path,
-                format!(
-                    "{what} `{name}` does not exist in project `{}`",
-                    self.project
-                ),
-            )
-            .hint(hint),
-        );
+        let message = match scope {
+            Some(project) => format!("{what} `{name}` does not exist in project `{project}`"),
+            None => format!("{what} `{name}` does not exist"),
+        };
+        found.push(Issue::new(path, message).hint(hint));
         false
     }
 
@@ -401,18 +399,16 @@ impl Refs<'_, '_> {
         for (i, step) in steps.iter().enumerate() {
             let Some(task_ref) = &step.task else { continue };
             let path = at.index(i).key("task");
-            if !self.exists(
-                Kind::PromotionTask,
-                &task_ref.name,
-                path.key("name"),
-                "PromotionTask",
-                found,
-            ) {
+            let kind = match task_ref.task_kind() {
+                Some(TaskKind::Project) => Kind::PromotionTask,
+                Some(TaskKind::Cluster) => Kind::ClusterPromotionTask,
+                None => continue, // its kind check reported it
+            };
+            if !self.exists(kind, &task_ref.name, path.key("name"), kind.as_str(), found) {
                 continue;
             }
             let Some(Resource::PromotionTask(task)) =
-                self.world
-                    .get(Kind::PromotionTask, self.project, &task_ref.name)
+                self.world.get(kind, self.project, &task_ref.name)
             else {
                 continue;
             };

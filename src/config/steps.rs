@@ -159,13 +159,17 @@ fn check_kind(step: &PromotionStep, path: &FieldPath, allow_tasks: bool, issues:
                 "task name",
                 task_path.key("name"),
             ));
-            if let Some(kind) = task.kind.as_deref().filter(|k| *k != "PromotionTask") {
+            if task.task_kind().is_none() {
+                let kind = task.kind.as_deref().unwrap_or_default();
                 issues.push(
                     Issue::new(
                         task_path.key("kind"),
                         format!("task kind `{kind}` is not supported"),
                     )
-                    .hint("remove `kind`, or set it to `PromotionTask`"),
+                    .hint(
+                        "remove `kind` (a PromotionTask of the project), or set it to \
+                         `PromotionTask` or `ClusterPromotionTask`",
+                    ),
                 );
             }
         }
@@ -272,7 +276,8 @@ mod tests {
                 {"uses": "git-clone", "task": {"name": "t"}},
                 {"as": "nothing"},
                 {"uses": " "},
-                {"task": {"name": "Bad_Task", "kind": "ClusterPromotionTask"}},
+                {"task": {"name": "Bad_Task", "kind": "SharedTask"}},
+                {"task": {"name": "ok", "kind": "ClusterPromotionTask"}},
             ])),
             &at,
             true,

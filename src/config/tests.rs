@@ -1354,3 +1354,59 @@ fn a_generic_receiver_targets_warehouses_that_exist() {
     );
     assert!(found[0].contains("did you mean `myapp`"), "{found:#?}");
 }
+
+#[test]
+fn a_cluster_task_is_shared_by_every_project_and_named_by_its_kind() {
+    let mut files = kargo_seed();
+    let task = files.iter_mut().find(|f| f.path == "task.yaml").unwrap();
+    task.content = task
+        .content
+        .replace("kind: PromotionTask", "kind: ClusterPromotionTask")
+        .replace("  namespace: myapp\nspec:\n  vars:", "spec:\n  vars:");
+    let stages = files.iter_mut().find(|f| f.path == "stages.yaml").unwrap();
+    stages.content = stages.content.replace(
+        "task: { name: render-to-stage-branch }",
+        "task: { name: render-to-stage-branch, kind: ClusterPromotionTask }",
+    );
+    let manifests = load_new(&files).unwrap_or_else(|e| panic!("{e}"));
+    let task = manifests
+        .iter()
+        .find(|m| m.key.kind == Kind::ClusterPromotionTask)
+        .expect("the cluster task");
+    assert_eq!(task.key.namespace, None);
+    assert_eq!(
+        task.object["metadata"]["annotations"]["dray.dev/expression-language"],
+        "expr-lang"
+    );
+    // The same name as a project's task is another task: it does not exist.
+    let stages = files.iter_mut().find(|f| f.path == "stages.yaml").unwrap();
+    stages.content = stages
+        .content
+        .replacen(", kind: ClusterPromotionTask }", " }", 1);
+    let found: Vec<String> = load_new_errors(&files)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0]
+            .contains("PromotionTask `render-to-stage-branch` does not exist in project `myapp`"),
+        "{found:#?}"
+    );
+    // A cluster task takes no namespace.
+    let task = files.iter_mut().find(|f| f.path == "task.yaml").unwrap();
+    task.content = task.content.replace(
+        "  name: render-to-stage-branch\n",
+        "  name: render-to-stage-branch\n  namespace: myapp\n",
+    );
+    let found: Vec<String> = load_new_errors(&files)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|e| e.contains("a ClusterPromotionTask is cluster-scoped")),
+        "{found:#?}"
+    );
+}

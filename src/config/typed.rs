@@ -8,11 +8,12 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::api::{
-    AnalysisTemplate, AnalysisTemplateSpec, Credential, CredentialSpec, CredentialStatus, Freight,
-    FreightFields, FreightStatus, Kind, Project, ProjectConfig, ProjectConfigSpec,
-    ProjectConfigStatus, ProjectSpec, ProjectStatus, Promotion, PromotionSpec, PromotionStatus,
-    PromotionTask, PromotionTaskSpec, Role, RoleBinding, RoleBindingFields, RoleFields, Stage,
-    StageSpec, StageStatus, Warehouse, WarehouseSpec, WarehouseStatus,
+    AnalysisTemplate, AnalysisTemplateSpec, ClusterPromotionTask, ClusterPromotionTaskSpec,
+    Credential, CredentialSpec, CredentialStatus, Freight, FreightFields, FreightStatus, Kind,
+    Project, ProjectConfig, ProjectConfigSpec, ProjectConfigStatus, ProjectSpec, ProjectStatus,
+    Promotion, PromotionSpec, PromotionStatus, PromotionTask, PromotionTaskSpec, Role, RoleBinding,
+    RoleBindingFields, RoleFields, Stage, StageSpec, StageStatus, Warehouse, WarehouseSpec,
+    WarehouseStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -81,6 +82,9 @@ pub(crate) fn deserialize(
         Kind::Warehouse => check.body::<WarehouseSpec, WarehouseStatus>(&mut issues),
         Kind::Stage => check.body::<StageSpec, StageStatus>(&mut issues),
         Kind::PromotionTask => check.body::<PromotionTaskSpec, serde::de::IgnoredAny>(&mut issues),
+        Kind::ClusterPromotionTask => {
+            check.body::<ClusterPromotionTaskSpec, serde::de::IgnoredAny>(&mut issues)
+        }
         Kind::Promotion => check.body::<PromotionSpec, PromotionStatus>(&mut issues),
         Kind::AnalysisTemplate => {
             check.body::<AnalysisTemplateSpec, serde::de::IgnoredAny>(&mut issues)
@@ -155,6 +159,10 @@ fn whole(kind: Kind, object: &Value) -> Result<Resource, serde_json::Error> {
         Kind::Freight => Resource::Freight(serde_json::from_value(v)?),
         Kind::Stage => Resource::Stage(serde_json::from_value(v)?),
         Kind::PromotionTask => Resource::PromotionTask(serde_json::from_value(v)?),
+        // A cluster task is checked and referred to as a project's task is.
+        Kind::ClusterPromotionTask => {
+            Resource::PromotionTask(serde_json::from_value::<ClusterPromotionTask>(v)?.as_task())
+        }
         Kind::Promotion => Resource::Promotion(serde_json::from_value(v)?),
         Kind::AnalysisTemplate => Resource::AnalysisTemplate(serde_json::from_value(v)?),
     })

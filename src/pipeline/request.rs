@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
 use crate::api::suggest::closest;
 use crate::api::{
-    API_VERSION, Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionSpec, PromotionTask,
-    QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
+    API_VERSION, ClusterPromotionTask, Freight, Kind, ObjectKey, Promotion, PromotionPhase,
+    PromotionSpec, QueuePolicy, ResourceBody as _, Stage, StepPhase, Verb,
 };
 use crate::expr::exprlang::ExprLanguage;
 use crate::promotion::plan::{self, PlanError};
@@ -283,12 +283,23 @@ pub async fn request_promotion(
             reasons,
         });
     }
-    let tasks: BTreeMap<String, PromotionTask> = store
-        .list(Kind::PromotionTask, Some(project))
-        .await?
-        .iter()
-        .filter_map(|t| Some((t.key.name.clone(), t.to_typed().ok()?)))
-        .collect();
+    let tasks = plan::Tasks {
+        project: store
+            .list(Kind::PromotionTask, Some(project))
+            .await?
+            .iter()
+            .filter_map(|t| Some((t.key.name.clone(), t.to_typed().ok()?)))
+            .collect(),
+        cluster: store
+            .list(Kind::ClusterPromotionTask, None)
+            .await?
+            .iter()
+            .filter_map(|t| {
+                let task: ClusterPromotionTask = t.to_typed().ok()?;
+                Some((t.key.name.clone(), task.as_task()))
+            })
+            .collect(),
+    };
     let plan = plan::build(&stage, &tasks)?;
     let name = request
         .name

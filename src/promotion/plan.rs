@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::{PromotionStep, PromotionTask, Stage, Var};
+use crate::api::{PromotionStep, PromotionTask, PromotionTaskReference, Stage, TaskKind, Var};
 use crate::expr::exprlang::ExprLanguage;
 
 /// Separates a task's alias from its steps' aliases.
@@ -21,10 +21,12 @@ pub enum PlanError {
     #[error("Stage `{0}` has no `promotionTemplate`, so it cannot be promoted to")]
     NoTemplate(String),
     /// A step names a task that does not exist.
-    #[error("step `{step}` uses PromotionTask `{task}`, which does not exist")]
+    #[error("step `{step}` uses {kind} `{task}`, which does not exist")]
     MissingTask {
         /// The step's alias.
         step: String,
+        /// `PromotionTask` or `ClusterPromotionTask`.
+        kind: String,
         /// The task.
         task: String,
     },
@@ -57,6 +59,25 @@ pub enum PlanError {
         /// The task's language.
         task_language: &'static str,
     },
+}
+
+/// The tasks a Stage's steps may name: its project's PromotionTasks and the
+/// ClusterPromotionTasks (read as PromotionTasks), by name.
+#[derive(Debug, Clone, Default)]
+pub struct Tasks {
+    /// The project's PromotionTasks.
+    pub project: BTreeMap<String, PromotionTask>,
+    /// The ClusterPromotionTasks.
+    pub cluster: BTreeMap<String, PromotionTask>,
+}
+
+impl Tasks {
+    fn find(&self, reference: &PromotionTaskReference) -> Option<&PromotionTask> {
+        match reference.task_kind()? {
+            TaskKind::Project => self.project.get(&reference.name),
+            TaskKind::Cluster => self.cluster.get(&reference.name),
+        }
+    }
 }
 
 /// The flat plan: promotion-wide variables and the steps.
@@ -121,7 +142,7 @@ fn step_alias(step: &PromotionStep, index: usize, siblings: &[PromotionStep]) ->
 }
 
 /// Builds the plan of `stage`, expanding tasks from `tasks` (by name).
-pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<Plan, PlanError> {
+pub fn build(stage: &Stage, tasks: &Tasks) -> Result<Plan, PlanError> {
     let name = stage.metadata.name.clone().unwrap_or_default();
     let language = ExprLanguage::of_annotations(stage.metadata.annotations.as_ref());
     let template = stage
@@ -140,9 +161,13 @@ pub fn build(stage: &Stage, tasks: &BTreeMap<String, PromotionTask>) -> Result<P
             continue;
         };
         let task = tasks
-            .get(&reference.name)
+            .find(reference)
             .ok_or_else(|| PlanError::MissingTask {
                 step: alias.clone(),
+                kind: reference
+                    .kind
+                    .clone()
+                    .unwrap_or_else(|| "PromotionTask".to_owned()),
                 task: reference.name.clone(),
             })?;
         let task_language = ExprLanguage::of_annotations(task.metadata.annotations.as_ref());
@@ -215,7 +240,7 @@ mod tests {
         .unwrap()
     }
 
-    fn task() -> BTreeMap<String, PromotionTask> {
+    fn task() -> Tasks {
         let task: PromotionTask = serde_json::from_value(json!({
             "apiVersion": "dray.dev/v1alpha1", "kind": "PromotionTask",
             "metadata": {"name": "render", "namespace": "demo"},
@@ -225,7 +250,10 @@ mod tests {
             }
         }))
         .unwrap();
-        BTreeMap::from([("render".to_owned(), task)])
+        Tasks {
+            project: BTreeMap::from([("render".to_owned(), task.clone())]),
+            cluster: BTreeMap::from([("shared".to_owned(), task)]),
+        }
     }
 
     #[test]
@@ -280,7 +308,21 @@ mod tests {
             "step `render` does not supply variable `repoURL` of PromotionTask `render`"
         );
         let missing = stage.clone();
-        let error = build(&missing, &BTreeMap::new()).unwrap_err();
+        let error = build(&missing, &Tasks::default()).unwrap_err();
         assert!(matches!(error, PlanError::MissingTask { .. }));
+        // A ClusterPromotionTask is found among the cluster's tasks only.
+        let shared = stage.clone();
+        let shared_json = json!({"steps": [{"task": {"name": "shared", "kind": "ClusterPromotionTask"},
+                                            "vars": [{"name": "repoURL", "value": "http://git"}]}]});
+        let plan = build(&self::stage(shared_json), &task()).unwrap();
+        assert_eq!(plan.steps.len(), 2);
+        let wrong =
+            json!({"steps": [{"task": {"name": "render", "kind": "ClusterPromotionTask"}}]});
+        let error = build(&self::stage(wrong), &task()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "step `render` uses ClusterPromotionTask `render`, which does not exist"
+        );
+        drop(shared);
     }
 }

@@ -6,8 +6,8 @@
 use serde::de::DeserializeOwned;
 
 use crate::api::{
-    AnalysisTemplate, Credential, Freight, Kind, ObjectKey, Project, ProjectConfig, Promotion,
-    PromotionTask, Role, RoleBinding, Stage, Warehouse,
+    AnalysisTemplate, ClusterPromotionTask, Credential, Freight, Kind, ObjectKey, Project,
+    ProjectConfig, Promotion, PromotionTask, Role, RoleBinding, Stage, Warehouse,
 };
 
 /// A typed resource kind the runtime can cache and reconcile.
@@ -67,6 +67,7 @@ resources! {
     Freight => Kind::Freight,
     Stage => Kind::Stage,
     PromotionTask => Kind::PromotionTask,
+    ClusterPromotionTask => Kind::ClusterPromotionTask,
     Promotion => Kind::Promotion,
     AnalysisTemplate => Kind::AnalysisTemplate,
 }

@@ -59,12 +59,13 @@ pub struct ApplyResult {
 }
 
 /// The kinds that other documents refer to, loaded so references can be checked.
-const REFERENCED_KINDS: [Kind; 7] = [
+const REFERENCED_KINDS: [Kind; 8] = [
     Kind::Project,
     Kind::ProjectConfig,
     Kind::Role,
     Kind::Warehouse,
     Kind::PromotionTask,
+    Kind::ClusterPromotionTask,
     Kind::AnalysisTemplate,
     Kind::Stage,
 ];

@@ -122,6 +122,24 @@ pub fn api_routes() -> Vec<Route> {
             Door::Api,
             tokens::list_cluster_bindings,
         ),
+        Route::new(
+            M::GET,
+            "/clusterpromotiontasks",
+            Door::Api,
+            resources::list_cluster_tasks,
+        ),
+        Route::new(
+            M::GET,
+            "/clusterpromotiontasks/{name}",
+            Door::Api,
+            resources::get_cluster_task,
+        ),
+        Route::new(
+            M::DELETE,
+            "/clusterpromotiontasks/{name}",
+            Door::Api,
+            resources::delete_cluster_task,
+        ),
         Route::new(M::GET, "/projects", Door::Api, resources::list_projects),
         Route::new(M::POST, "/projects", Door::Api, resources::create_project),
         Route::new(

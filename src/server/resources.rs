@@ -19,7 +19,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::{
-    BUILTIN_ROLES, Kind, ObjectKey, ResourceBody as _, Role, RoleBinding, Stage, Verb,
+    BUILTIN_ROLES, Kind, ObjectKey, ResourceBody as _, Role, RoleBinding, Stage, StageSpec,
+    TaskKind, Verb,
 };
 use crate::config::{self, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
@@ -142,6 +143,16 @@ fn fill_namespace(object: &mut Value, project: &str) {
 
 /// Who still refers to a resource that is about to be deleted.
 async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, ApiError> {
+    if key.kind == Kind::ClusterPromotionTask {
+        let mut names = Vec::new();
+        for stage in state.store.list(Kind::Stage, None).await? {
+            let spec = stage.to_typed::<Stage>()?.spec;
+            if uses_task(&spec, TaskKind::Cluster, &key.name) {
+                names.push(format!("stage `{}`", stage.key));
+            }
+        }
+        return Ok(names);
+    }
     let Some(project) = key.namespace.as_deref() else {
         let mut held = Vec::new();
         for kind in Kind::ALL.into_iter().filter(|k| k.is_namespaced()) {
@@ -175,11 +186,7 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
                 .iter()
                 .flat_map(|v| &v.analysis_templates)
                 .any(|t| t.name == name),
-            Kind::PromotionTask => spec
-                .promotion_template
-                .iter()
-                .flat_map(|t| &t.spec.steps)
-                .any(|s| s.task.as_ref().is_some_and(|t| t.name == name)),
+            Kind::PromotionTask => uses_task(&spec, TaskKind::Project, name),
             _ => false,
         };
         if refers {
@@ -187,6 +194,68 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
         }
     }
     Ok(names)
+}
+
+/// Whether a Stage's template runs the task `name` of `kind`.
+fn uses_task(spec: &StageSpec, kind: TaskKind, name: &str) -> bool {
+    spec.promotion_template
+        .iter()
+        .flat_map(|t| &t.spec.steps)
+        .filter_map(|s| s.task.as_ref())
+        .any(|t| t.name == name && t.task_kind() == Some(kind))
+}
+
+/// What the cluster-task routes serve.
+const CLUSTER_TASKS: Kind = Kind::ClusterPromotionTask;
+
+/// `GET /api/v1/clusterpromotiontasks`.
+pub(crate) async fn list_cluster_tasks(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let store = state.store.as_ref();
+    caller
+        .authorize(store, Verb::List, CLUSTER_TASKS.plural(), None, None)
+        .await?;
+    Ok(bodies(store.list(CLUSTER_TASKS, None).await?))
+}
+
+/// `GET /api/v1/clusterpromotiontasks/{name}`.
+pub(crate) async fn get_cluster_task(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    caller: Caller,
+) -> Result<Json<Value>, ApiError> {
+    let store = state.store.as_ref();
+    caller
+        .authorize(store, Verb::Get, CLUSTER_TASKS.plural(), None, Some(&name))
+        .await?;
+    let key = ObjectKey::cluster(CLUSTER_TASKS, &name);
+    match store.get(&key).await? {
+        Some(stored) => Ok(body(stored)),
+        None => Err(ApiError::missing_from(store, &key).await),
+    }
+}
+
+/// `DELETE /api/v1/clusterpromotiontasks/{name}`: refused while a Stage of any project
+/// uses it.
+pub(crate) async fn delete_cluster_task(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    caller: Caller,
+    Query(params): Query<DeleteParams>,
+) -> Result<Json<Value>, ApiError> {
+    caller
+        .authorize(
+            state.store.as_ref(),
+            Verb::Delete,
+            CLUSTER_TASKS.plural(),
+            None,
+            Some(&name),
+        )
+        .await?;
+    let key = ObjectKey::cluster(CLUSTER_TASKS, &name);
+    delete_key(&state, &caller, key, params).await
 }
 
 /// A cascading delete (see [`cascade`]): the plan, and unless `dry_run` its one commit.

@@ -72,7 +72,11 @@ pub fn run(args: ConvertArgs) -> Result<(), CliError> {
     if redacted > 0 {
         eprintln!(
             "note: {redacted} secret {} printed as `{REDACTED}`; add `--show-secrets` to print them, or keep your Secrets and apply them as they are",
-            if redacted == 1 { "value is" } else { "values are" }
+            if redacted == 1 {
+                "value is"
+            } else {
+                "values are"
+            }
         );
     }
     Ok(())

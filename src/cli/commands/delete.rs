@@ -73,8 +73,8 @@ async fn resource_path(
     name: &str,
     namespace: Option<&str>,
 ) -> Result<String, CliError> {
-    if kind == Kind::Project {
-        return Ok(format!("/api/v1/projects/{name}"));
+    if !kind.is_namespaced() {
+        return Ok(format!("/api/v1/{}/{name}", kind.plural()));
     }
     let project = match namespace {
         Some(namespace) => namespace.to_owned(),

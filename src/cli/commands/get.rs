@@ -95,7 +95,7 @@ fn check_filters(kind: Kind, args: &GetArgs) -> Result<(), CliError> {
 pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
     let kind = parse_kind(&args.kind)?;
     check_filters(kind, &args)?;
-    let project = if kind == Kind::Project {
+    let project = if !kind.is_namespaced() {
         None
     } else {
         Some(ctx.project().await?)
@@ -212,12 +212,11 @@ async fn fetch(
     project: Option<&str>,
 ) -> Result<(Vec<Value>, bool), CliError> {
     let Some(project) = project else {
+        // A cluster-scoped kind: `/api/v1/projects`, `/api/v1/clusterpromotiontasks`.
+        let base = format!("/api/v1/{}", kind.plural());
         return Ok(match &args.name {
-            Some(name) => (
-                vec![ctx.client.get(&format!("/api/v1/projects/{name}")).await?],
-                true,
-            ),
-            None => (ctx.client.get("/api/v1/projects").await?, false),
+            Some(name) => (vec![ctx.client.get(&format!("{base}/{name}")).await?], true),
+            None => (ctx.client.get(&base).await?, false),
         });
     };
     if let Some(stage) = &args.stage {
@@ -723,7 +722,7 @@ fn narrow_columns(
                 })
                 .collect(),
         ),
-        Kind::PromotionTask => (
+        Kind::PromotionTask | Kind::ClusterPromotionTask => (
             vec!["NAME", "STEPS", "VARS", "AGE"],
             items
                 .iter()

@@ -104,7 +104,6 @@ impl Repo {
     }
 }
 
-
 /// Whether `registry` (`host[:port]`) is this machine: `localhost`, an address in
 /// `127.0.0.0/8`, or `[::1]`.
 fn is_loopback(registry: &str) -> bool {

@@ -28,7 +28,11 @@ pub(super) fn api_resource(kind: Kind) -> ApiResource {
 pub(super) fn has_status_subresource(kind: Kind) -> bool {
     !matches!(
         kind,
-        Kind::AnalysisTemplate | Kind::PromotionTask | Kind::Role | Kind::RoleBinding
+        Kind::AnalysisTemplate
+            | Kind::PromotionTask
+            | Kind::ClusterPromotionTask
+            | Kind::Role
+            | Kind::RoleBinding
     )
 }
 

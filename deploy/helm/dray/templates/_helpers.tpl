@@ -67,6 +67,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* The plural names of every dray.dev kind (the CRDs in crds/). */}}
 {{- define "dray.kinds" -}}
 - analysistemplates
+- clusterpromotiontasks
 - credentials
 - freight
 - projectconfigs
