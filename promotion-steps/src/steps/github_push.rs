@@ -183,7 +183,8 @@ impl TypedStep for GitHubPush {
             repo_url: &record.repo_url,
             url: url.clone(),
             branch: &branch,
-            force: config.force,
+            // A generated branch is this promotion's own: a re-run overwrites it (as Kargo).
+            force: config.force || config.generate_target_branch,
         };
         let _turn = tokio::select! {
             guard = PushLocks::global().lock(&record.repo_url, &branch) => guard,
