@@ -120,6 +120,8 @@ struct Inner {
     requests: Vec<String>,
     /// The commits GitHub made and signed (created through the API without an author).
     signed: BTreeSet<String>,
+    /// (repo, branch, sha): a push that moves the branch just before the next ref update.
+    ref_race: Option<(String, String, String)>,
 }
 
 type AppState = DoubleState<Inner>;
@@ -290,6 +292,12 @@ impl GitHubDouble {
                 render(&self.state, p, true, known)
             })
             .collect()
+    }
+
+    /// Moves `branch` of `repo` to `sha` (a commit already in it) just before the next
+    /// `PATCH …/git/refs/heads/{branch}` is handled: a push racing `github-push`.
+    pub fn push_before_next_ref_update(&self, repo: &str, branch: &str, sha: &str) {
+        self.state.lock().ref_race = Some((repo.to_owned(), branch.to_owned(), sha.to_owned()));
     }
 
     /// Whether GitHub made and signed commit `sha` (shown as verified): one created through

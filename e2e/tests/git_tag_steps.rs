@@ -16,8 +16,8 @@ mod forge_steps;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use dray_e2e::{git, ls_remote};
 use dray_e2e::github::{APP_NAME, GitHubDouble};
+use dray_e2e::{git, ls_remote};
 use dray_steps::{StepContext, StepOutcome};
 use forge_steps::*;
 use serde_json::{Value, json};
@@ -287,5 +287,38 @@ async fn github_push_creates_a_branch_and_keeps_an_outsider_s_commit_as_it_is() 
         .await,
     );
     assert!(reason.contains("no GitHub token"), "{reason}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn github_push_retries_when_the_branch_moves_under_its_ref_update() -> Result<()> {
+    let s = setup()?;
+    let gh = github(&s)?;
+    let ctx = promotion(&s, "prod-1")?;
+    clone_and_commit(&s, &ctx, "main", "app.yaml").await?;
+    // A commit on the server that lands on `main` between the step's compare and its
+    // ref update: GitHub answers 422 `Update is not a fast forward`.
+    s.work.switch("racer")?;
+    s.work.write("README", "racing\n")?;
+    let racing = s.work.commit("racing push")?;
+    s.work.push("racer")?;
+    gh.push_before_next_ref_update("acme/config", "main", &racing);
+
+    let config = json!({"path": "out", "apiURL": gh.api_url()});
+    let (outputs, _) = succeeded(run(&ctx, "github-push", config).await);
+    let head = remote_ref(&s, "refs/heads/main")?.context("main")?;
+    assert_eq!(outputs["commit"], json!(head));
+    assert_eq!(
+        show(&s, "%P", &head)?,
+        racing,
+        "rebased onto the racing push"
+    );
+    assert!(gh.verified(&head));
+    let patches = gh
+        .requests()
+        .iter()
+        .filter(|r| *r == "PATCH /repos/acme/config/git/refs/heads/main")
+        .count();
+    assert_eq!(patches, 2, "{:?}", gh.requests());
     Ok(())
 }

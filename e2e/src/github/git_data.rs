@@ -382,6 +382,16 @@ pub(super) async fn update_ref(
     };
     let force = body["force"].as_bool().unwrap_or(false);
     let full = format!("refs/{name}");
+    let race = {
+        let mut inner = state.lock();
+        let hit = inner.ref_race.as_ref().is_some_and(|(r, branch, _)| {
+            *r == repo_name(&owner, &repo) && format!("heads/{branch}") == name
+        });
+        if hit { inner.ref_race.take() } else { None }
+    };
+    if let Some((_, _, moved_to)) = race {
+        run(&state, &bare, &["update-ref", &full, &moved_to]);
+    }
     let Some(old) = run(&state, &bare, &["rev-parse", "--verify", "-q", &full]) else {
         return unprocessable("Reference does not exist", REFS_DOCS);
     };
