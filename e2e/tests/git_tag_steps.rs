@@ -7,6 +7,10 @@
 //! promotion's tag never reaches it; a second promotion that tags another commit with the
 //! same name is refused naming the commit the tag is at.
 //!
+//! Through `dray serve` (the quickstart's registry, git server and Warehouse): a Stage whose
+//! promotion commits, pushes, tags and pushes the tag; the next promotion with the same tag
+//! name fails at `git-tag` naming the commit the tag is at.
+//!
 //! `github-push`: the commits are made again through GitHub's API; Dray's own commit is
 //! made by GitHub (verified, attributed to the App), an outsider's keeps its author and is
 //! not verified; a push to the branch in between is rebased onto; the staging ref is gone.
@@ -321,4 +325,125 @@ async fn github_push_retries_when_the_branch_moves_under_its_ref_update() -> Res
         .count();
     assert_eq!(patches, 2, "{:?}", gh.requests());
     Ok(())
+}
+
+/// A Stage whose promotion commits to `stage/release`, pushes, tags HEAD `release` and
+/// pushes the tag.
+const RELEASE_STAGE: &str = r#"apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {name: release, namespace: demo}
+spec:
+  requestedFreight:
+    - origin: {kind: Warehouse, name: app}
+      sources: {direct: true}
+  promotionTemplate:
+    spec:
+      steps:
+        - uses: git-clone
+          config:
+            repoURL: http://127.0.0.1:8080/config.git
+            checkout:
+              - branch: stage/release
+                create: true
+                path: ./out
+        - uses: file-write
+          config:
+            path: ./out/release.txt
+            contents: ${{ ctx.targetFreight.alias }}
+            overwrite: true
+        - uses: git-commit
+          config:
+            path: ./out
+            message: release ${{ ctx.targetFreight.alias }}
+        - uses: git-push
+          config: {path: ./out, targetBranch: stage/release}
+        - uses: git-tag
+          as: tag
+          config: {path: ./out, tag: release, message: "released ${{ ctx.targetFreight.alias }}"}
+        - uses: git-push
+          as: push-tag
+          config: {path: ./out, tag: release}
+"#;
+
+/// Every `refs/tags/*` of every bare repository under `dir` (Dray's mirrors).
+fn mirror_tags(world: &dray_e2e::TestWorld, dir: &Path) -> Vec<String> {
+    let mut tags = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if path.join("HEAD").is_file() && path.join("objects").is_dir() {
+            if let Ok(out) = git(world)
+                .arg("--git-dir")
+                .arg(&path)
+                .args(["for-each-ref", "--format=%(refname)", "refs/tags"])
+                .output()
+            {
+                tags.extend(
+                    String::from_utf8_lossy(&out.stdout)
+                        .lines()
+                        .map(str::to_owned),
+                );
+            }
+        } else {
+            tags.extend(mirror_tags(world, &path));
+        }
+    }
+    tags
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dray_serve_tags_a_promotion_and_refuses_the_same_tag_for_the_next() -> Result<()> {
+    use dray_e2e::pipeline::{Pipeline, alias, promotion_name, text};
+    let q = tokio::task::block_in_place(|| -> Result<Pipeline> {
+        let q = Pipeline::start()?;
+        q.apply_quickstart(str::to_owned)?;
+        q.apply(RELEASE_STAGE)?;
+        Ok(q)
+    })?;
+    dray_e2e::oci::push_image(&q.registry, "demo/app", "1.0.0").await?;
+    tokio::task::block_in_place(|| q.refresh())?;
+    dray_e2e::oci::push_image(&q.registry, "demo/app", "1.1.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        q.refresh()?;
+        let freight = q.freight()?;
+        let (older, newer) = (alias(&freight[1]), alias(&freight[0]));
+
+        let first = q.promote("release", &older)?;
+        assert!(first.status.success(), "{}", text(&first));
+        let head = q.config.head("stage/release")?;
+        let listed = dray_e2e::ls_remote(&q.world, &q.config_url)?;
+        let peeled = listed
+            .iter()
+            .find(|(_, r)| r == "refs/tags/release^{}")
+            .map(|(sha, _)| sha.clone());
+        assert_eq!(peeled, Some(head.clone()), "{listed:?}");
+        let promotion = q.promotion(&promotion_name(&first))?;
+        let steps = promotion["status"]["stepExecutionMetadata"]
+            .as_array()
+            .context("steps")?;
+        assert!(
+            steps.iter().all(|s| s["status"] == "Succeeded"),
+            "{promotion:#}"
+        );
+
+        // The next Freight, the same tag name: refused at `git-tag`, naming the commit.
+        let second = q.promote("release", &newer)?;
+        let promotion = q.promotion(&promotion_name(&second))?;
+        assert_eq!(promotion["status"]["phase"], "Failed", "{promotion:#}");
+        let said = promotion.to_string();
+        assert!(said.contains("tag `release` already exists"), "{said}");
+        assert!(said.contains(&head[..7]), "{said}");
+        // The remote's tag did not move, and no mirror holds a tag the remote lacks.
+        let listed = dray_e2e::ls_remote(&q.world, &q.config_url)?;
+        assert!(listed.contains(&(head.clone(), "refs/tags/release^{}".to_owned())));
+        // (The mirror fetched the pushed tag for the second promotion: it is read here.)
+        let tags = mirror_tags(&q.world, &q.dray.data_dir());
+        assert!(tags.contains(&"refs/tags/release".to_owned()), "{tags:?}");
+        for tag in tags {
+            assert_eq!(tag, "refs/tags/release", "a stray tag in a mirror");
+        }
+        Ok(())
+    })
 }
