@@ -29,8 +29,14 @@
 //! [`GitHubDouble::bad_gateway_next`] (a proxy's 502 page).
 //! Every request is recorded ([`GitHubDouble::requests`]). The API is served at the root
 //! (api.github.com) and under `/api/v3` (GitHub Enterprise Server).
+//!
+//! For `github-push`, the Git database and compare endpoints ([`git_data`]) work on the
+//! same bare repositories: refs, `git commit-tree` commits (verified when GitHub made them
+//! as the authenticated App, [`GitHubDouble::verified`]) and comparisons.
 
-use std::collections::BTreeMap;
+mod git_data;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -41,13 +47,14 @@ use axum::extract::{Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{get, patch, post, put};
 use serde_json::{Value, json};
 
 use crate::double_server::{BAD_GATEWAY_PAGE, DoubleState, Server, bind, request_line};
 pub use crate::forge_git::{Landed, Landing};
 use crate::forge_git::{LaterCheck, branch_sha, land, merges_cleanly, move_branch};
 use crate::world::TestWorld;
+pub use git_data::{APP_EMAIL, APP_NAME};
 
 const TEMPLATE: &str = include_str!("fixtures/github-pull-request.json");
 const DOCS: &str = "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request";
@@ -111,6 +118,10 @@ struct Inner {
     /// How many of the next requests the proxy in front answers `502`.
     bad_gateway: u32,
     requests: Vec<String>,
+    /// The commits GitHub made and signed (created through the API without an author).
+    signed: BTreeSet<String>,
+    /// (repo, branch, sha): a push that moves the branch just before the next ref update.
+    ref_race: Option<(String, String, String)>,
 }
 
 type AppState = DoubleState<Inner>;
@@ -148,6 +159,23 @@ impl GitHubDouble {
             .route(
                 "/repos/{owner}/{repo}/issues/{number}/labels",
                 post(add_labels),
+            )
+            .route(
+                "/repos/{owner}/{repo}/git/ref/{*ref}",
+                get(git_data::get_ref),
+            )
+            .route("/repos/{owner}/{repo}/git/refs", post(git_data::create_ref))
+            .route(
+                "/repos/{owner}/{repo}/git/refs/{*ref}",
+                patch(git_data::update_ref).delete(git_data::delete_ref),
+            )
+            .route(
+                "/repos/{owner}/{repo}/git/commits",
+                post(git_data::create_commit),
+            )
+            .route(
+                "/repos/{owner}/{repo}/compare/{basehead}",
+                get(git_data::compare),
             );
         // GitHub Enterprise Server serves the same API under `/api/v3`.
         let app = Router::new()
@@ -264,6 +292,18 @@ impl GitHubDouble {
                 render(&self.state, p, true, known)
             })
             .collect()
+    }
+
+    /// Moves `branch` of `repo` to `sha` (a commit already in it) just before the next
+    /// `PATCH …/git/refs/heads/{branch}` is handled: a push racing `github-push`.
+    pub fn push_before_next_ref_update(&self, repo: &str, branch: &str, sha: &str) {
+        self.state.lock().ref_race = Some((repo.to_owned(), branch.to_owned(), sha.to_owned()));
+    }
+
+    /// Whether GitHub made and signed commit `sha` (shown as verified): one created through
+    /// the API without `author` and `committer`.
+    pub fn verified(&self, sha: &str) -> bool {
+        self.state.lock().signed.contains(sha)
     }
 
     /// Every request served, as `METHOD /path?query`, oldest first.

@@ -10,7 +10,8 @@
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
 //! - [`github`], [`gitlab`], [`gitea`], [`bitbucket`]: pull-request API doubles of the
-//!   forges over real bare repositories (merges are real commits, made by the git CLI).
+//!   forges over real bare repositories (merges are real commits, made by the git CLI);
+//!   the GitHub double also serves the Git database and compare API `github-push` uses.
 //! - [`chart_repo::ChartRepo`]: a classic Helm chart repository (`index.yaml` and
 //!   archives, optional basic auth); [`chart_repo::build_chart`] packs real charts and
 //!   [`oci::push_chart`] pushes them to the registry as OCI artifacts.

@@ -17,7 +17,7 @@ pub enum Writes {
     /// Nothing: it reads, renders, commits locally or checks a gate (`git-clone`,
     /// `kustomize-build`, `git-commit`, `http`, waiting for a review).
     Nothing,
-    /// A git remote: it pushes a branch (`git-push`).
+    /// A git remote: it pushes a branch or a tag (`git-push`, `github-push`).
     Git,
     /// A forge: it opens or merges a pull request.
     Forge,
@@ -46,6 +46,17 @@ pub enum Effect {
         /// The branch, e.g. `stage/prod`.
         branch: String,
         /// The full commit id the branch holds.
+        commit: String,
+    },
+    /// Pushed tag `tag`, at `commit`, to the repository at `repo_url` (or found it there).
+    #[serde(rename_all = "camelCase")]
+    PushedTag {
+        /// The repository.
+        #[serde(rename = "repoURL")]
+        repo_url: String,
+        /// The tag, e.g. `v1.2.0`.
+        tag: String,
+        /// The full commit id the tag points at.
         commit: String,
     },
     /// Opened a pull request (or found the one it opened before).

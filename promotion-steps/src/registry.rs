@@ -45,6 +45,8 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::git_clear::GitClear));
     steps.push(Arc::new(crate::steps::git_commit::GitCommit));
     steps.push(Arc::new(crate::steps::git_push::GitPush));
+    steps.push(Arc::new(crate::steps::git_tag::GitTag));
+    steps.push(Arc::new(crate::steps::github_push::GitHubPush));
     // pull requests
     steps.push(Arc::new(crate::steps::git_open_pr::GitOpenPr));
     steps.push(Arc::new(crate::steps::git_wait_for_pr::GitWaitForPr));
@@ -101,6 +103,7 @@ mod tests {
                 ("git-merge-pr", crate::Writes::Forge),
                 ("git-open-pr", crate::Writes::Forge),
                 ("git-push", crate::Writes::Git),
+                ("github-push", crate::Writes::Git),
             ]
         );
         assert_eq!(steps.writes("no-such-step"), None);

@@ -77,7 +77,7 @@ impl GitHub {
     }
 
     /// [`GitHub::send`], keeping the status of a refusal (`None` when there was no answer).
-    async fn send_with_status(
+    pub(super) async fn send_with_status(
         &self,
         method: http::Method,
         path: &str,
@@ -88,6 +88,7 @@ impl GitHub {
             http::Method::GET => self.client._get(uri.as_str()).await,
             http::Method::POST => self.client._post(uri.as_str(), body).await,
             http::Method::PUT => self.client._put(uri.as_str(), body).await,
+            http::Method::DELETE => self.client._delete(uri.as_str(), body).await,
             _ => self.client._patch(uri.as_str(), body).await,
         }
         .map_err(|e| {

@@ -22,6 +22,7 @@
 pub mod bitbucket;
 pub mod gitea;
 pub mod github;
+pub mod github_git;
 pub mod gitlab;
 mod rest;
 

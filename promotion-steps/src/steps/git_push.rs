@@ -10,6 +10,11 @@
 //! Idempotent: when the branch already contains our HEAD, or a commit with the same
 //! message from this promotion (our commit, rebased on an earlier attempt), it succeeds
 //! without pushing.
+//!
+//! With `tag:` (Kargo's field) it pushes that tag instead of a branch: the one `git-tag`
+//! keeps private to the worktree (see [`super::git_tag`]), or one the worktree already
+//! has. No rebase and no retry: a tag the remote has at another commit is refused naming
+//! that commit; at the same commit it is already there, which succeeds.
 
 use std::path::Path;
 use std::time::Duration;
@@ -50,6 +55,9 @@ pub(crate) struct Config {
     /// How many times to try before giving up (default 5).
     #[serde(default = "default_max_attempts")]
     pub(crate) max_attempts: u32,
+    /// Push this tag (made by `git-tag`) instead of a branch.
+    #[serde(default)]
+    pub(crate) tag: Option<String>,
 }
 
 fn default_max_attempts() -> u32 {
@@ -67,6 +75,9 @@ impl TypedStep for GitPush {
     type Config = Config;
 
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
+        if let Some(tag) = &config.tag {
+            return push_tag(ctx, &config, tag).await;
+        }
         let branch = match target_branch(ctx, &config) {
             Ok(branch) => branch,
             Err(reason) => {
@@ -138,7 +149,9 @@ fn target_branch(ctx: &StepContext, config: &Config) -> Result<String, String> {
         (Some(branch), false) => branch.clone(),
         (None, true) => format!("dray/promotion/{}", ctx.promotion),
         _ => {
-            return Err("set exactly one of `targetBranch` or `generateTargetBranch: true`".into());
+            return Err(
+                "set exactly one of `targetBranch`, `generateTargetBranch: true` or `tag`".into(),
+            );
         }
     };
     if !is_valid_ref_name(&branch) {
@@ -153,19 +166,19 @@ fn target_branch(ctx: &StepContext, config: &Config) -> Result<String, String> {
     Ok(branch)
 }
 
-/// One push, with everything it needs.
-struct Push<'a> {
-    ctx: &'a StepContext,
-    git: Git,
-    dir: &'a Path,
-    path: &'a str,
-    repo_url: &'a str,
+/// One push, with everything it needs (also how `github-push` integrates remote changes).
+pub(crate) struct Push<'a> {
+    pub(crate) ctx: &'a StepContext,
+    pub(crate) git: Git,
+    pub(crate) dir: &'a Path,
+    pub(crate) path: &'a str,
+    pub(crate) repo_url: &'a str,
     /// `repo_url`, redacted, for messages.
-    url: String,
-    branch: &'a str,
-    force: bool,
+    pub(crate) url: String,
+    pub(crate) branch: &'a str,
+    pub(crate) force: bool,
     /// How commits rebased here are signed again, when the project signs them.
-    signing: Option<Signing>,
+    pub(crate) signing: Option<Signing>,
 }
 
 /// What the remote said to a push.
@@ -250,7 +263,7 @@ impl Push<'_> {
     }
 
     /// The commit at the remote branch, or `None` when the branch does not exist yet.
-    async fn remote_tip(&self) -> Result<Option<String>, GitError> {
+    pub(crate) async fn remote_tip(&self) -> Result<Option<String>, GitError> {
         let refname = format!("refs/heads/{}", self.branch);
         let out = self
             .git
@@ -278,7 +291,7 @@ impl Push<'_> {
     }
 
     /// The commit on the remote branch that carries our change, if it is there already.
-    async fn landed(&self, head: &str, tip: &str) -> Result<Option<String>, GitError> {
+    pub(crate) async fn landed(&self, head: &str, tip: &str) -> Result<Option<String>, GitError> {
         if head == tip {
             return Ok(Some(head.to_string()));
         }
@@ -319,7 +332,11 @@ impl Push<'_> {
     }
 
     /// Rebases our commits onto `tip`: the new HEAD, or why it cannot be done.
-    async fn rebase(&self, head: &str, tip: &str) -> Result<Result<String, String>, GitError> {
+    pub(crate) async fn rebase(
+        &self,
+        head: &str,
+        tip: &str,
+    ) -> Result<Result<String, String>, GitError> {
         let git = &self.git;
         self.abort_rebase().await;
         // Our commits already sit on `tip` (nobody pushed since the clone): nothing to rebase.
@@ -447,6 +464,133 @@ impl Push<'_> {
             true => summary,
             false => format!("{summary}: {}", remote.join(" / ")),
         }))
+    }
+}
+
+/// Pushes tag `tag` of the worktree (its private ref from `git-tag`, else `refs/tags/<tag>`).
+async fn push_tag(ctx: &StepContext, config: &Config, tag: &str) -> StepOutcome {
+    if config.target_branch.is_some() || config.generate_target_branch {
+        return StepOutcome::failed(format!(
+            "invalid `{KIND}` config: set exactly one of `targetBranch`, `generateTargetBranch: true` or `tag`"
+        ));
+    }
+    if !is_valid_ref_name(tag) {
+        return StepOutcome::failed(format!(
+            "invalid `{KIND}` config: `tag` `{tag}` is not a valid tag name"
+        ));
+    }
+    let dir = match ctx.path(&config.path) {
+        Ok(dir) => dir,
+        Err(reason) => return StepOutcome::failed(reason),
+    };
+    let record = match read_record(&Git::local(ctx), &dir).await {
+        Ok(Some(record)) => record,
+        Ok(None) => {
+            return StepOutcome::failed(format!(
+                "`{}` was not checked out by `git-clone`; hint: clone the repository into it first",
+                config.path
+            ));
+        }
+        Err(e) => return StepOutcome::errored(e),
+    };
+    let git = Git::for_repo(ctx, &record.repo_url);
+    let url = redact_url(&record.repo_url);
+    match tag_push(ctx, &git, &dir, &record.repo_url, tag).await {
+        Ok(Ok((commit, said))) => {
+            ctx.log(&format!("tag `{tag}` ({}) {said} `{url}`", short(&commit)));
+            let mut outputs = Map::new();
+            outputs.insert("commit".into(), Value::String(commit.clone()));
+            outputs.insert("tag".into(), Value::String(tag.to_string()));
+            if let Some(branch) = &record.branch {
+                outputs.insert("branch".into(), Value::String(branch.clone()));
+            }
+            let pushed = Effect::PushedTag {
+                repo_url: record.repo_url.clone(),
+                tag: tag.to_string(),
+                commit,
+            };
+            StepOutcome::wrote(outputs, vec![pushed])
+        }
+        Ok(Err(reason)) => StepOutcome::failed(reason.replace("{path}", &config.path)),
+        Err(e) => StepOutcome::errored(format!(
+            "cannot push tag `{tag}` of `{}` to `{url}`: {e}",
+            config.path
+        )),
+    }
+}
+
+/// Pushes `tag`: `Ok(Ok((commit, what happened)))`, or `Ok(Err(why not))`.
+async fn tag_push(
+    ctx: &StepContext,
+    git: &Git,
+    dir: &Path,
+    repo_url: &str,
+    tag: &str,
+) -> Result<Result<(String, &'static str), String>, GitError> {
+    let url = redact_url(repo_url);
+    let private = super::git_tag::private_ref(tag);
+    let public = format!("refs/tags/{tag}");
+    let mut source = None;
+    for candidate in [&private, &public] {
+        if let Some(commit) = git.resolve(dir, candidate).await? {
+            source = Some((candidate.clone(), commit));
+            break;
+        }
+    }
+    let Some((source, commit)) = source else {
+        return Ok(Err(format!(
+            "no tag `{tag}` in `{{path}}` to push; hint: create it with a `git-tag` step first"
+        )));
+    };
+    let remote_at = |out: &str| {
+        let peeled = format!("{public}^{{}}");
+        let line = |name: &str| {
+            out.lines().find_map(|l| {
+                l.split_once('\t')
+                    .filter(|(_, r)| *r == name)
+                    .map(|(sha, _)| sha.to_string())
+            })
+        };
+        line(&peeled).or_else(|| line(&public))
+    };
+    let listed = git
+        .run(
+            dir,
+            &["ls-remote", repo_url, &public, &format!("{public}^{{}}")],
+        )
+        .await?;
+    let refused = |theirs: &str| {
+        format!(
+            "tag `{tag}` already exists in `{url}` at commit {}, not at {} of `{{path}}`; hint: tags are not moved: choose another tag name for this promotion, or delete the tag from the repository first",
+            short(theirs),
+            short(&commit)
+        )
+    };
+    match remote_at(&listed) {
+        Some(theirs) if theirs == commit => return Ok(Ok((commit, "is already in"))),
+        Some(theirs) => return Ok(Err(refused(&theirs))),
+        None => {}
+    }
+    let refspec = format!("{source}:{public}");
+    let args = ["push", "--porcelain", repo_url, refspec.as_str()];
+    let output = git.output(dir, &args, None).await?;
+    if output.status.success() {
+        return Ok(Ok((commit, "pushed to")));
+    }
+    // Someone pushed the tag in between.
+    let listed = git
+        .run(
+            dir,
+            &["ls-remote", repo_url, &public, &format!("{public}^{{}}")],
+        )
+        .await?;
+    match remote_at(&listed) {
+        Some(theirs) if theirs == commit => Ok(Ok((commit, "is already in"))),
+        Some(theirs) => Ok(Err(refused(&theirs))),
+        None => {
+            ctx.log(&format!("pushing tag `{tag}` failed"));
+            Err(git.failure(&args, &output))
+        }
     }
 }
 

@@ -4,6 +4,8 @@ pub(crate) mod git_clear;
 pub(crate) mod git_clone;
 pub(crate) mod git_commit;
 pub(crate) mod git_push;
+pub(crate) mod git_tag;
+pub(crate) mod github_push;
 // pull requests
 pub(crate) mod git_merge_pr;
 pub(crate) mod git_open_pr;
