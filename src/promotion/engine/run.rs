@@ -132,6 +132,11 @@ impl Engine {
         let (phase, message) = conclusion(&run);
         let phase = self.finish(&mut run, phase, message).await?;
         if phase == PromotionPhase::Succeeded {
+            // Read again: a step may have renamed it (`set-freight-alias`).
+            let freight = match self.store.get(&freight_key).await? {
+                Some(fresh) => fresh.to_typed()?,
+                None => freight,
+            };
             record::promotion_succeeded(
                 self.store.as_ref(),
                 &run.key,
