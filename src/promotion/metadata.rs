@@ -286,3 +286,145 @@ fn metadata_of(value: &Value) -> Option<crate::api::Metadata> {
 pub fn reads_metadata(text: &str) -> bool {
     text.contains("freightMetadata") || text.contains("stageMetadata")
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::SqliteStore;
+
+    async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        for (name, alias) in [("f1aaaa", "frosty-otter"), ("f2bbbb", "windy-dolphin")] {
+            store
+                .create(json!({
+                    "apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                    "metadata": {"name": name, "namespace": "demo"},
+                    "alias": alias, "origin": {"kind": "Warehouse", "name": "app"},
+                }))
+                .await
+                .unwrap();
+        }
+        store
+            .create(json!({
+                "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                "metadata": {"name": "dev", "namespace": "demo"},
+                "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                                               "sources": {"direct": true}}]},
+            }))
+            .await
+            .unwrap();
+        let key = ObjectKey::namespaced(Kind::Stage, "demo", "dev");
+        store
+            .update_status(
+                &key,
+                json!({"currentFreight": {"name": "f1aaaa", "alias": "frosty-otter"}}),
+                None,
+            )
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    fn set(kind: MetadataKind, name: &str, values: Value) -> Effect {
+        Effect::SetMetadata {
+            kind,
+            name: name.into(),
+            values: values.as_object().cloned().unwrap(),
+        }
+    }
+
+    async fn object(store: &SqliteStore, kind: Kind, name: &str) -> Value {
+        let key = ObjectKey::namespaced(kind, "demo", name);
+        store.get(&key).await.unwrap().unwrap().object
+    }
+
+    #[tokio::test]
+    async fn metadata_is_merged_into_the_status_and_read_back_as_a_view() {
+        let (_dir, store) = store().await;
+        let effects = [
+            set(MetadataKind::Stage, "dev", json!({"owner": "ana", "n": 1})),
+            set(MetadataKind::Freight, "f1aaaa", json!({"qa": {"passed": true}})),
+            set(MetadataKind::Stage, "dev", json!({"n": 2, "owner": null})),
+        ];
+        assert!(changes_dray(&effects));
+        apply(&store, "demo", &effects).await.unwrap();
+        let dev = object(&store, Kind::Stage, "dev").await;
+        assert_eq!(dev["status"]["metadata"], json!({"n": 2}));
+        assert_eq!(dev["status"]["currentFreight"]["name"], "f1aaaa", "the rest is kept");
+        let f1 = object(&store, Kind::Freight, "f1aaaa").await;
+        assert_eq!(f1["status"]["metadata"], json!({"qa": {"passed": true}}));
+
+        let view = load_view(&store, "demo").await.unwrap();
+        assert_eq!(view.stage_map("dev").unwrap()["n"], json!(2));
+        assert_eq!(view.freight_map("f1aaaa").unwrap()["qa"]["passed"], json!(true));
+        assert!(view.freight_map("f2bbbb").is_none());
+        assert!(load_view(&store, "other").await.unwrap().stages.is_empty());
+    }
+
+    #[tokio::test]
+    async fn unknown_names_other_projects_and_bad_keys_are_refused_by_name() {
+        let (_dir, store) = store().await;
+        let err = apply(&store, "demo", &[set(MetadataKind::Stage, "dve", json!({"a": 1}))])
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Stage `dve` does not exist in project `demo`; did you mean `dev`?"
+        );
+        let err = apply(&store, "demo", &[set(MetadataKind::Freight, "frosty-otter", json!({"a": 1}))])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("`frosty-otter` is the alias of Freight `f1aaaa`"),
+            "{err}"
+        );
+        // A promotion of another project cannot reach this one's resources.
+        let err = apply(&store, "shop", &[set(MetadataKind::Stage, "dev", json!({"a": 1}))])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().starts_with("Stage `dev` does not exist in project `shop`"), "{err}");
+        let err = apply(&store, "demo", &[set(MetadataKind::Freight, "f1aaaa", json!({"bad key": 1}))])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("Freight `f1aaaa`: metadata key `bad key` is not valid"),
+            "{err}"
+        );
+        let f1 = object(&store, Kind::Freight, "f1aaaa").await;
+        assert!(f1.get("status").is_none_or(|s| s.get("metadata").is_none()), "{f1}");
+    }
+
+    #[tokio::test]
+    async fn aliases_are_renamed_unless_taken_or_not_labels() {
+        let (_dir, store) = store().await;
+        let rename = |freight: &str, alias: &str| Effect::SetFreightAlias {
+            freight: freight.into(),
+            alias: alias.into(),
+        };
+        apply(&store, "demo", &[rename("f1aaaa", "release-1")]).await.unwrap();
+        assert_eq!(object(&store, Kind::Freight, "f1aaaa").await["alias"], "release-1");
+        let dev = object(&store, Kind::Stage, "dev").await;
+        assert_eq!(dev["status"]["currentFreight"]["alias"], "release-1");
+        // Again: nothing to do.
+        apply(&store, "demo", &[rename("f1aaaa", "release-1")]).await.unwrap();
+
+        let err = apply(&store, "demo", &[rename("f2bbbb", "release-1")]).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "alias `release-1` is already used by Freight `f1aaaa` in project `demo`: choose \
+             another alias (aliases are unique in a project)"
+        );
+        assert_eq!(object(&store, Kind::Freight, "f2bbbb").await["alias"], "windy-dolphin");
+        let err = apply(&store, "demo", &[rename("f2bbbb", "Release_2")]).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("alias `Release_2` is not an RFC 1123 label")
+                && err.to_string().ends_with("; use `release-2`"),
+            "{err}"
+        );
+        let err = apply(&store, "demo", &[rename("nope", "x")]).await.unwrap_err();
+        assert!(err.to_string().starts_with("Freight `nope` does not exist in project `demo`"), "{err}");
+    }
+}
