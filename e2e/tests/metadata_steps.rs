@@ -2,9 +2,11 @@
 //! quickstart project: a Stage's steps record metadata on their Stage and Freight and rename
 //! the Freight; a later step and a downstream Stage read it back with `freightMetadata()` /
 //! `stageMetadata()`; `dray get freight -o yaml` shows it. A Freight that does not exist and
-//! an alias another Freight has fail the step, naming them.
+//! an alias another Freight has fail the step, naming them. The same steps in Kubernetes
+//! mode write the Freight's and the Stage's `status.metadata` through the cluster.
 
 use anyhow::{Result, ensure};
+use dray_e2e::kube_pipeline::{KubeOptions, KubePipeline};
 use dray_e2e::pipeline::{Pipeline, promotion_name, text};
 use serde_json::{Value, json};
 
@@ -170,6 +172,39 @@ async fn unknown_freight_and_taken_aliases_fail_the_step_naming_them() -> Result
         let freight = p.freight()?;
         let aliases: Vec<&str> = freight.iter().filter_map(|f| f["alias"].as_str()).collect();
         assert!(aliases.contains(&new_alias.as_str()), "{aliases:?}");
+        Ok(())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_kubernetes_mode_metadata_and_aliases_reach_the_cluster() -> Result<()> {
+    let k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        k.apply_quickstart(str::to_owned)?;
+        // dev follows new Freight by itself (the quickstart's policy), with these steps.
+        k.kubectl_apply(&format!(
+            "{}---\n{}",
+            stage("dev", "direct: true", DEV_STEPS),
+            stage("staging", "stages: [dev]", STAGING_STEPS)
+        ))?;
+        Ok(())
+    })?;
+    let (id, _) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        k.q.wait_for_stage("dev", "release-1")?;
+        let freight = k.kubectl_ok(&["get", "freight", &id, "-n", "demo", "-o", "json"])?;
+        let freight: Value = serde_json::from_str(&freight)?;
+        assert_eq!(freight["alias"], "release-1", "{freight:#}");
+        assert_eq!(freight["status"]["metadata"], json!({"qa": "passed"}), "{freight:#}");
+        let dev = k.kubectl_ok(&["get", "stage", "dev", "-n", "demo", "-o", "json"])?;
+        let dev: Value = serde_json::from_str(&dev)?;
+        assert_eq!(dev["status"]["metadata"]["build"]["number"], 7, "{dev:#}");
+
+        let promoted = k.q.promote("staging", "release-1")?;
+        ensure!(promoted.status.success(), "{}", text(&promoted));
+        let read = outputs(&k.q, &promoted)?;
+        assert_eq!(read["upstream"]["qa"], "passed", "{read:#}");
+        assert_eq!(read["upstream"]["alias"], "release-1", "{read:#}");
         Ok(())
     })
 }
