@@ -82,18 +82,29 @@ async fn metadata_and_alias_set_by_steps_are_read_back_downstream() -> Result<()
         let promoted = p.promote("dev", &alias)?;
         ensure!(promoted.status.success(), "{}", text(&promoted));
         let read = outputs(&p, &promoted)?;
-        assert_eq!(read["readback"], json!({"qa": "passed", "build": 7}), "{read:#}");
+        assert_eq!(
+            read["readback"],
+            json!({"qa": "passed", "build": 7}),
+            "{read:#}"
+        );
 
         let freight = p.freight_named(&id)?;
         assert_eq!(freight["alias"], "release-1", "{freight:#}");
-        assert_eq!(freight["status"]["metadata"], json!({"qa": "passed"}), "{freight:#}");
+        assert_eq!(
+            freight["status"]["metadata"],
+            json!({"qa": "passed"}),
+            "{freight:#}"
+        );
         let dev = p.stage("dev")?;
         assert_eq!(
             dev["status"]["metadata"]["build"],
             json!({"number": 7, "components": ["web", "api"]}),
             "{dev:#}"
         );
-        assert_eq!(dev["status"]["currentFreight"]["alias"], "release-1", "{dev:#}");
+        assert_eq!(
+            dev["status"]["currentFreight"]["alias"], "release-1",
+            "{dev:#}"
+        );
         let yaml = text(&p.cli(&["get", "freight", &id, "-o", "yaml"])?);
         assert!(
             yaml.contains("alias: release-1") && yaml.contains("qa: passed"),
@@ -195,7 +206,11 @@ async fn in_kubernetes_mode_metadata_and_aliases_reach_the_cluster() -> Result<(
         let freight = k.kubectl_ok(&["get", "freight", &id, "-n", "demo", "-o", "json"])?;
         let freight: Value = serde_json::from_str(&freight)?;
         assert_eq!(freight["alias"], "release-1", "{freight:#}");
-        assert_eq!(freight["status"]["metadata"], json!({"qa": "passed"}), "{freight:#}");
+        assert_eq!(
+            freight["status"]["metadata"],
+            json!({"qa": "passed"}),
+            "{freight:#}"
+        );
         let dev = k.kubectl_ok(&["get", "stage", "dev", "-n", "demo", "-o", "json"])?;
         let dev: Value = serde_json::from_str(&dev)?;
         assert_eq!(dev["status"]["metadata"]["build"]["number"], 7, "{dev:#}");

@@ -62,7 +62,10 @@ pub fn check_metadata_entry(
     value: &serde_json::Value,
 ) -> Result<(), MetadataLimitError> {
     let valid_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    let starts_well = key.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+    let starts_well = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphanumeric());
     if !starts_well || key.len() > MAX_METADATA_KEY || !key.chars().all(valid_char) {
         return Err(MetadataLimitError::Key {
             key: key.to_owned(),
@@ -137,14 +140,23 @@ mod tests {
         let mut metadata = Metadata::from([("old".to_owned(), json!(1))]);
         let values = json!({"a": {"b": [1, 2]}, "old": null});
         merge_metadata(&mut metadata, values.as_object().unwrap()).unwrap();
-        assert_eq!(metadata, Metadata::from([("a".to_owned(), json!({"b": [1, 2]}))]));
+        assert_eq!(
+            metadata,
+            Metadata::from([("a".to_owned(), json!({"b": [1, 2]}))])
+        );
         let bad = json!({"c": 1, "bad key": 2});
         assert!(merge_metadata(&mut metadata, bad.as_object().unwrap()).is_err());
-        assert!(!metadata.contains_key("c"), "a refused merge changes nothing");
+        assert!(
+            !metadata.contains_key("c"),
+            "a refused merge changes nothing"
+        );
         let many: serde_json::Map<_, _> = (0..=MAX_METADATA_KEYS)
             .map(|i| (format!("k{i}"), json!(i)))
             .collect();
         let err = merge_metadata(&mut Metadata::new(), &many).unwrap_err();
-        assert!(matches!(err, MetadataLimitError::TooManyKeys { .. }), "{err}");
+        assert!(
+            matches!(err, MetadataLimitError::TooManyKeys { .. }),
+            "{err}"
+        );
     }
 }

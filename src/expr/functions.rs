@@ -410,12 +410,18 @@ mod tests {
         let cache = ExprCache::new();
         let eval = |e: &str| cache.evaluate_expression(e, &ctx);
         assert_eq!(eval("freightMetadata('f1').build.n").unwrap(), json!(7));
-        assert_eq!(eval("freightMetadata('f1', 'build')").unwrap(), json!({"n": 7}));
+        assert_eq!(
+            eval("freightMetadata('f1', 'build')").unwrap(),
+            json!({"n": 7})
+        );
         assert_eq!(eval("freightMetadata('f1', 'nope')").unwrap(), json!(null));
         assert_eq!(eval("freightMetadata('f2')").unwrap(), json!({}));
         assert_eq!(eval("stageMetadata('dev').owner").unwrap(), json!("ana"));
         assert_eq!(eval("stageMetadata('dev', 'owner')").unwrap(), json!("ana"));
-        assert_eq!(eval("'owner' in stageMetadata('prod')").unwrap(), json!(false));
+        assert_eq!(
+            eval("'owner' in stageMetadata('prod')").unwrap(),
+            json!(false)
+        );
         let err = eval("stageMetadata('')").unwrap_err().to_string();
         assert!(err.contains("must not be empty"), "{err}");
         let err = eval("stageMetadata(1)").unwrap_err().to_string();

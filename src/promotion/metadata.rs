@@ -76,7 +76,11 @@ pub enum MetadataError {
 /// Applies the effects of one succeeded step that change Dray's resources, in order; the
 /// first refusal stops and is returned (what was applied before it stays, as when a step
 /// fails halfway). Effects of other kinds are ignored.
-pub async fn apply(store: &dyn Store, project: &str, effects: &[Effect]) -> Result<(), MetadataError> {
+pub async fn apply(
+    store: &dyn Store,
+    project: &str,
+    effects: &[Effect],
+) -> Result<(), MetadataError> {
     for effect in effects {
         match effect {
             Effect::SetMetadata { kind, name, values } => {
@@ -117,15 +121,16 @@ async fn set_metadata(
         MetadataKind::Stage => {
             let key = ObjectKey::namespaced(Kind::Stage, project, name);
             let mut refused = None;
-            let written = modify_typed_status(store, &key, |_: &Stage, status: &mut StageStatus| {
-                let before = status.metadata.clone();
-                if let Err(cause) = merge_metadata(&mut status.metadata, values) {
-                    refused = Some(cause);
-                    return Ok(None);
-                }
-                Ok((status.metadata != before).then_some(()))
-            })
-            .await;
+            let written =
+                modify_typed_status(store, &key, |_: &Stage, status: &mut StageStatus| {
+                    let before = status.metadata.clone();
+                    if let Err(cause) = merge_metadata(&mut status.metadata, values) {
+                        refused = Some(cause);
+                        return Ok(None);
+                    }
+                    Ok((status.metadata != before).then_some(()))
+                })
+                .await;
             if let Some(cause) = refused {
                 return Err(limit(cause));
             }
@@ -183,10 +188,9 @@ async fn set_alias(
         return Ok(());
     }
     let others = store.list(Kind::Freight, Some(project)).await?;
-    if let Some(other) = others
-        .iter()
-        .find(|f| f.key.name != freight && f.object.get("alias").and_then(Value::as_str) == Some(alias))
-    {
+    if let Some(other) = others.iter().find(|f| {
+        f.key.name != freight && f.object.get("alias").and_then(Value::as_str) == Some(alias)
+    }) {
         return Err(MetadataError::AliasTaken {
             alias: alias.to_owned(),
             other: other.key.name.clone(),
@@ -208,16 +212,17 @@ async fn set_alias(
         if !holds {
             continue;
         }
-        let written = modify_typed_status(store, &stage.key, |_: &Stage, status: &mut StageStatus| {
-            match status.current_freight.as_mut() {
-                Some(current) if current.name == freight && current.alias != alias => {
-                    current.alias = alias.to_owned();
-                    Ok(Some(()))
+        let written =
+            modify_typed_status(store, &stage.key, |_: &Stage, status: &mut StageStatus| {
+                match status.current_freight.as_mut() {
+                    Some(current) if current.name == freight && current.alias != alias => {
+                        current.alias = alias.to_owned();
+                        Ok(Some(()))
+                    }
+                    _ => Ok(None),
                 }
-                _ => Ok(None),
-            }
-        })
-        .await;
+            })
+            .await;
         match written {
             Ok(_) | Err(StoreError::NotFound(_)) => {}
             Err(error) => return Err(error.into()),
@@ -228,15 +233,20 @@ async fn set_alias(
 
 /// The refusal of a name that is not in the project, with the closest name (for Freight,
 /// also the one whose alias was given instead of its name).
-async fn not_found(store: &dyn Store, project: &str, kind: MetadataKind, name: &str) -> MetadataError {
+async fn not_found(
+    store: &dyn Store,
+    project: &str,
+    kind: MetadataKind,
+    name: &str,
+) -> MetadataError {
     let listed = match kind {
         MetadataKind::Stage => store.list(Kind::Stage, Some(project)).await,
         MetadataKind::Freight => store.list(Kind::Freight, Some(project)).await,
     }
     .unwrap_or_default();
-    let by_alias = listed
-        .iter()
-        .find(|f| kind == MetadataKind::Freight && f.object.get("alias").and_then(Value::as_str) == Some(name));
+    let by_alias = listed.iter().find(|f| {
+        kind == MetadataKind::Freight && f.object.get("alias").and_then(Value::as_str) == Some(name)
+    });
     let hint = if let Some(freight) = by_alias {
         format!(
             "; `{name}` is the alias of Freight `{}`: name Freight by its name (e.g. \
@@ -246,10 +256,13 @@ async fn not_found(store: &dyn Store, project: &str, kind: MetadataKind, name: &
     } else if let Some(close) = suggest::closest(name, listed.iter().map(|o| o.key.name.as_str())) {
         format!("; did you mean `{close}`?")
     } else {
-        format!("; name a {kind} of project `{project}` (`dray get {}`)", match kind {
-            MetadataKind::Stage => "stages",
-            MetadataKind::Freight => "freight",
-        })
+        format!(
+            "; name a {kind} of project `{project}` (`dray get {}`)",
+            match kind {
+                MetadataKind::Stage => "stages",
+                MetadataKind::Freight => "freight",
+            }
+        )
     };
     MetadataError::NotFound {
         kind,
@@ -264,12 +277,20 @@ async fn not_found(store: &dyn Store, project: &str, kind: MetadataKind, name: &
 pub async fn load_view(store: &dyn Store, project: &str) -> Result<MetadataView, StoreError> {
     let mut view = MetadataView::default();
     for freight in store.list(Kind::Freight, Some(project)).await? {
-        if let Some(metadata) = freight.object.pointer("/status/metadata").and_then(metadata_of) {
+        if let Some(metadata) = freight
+            .object
+            .pointer("/status/metadata")
+            .and_then(metadata_of)
+        {
             view.freight.insert(freight.key.name.clone(), metadata);
         }
     }
     for stage in store.list(Kind::Stage, Some(project)).await? {
-        if let Some(metadata) = stage.object.pointer("/status/metadata").and_then(metadata_of) {
+        if let Some(metadata) = stage
+            .object
+            .pointer("/status/metadata")
+            .and_then(metadata_of)
+        {
             view.stages.insert(stage.key.name.clone(), metadata);
         }
     }
@@ -346,20 +367,30 @@ mod tests {
         let (_dir, store) = store().await;
         let effects = [
             set(MetadataKind::Stage, "dev", json!({"owner": "ana", "n": 1})),
-            set(MetadataKind::Freight, "f1aaaa", json!({"qa": {"passed": true}})),
+            set(
+                MetadataKind::Freight,
+                "f1aaaa",
+                json!({"qa": {"passed": true}}),
+            ),
             set(MetadataKind::Stage, "dev", json!({"n": 2, "owner": null})),
         ];
         assert!(changes_dray(&effects));
         apply(&store, "demo", &effects).await.unwrap();
         let dev = object(&store, Kind::Stage, "dev").await;
         assert_eq!(dev["status"]["metadata"], json!({"n": 2}));
-        assert_eq!(dev["status"]["currentFreight"]["name"], "f1aaaa", "the rest is kept");
+        assert_eq!(
+            dev["status"]["currentFreight"]["name"], "f1aaaa",
+            "the rest is kept"
+        );
         let f1 = object(&store, Kind::Freight, "f1aaaa").await;
         assert_eq!(f1["status"]["metadata"], json!({"qa": {"passed": true}}));
 
         let view = load_view(&store, "demo").await.unwrap();
         assert_eq!(view.stage_map("dev").unwrap()["n"], json!(2));
-        assert_eq!(view.freight_map("f1aaaa").unwrap()["qa"]["passed"], json!(true));
+        assert_eq!(
+            view.freight_map("f1aaaa").unwrap()["qa"]["passed"],
+            json!(true)
+        );
         assert!(view.freight_map("f2bbbb").is_none());
         assert!(load_view(&store, "other").await.unwrap().stages.is_empty());
     }
@@ -367,34 +398,59 @@ mod tests {
     #[tokio::test]
     async fn unknown_names_other_projects_and_bad_keys_are_refused_by_name() {
         let (_dir, store) = store().await;
-        let err = apply(&store, "demo", &[set(MetadataKind::Stage, "dve", json!({"a": 1}))])
-            .await
-            .unwrap_err();
+        let err = apply(
+            &store,
+            "demo",
+            &[set(MetadataKind::Stage, "dve", json!({"a": 1}))],
+        )
+        .await
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "Stage `dve` does not exist in project `demo`; did you mean `dev`?"
         );
-        let err = apply(&store, "demo", &[set(MetadataKind::Freight, "frosty-otter", json!({"a": 1}))])
-            .await
-            .unwrap_err();
+        let err = apply(
+            &store,
+            "demo",
+            &[set(MetadataKind::Freight, "frosty-otter", json!({"a": 1}))],
+        )
+        .await
+        .unwrap_err();
         assert!(
-            err.to_string().contains("`frosty-otter` is the alias of Freight `f1aaaa`"),
+            err.to_string()
+                .contains("`frosty-otter` is the alias of Freight `f1aaaa`"),
             "{err}"
         );
         // A promotion of another project cannot reach this one's resources.
-        let err = apply(&store, "shop", &[set(MetadataKind::Stage, "dev", json!({"a": 1}))])
-            .await
-            .unwrap_err();
-        assert!(err.to_string().starts_with("Stage `dev` does not exist in project `shop`"), "{err}");
-        let err = apply(&store, "demo", &[set(MetadataKind::Freight, "f1aaaa", json!({"bad key": 1}))])
-            .await
-            .unwrap_err();
+        let err = apply(
+            &store,
+            "shop",
+            &[set(MetadataKind::Stage, "dev", json!({"a": 1}))],
+        )
+        .await
+        .unwrap_err();
         assert!(
-            err.to_string().starts_with("Freight `f1aaaa`: metadata key `bad key` is not valid"),
+            err.to_string()
+                .starts_with("Stage `dev` does not exist in project `shop`"),
+            "{err}"
+        );
+        let err = apply(
+            &store,
+            "demo",
+            &[set(MetadataKind::Freight, "f1aaaa", json!({"bad key": 1}))],
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Freight `f1aaaa`: metadata key `bad key` is not valid"),
             "{err}"
         );
         let f1 = object(&store, Kind::Freight, "f1aaaa").await;
-        assert!(f1.get("status").is_none_or(|s| s.get("metadata").is_none()), "{f1}");
+        assert!(
+            f1.get("status").is_none_or(|s| s.get("metadata").is_none()),
+            "{f1}"
+        );
     }
 
     #[tokio::test]
@@ -404,27 +460,48 @@ mod tests {
             freight: freight.into(),
             alias: alias.into(),
         };
-        apply(&store, "demo", &[rename("f1aaaa", "release-1")]).await.unwrap();
-        assert_eq!(object(&store, Kind::Freight, "f1aaaa").await["alias"], "release-1");
+        apply(&store, "demo", &[rename("f1aaaa", "release-1")])
+            .await
+            .unwrap();
+        assert_eq!(
+            object(&store, Kind::Freight, "f1aaaa").await["alias"],
+            "release-1"
+        );
         let dev = object(&store, Kind::Stage, "dev").await;
         assert_eq!(dev["status"]["currentFreight"]["alias"], "release-1");
         // Again: nothing to do.
-        apply(&store, "demo", &[rename("f1aaaa", "release-1")]).await.unwrap();
+        apply(&store, "demo", &[rename("f1aaaa", "release-1")])
+            .await
+            .unwrap();
 
-        let err = apply(&store, "demo", &[rename("f2bbbb", "release-1")]).await.unwrap_err();
+        let err = apply(&store, "demo", &[rename("f2bbbb", "release-1")])
+            .await
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "alias `release-1` is already used by Freight `f1aaaa` in project `demo`: choose \
              another alias (aliases are unique in a project)"
         );
-        assert_eq!(object(&store, Kind::Freight, "f2bbbb").await["alias"], "windy-dolphin");
-        let err = apply(&store, "demo", &[rename("f2bbbb", "Release_2")]).await.unwrap_err();
+        assert_eq!(
+            object(&store, Kind::Freight, "f2bbbb").await["alias"],
+            "windy-dolphin"
+        );
+        let err = apply(&store, "demo", &[rename("f2bbbb", "Release_2")])
+            .await
+            .unwrap_err();
         assert!(
-            err.to_string().starts_with("alias `Release_2` is not an RFC 1123 label")
+            err.to_string()
+                .starts_with("alias `Release_2` is not an RFC 1123 label")
                 && err.to_string().ends_with("; use `release-2`"),
             "{err}"
         );
-        let err = apply(&store, "demo", &[rename("nope", "x")]).await.unwrap_err();
-        assert!(err.to_string().starts_with("Freight `nope` does not exist in project `demo`"), "{err}");
+        let err = apply(&store, "demo", &[rename("nope", "x")])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Freight `nope` does not exist in project `demo`"),
+            "{err}"
+        );
     }
 }

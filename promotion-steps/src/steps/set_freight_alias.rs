@@ -98,7 +98,10 @@ mod tests {
                 .run(&ctx, json!({"freightName": "f1", "newAlias": " "}))
                 .await,
         );
-        assert!(reason.contains("`newAlias` is empty") && reason.contains("`f1`"), "{reason}");
+        assert!(
+            reason.contains("`newAlias` is empty") && reason.contains("`f1`"),
+            "{reason}"
+        );
         let reason = failed(
             SetFreightAlias
                 .run(&ctx, json!({"freight": "f1", "newAlias": "a"}))

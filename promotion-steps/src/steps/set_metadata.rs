@@ -46,6 +46,50 @@ impl TypedStep for SetMetadata {
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
+    /// At `dray apply`: no update at all, a kind other than `Stage` / `Freight`, or an
+    /// update without values (what expressions decide is left to the run).
+    fn check(&self, config: &Value) -> Vec<crate::ConfigProblem> {
+        let Some(updates) = config.get("updates").and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        let problem = |message: String, hint: &str| crate::ConfigProblem {
+            field: "updates",
+            message,
+            hint: hint.to_owned(),
+        };
+        if updates.is_empty() {
+            return vec![problem(
+                "`updates` is empty".into(),
+                "list at least one `{kind, name, values}`",
+            )];
+        }
+        let mut problems = Vec::new();
+        for (i, update) in updates.iter().enumerate() {
+            if let Some(kind) = update.get("kind").and_then(Value::as_str)
+                && !kind.contains("${{")
+                && !matches!(kind, "Stage" | "Freight")
+            {
+                problems.push(problem(
+                    format!(
+                        "`updates[{i}].kind` is `{kind}`: only Stages and Freight hold metadata"
+                    ),
+                    "use `kind: Stage` or `kind: Freight`",
+                ));
+            }
+            if update
+                .get("values")
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+            {
+                problems.push(problem(
+                    format!("`updates[{i}].values` is empty"),
+                    "set at least one key, e.g. `values: {deployedBy: ${{ ctx.actor }}}`",
+                ));
+            }
+        }
+        problems
+    }
+
     async fn run_config(&self, _ctx: &StepContext, config: Config) -> StepOutcome {
         if config.updates.is_empty() {
             return StepOutcome::failed(
@@ -104,7 +148,10 @@ mod tests {
                 Effect::SetMetadata {
                     kind: MetadataKind::Stage,
                     name: "prod".into(),
-                    values: json!({"deployedBy": "ana", "n": 2}).as_object().cloned().unwrap(),
+                    values: json!({"deployedBy": "ana", "n": 2})
+                        .as_object()
+                        .cloned()
+                        .unwrap(),
                 },
                 Effect::SetMetadata {
                     kind: MetadataKind::Freight,
@@ -114,6 +161,29 @@ mod tests {
             ]
         );
         assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn apply_time_checks_name_the_update() {
+        let check = |config: Value| {
+            SetMetadata
+                .check_config(&config)
+                .into_iter()
+                .map(|p| p.message)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(check(json!({"updates": []})), ["`updates` is empty"]);
+        assert_eq!(
+            check(json!({"updates": [
+                {"kind": "Stage", "name": "dev", "values": {"a": 1}},
+                {"kind": "Warehouse", "name": "w", "values": {}},
+                {"kind": "${{ vars.kind }}", "name": "x", "values": {"a": 1}},
+            ]})),
+            [
+                "`updates[1].kind` is `Warehouse`: only Stages and Freight hold metadata",
+                "`updates[1].values` is empty",
+            ]
+        );
     }
 
     #[tokio::test]

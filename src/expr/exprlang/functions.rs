@@ -59,7 +59,10 @@ pub trait KargoHost: Sync {
 /// The metadata a promotion loaded into its [`ExprContext`] answers `freightMetadata` and
 /// `stageMetadata` (the functions also fall back to `ctx.metadata` when a host has none).
 impl KargoHost for MetadataView {
-    fn freight_metadata(&self, freight: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+    fn freight_metadata(
+        &self,
+        freight: &str,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
         self.freight_map(freight)
     }
     fn stage_metadata(&self, stage: &str) -> Option<serde_json::Map<String, serde_json::Value>> {

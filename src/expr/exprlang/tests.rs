@@ -281,7 +281,10 @@ fn metadata_loaded_into_the_context_answers_without_a_host() {
     );
     let engine = ExprLangEngine::new();
     let e = |text: &str| engine.evaluate_string(text, &ctx, &NoHost).unwrap();
-    assert_eq!(e("${{ freightMetadata(ctx.targetFreight.name).qa }}"), json!("passed"));
+    assert_eq!(
+        e("${{ freightMetadata(ctx.targetFreight.name).qa }}"),
+        json!("passed")
+    );
     assert_eq!(e("${{ freightMetadata('f0123', 'qa') }}"), json!("passed"));
     assert_eq!(e("${{ stageMetadata('dev').build.n }}"), json!(7));
     assert_eq!(e("${{ stageMetadata('prod') }}"), json!(null));
