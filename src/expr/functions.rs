@@ -394,18 +394,20 @@ mod tests {
     fn metadata_functions_read_the_map_or_one_key() {
         use crate::api::Metadata;
         use crate::expr::{ExprCache, MetadataView};
-        let mut ctx = ExprContext::default();
-        ctx.metadata = MetadataView {
-            freight: [(
-                "f1".to_owned(),
-                Metadata::from([("build".to_owned(), json!({"n": 7}))]),
-            )]
-            .into(),
-            stages: [(
-                "dev".to_owned(),
-                Metadata::from([("owner".to_owned(), json!("ana"))]),
-            )]
-            .into(),
+        let ctx = ExprContext {
+            metadata: MetadataView {
+                freight: [(
+                    "f1".to_owned(),
+                    Metadata::from([("build".to_owned(), json!({"n": 7}))]),
+                )]
+                .into(),
+                stages: [(
+                    "dev".to_owned(),
+                    Metadata::from([("owner".to_owned(), json!("ana"))]),
+                )]
+                .into(),
+            },
+            ..ExprContext::default()
         };
         let cache = ExprCache::new();
         let eval = |e: &str| cache.evaluate_expression(e, &ctx);
