@@ -5,8 +5,11 @@
 //! The engine and the recorder read these instead of naming step kinds or sniffing step
 //! outputs: a promotion that has started a step that writes is not superseded; a
 //! [`Effect::PushedBranch`] becomes the Stage's branch; an
-//! [`Effect::RegisteredApplication`] is watched for the Stage's health. The outputs users
-//! read in `${{ outputs.<alias>.* }}` are separate and unchanged.
+//! [`Effect::RegisteredApplication`] is watched for the Stage's health. The changes a step
+//! asks of Dray's own resources ([`Effect::SetMetadata`], [`Effect::SetFreightAlias`]) are
+//! applied by the engine when the step succeeds (a step never touches the store), and a
+//! refusal there fails the step. The outputs users read in `${{ outputs.<alias>.* }}` are
+//! separate and unchanged.
 
 use serde::{Deserialize, Serialize};
 
@@ -71,6 +74,44 @@ pub enum Effect {
     },
     /// Registered an Argo CD Application for the Stage's health check.
     RegisteredApplication(ArgocdApplication),
+    /// Asks Dray to merge `values` into the metadata of the Stage or Freight `name` of the
+    /// promotion's project (a `null` value removes its key).
+    #[serde(rename_all = "camelCase")]
+    SetMetadata {
+        /// Whose metadata.
+        kind: MetadataKind,
+        /// The Stage's name or the Freight's name (id).
+        name: String,
+        /// Key → JSON value.
+        values: serde_json::Map<String, serde_json::Value>,
+    },
+    /// Asks Dray to give Freight `freight` (its name) of the promotion's project the alias
+    /// `alias`.
+    #[serde(rename_all = "camelCase")]
+    SetFreightAlias {
+        /// The Freight's name (id).
+        freight: String,
+        /// The new alias.
+        alias: String,
+    },
+}
+
+/// The resources that hold metadata, spelled as Kargo's `set-metadata` spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum MetadataKind {
+    /// A Stage.
+    Stage,
+    /// A Freight.
+    Freight,
+}
+
+impl std::fmt::Display for MetadataKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MetadataKind::Stage => "Stage",
+            MetadataKind::Freight => "Freight",
+        })
+    }
 }
 
 /// A pull request on a forge.
@@ -141,6 +182,15 @@ mod tests {
                 desired_revisions: vec!["abc".into()],
                 ..Default::default()
             }),
+            Effect::SetMetadata {
+                kind: MetadataKind::Freight,
+                name: "f1".into(),
+                values: json!({"ok": true}).as_object().cloned().unwrap(),
+            },
+            Effect::SetFreightAlias {
+                freight: "f1".into(),
+                alias: "rc-1".into(),
+            },
         ];
         let value = serde_json::to_value(&effects).unwrap();
         assert_eq!(
@@ -148,7 +198,9 @@ mod tests {
             json!([
                 {"effect": "pushedBranch", "repoURL": "http://git/cd.git", "branch": "stage/dev", "commit": "abc"},
                 {"effect": "mergedPullRequest", "number": 7, "url": "http://forge/pr/7", "commit": "def"},
-                {"effect": "registeredApplication", "name": "shop", "desiredRevisions": ["abc"]}
+                {"effect": "registeredApplication", "name": "shop", "desiredRevisions": ["abc"]},
+                {"effect": "setMetadata", "kind": "Freight", "name": "f1", "values": {"ok": true}},
+                {"effect": "setFreightAlias", "freight": "f1", "alias": "rc-1"}
             ])
         );
         let back: Vec<Effect> = serde_json::from_value(value).unwrap();

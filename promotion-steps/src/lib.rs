@@ -46,7 +46,7 @@ pub use context::{
     CredentialProvider, ExprEvaluator, FreightChart, FreightCommit, FreightImage, GitCredentials,
     LogSink, NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
 };
-pub use effects::{ArgocdApplication, Effect, PullRequestRef, Writes};
+pub use effects::{ArgocdApplication, Effect, MetadataKind, PullRequestRef, Writes};
 pub use git::{MirrorLocks, PushLocks};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};

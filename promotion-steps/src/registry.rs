@@ -74,6 +74,9 @@ pub fn builtin_steps() -> StepRegistry {
     steps.push(Arc::new(crate::steps::compose_output::ComposeOutput));
     // control
     steps.push(Arc::new(crate::steps::fail::Fail));
+    // Dray's own resources (the engine applies the effects)
+    steps.push(Arc::new(crate::steps::set_metadata::SetMetadata));
+    steps.push(Arc::new(crate::steps::set_freight_alias::SetFreightAlias));
     // gates
     steps.push(Arc::new(crate::steps::http::Http));
     steps.push(Arc::new(crate::steps::http_download::HttpDownload));

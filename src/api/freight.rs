@@ -10,7 +10,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Condition, FreightOrigin, Time};
+use super::{Condition, FreightOrigin, Metadata, Time};
 
 /// A set of exact artifact versions, minted by a Warehouse (or assembled by hand).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -115,6 +115,10 @@ pub struct FreightStatus {
     /// Stages for which a person approved this Freight, bypassing verification and soak.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approved_for: BTreeMap<String, ApprovedStage>,
+    /// What promotions recorded on this Freight with `set-metadata` (key → JSON value).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "super::free_form_object")]
+    pub metadata: Metadata,
 }
 
 /// Freight's stay in a Stage.

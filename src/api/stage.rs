@@ -195,6 +195,10 @@ pub struct StageStatus {
     /// Verifications that ended, newest first (at most [`VERIFICATION_HISTORY_LIMIT`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification_history: Vec<VerificationInfo>,
+    /// What promotions recorded on this Stage with `set-metadata` (key → JSON value).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schemars(schema_with = "super::free_form_object")]
+    pub metadata: super::Metadata,
 }
 
 /// How many ended verifications a Stage keeps.

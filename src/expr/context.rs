@@ -14,7 +14,7 @@ use std::sync::Arc;
 use cel::objects::{Key, Map};
 use serde_json::{Number, Value, json};
 
-use crate::api::{Freight, FreightChart, FreightCommit, FreightImage, FreightOrigin};
+use crate::api::{Freight, FreightChart, FreightCommit, FreightImage, FreightOrigin, Metadata};
 
 /// Everything an expression of one step can refer to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,6 +42,37 @@ pub struct ExprContext {
     /// More top-level variables for one kind of expression, e.g. `response` for an HTTP
     /// gate's success condition. `ctx`, `vars`, `outputs` and `task` take precedence.
     pub extra: serde_json::Map<String, Value>,
+    /// What `freightMetadata()` and `stageMetadata()` read (loaded by the caller).
+    pub metadata: MetadataView,
+}
+
+/// The metadata of a project's Freight and Stages, as `freightMetadata(name)` and
+/// `stageMetadata(name)` see it: a resource without metadata is absent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetadataView {
+    /// By Freight name (id).
+    pub freight: BTreeMap<String, Metadata>,
+    /// By Stage name.
+    pub stages: BTreeMap<String, Metadata>,
+}
+
+impl MetadataView {
+    /// Freight `name`'s metadata, as a JSON object; `None` when it has none.
+    pub fn freight_map(&self, name: &str) -> Option<serde_json::Map<String, Value>> {
+        self.freight.get(name).map(to_object)
+    }
+
+    /// Stage `name`'s metadata, as a JSON object; `None` when it has none.
+    pub fn stage_map(&self, name: &str) -> Option<serde_json::Map<String, Value>> {
+        self.stages.get(name).map(to_object)
+    }
+}
+
+fn to_object(metadata: &Metadata) -> serde_json::Map<String, Value> {
+    metadata
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 /// The Freight being promoted, as expressions see it.

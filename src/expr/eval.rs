@@ -239,6 +239,7 @@ mod tests {
             ]),
             any_failed: false,
             extra: serde_json::Map::new(),
+            metadata: Default::default(),
         }
     }
 

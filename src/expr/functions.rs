@@ -1,5 +1,7 @@
 //! Dray's CEL functions: `imageFrom(repoURL)`, `commitFrom(repoURL)` and
 //! `chartFrom(repoURL[, name])` (the Freight's artifacts), `quote(x)` (a value as a quoted string, so `1.0` stays a string in YAML),
+//! `freightMetadata(name[, key])` and `stageMetadata(name[, key])` (what `set-metadata`
+//! recorded: the whole map, `{}` when there is none, or one key's value, `null` when unset),
 //! and, for step `if` conditions, `success()`, `failure()`, `always()` and `status(alias)`.
 //!
 //! CEL's standard library and its strings extension (`'a'.upperAscii()`, `.split()`, …)
@@ -26,6 +28,8 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "failure",
     "always",
     "status",
+    "freightMetadata",
+    "stageMetadata",
 ];
 
 /// Adds Dray's functions, bound to `ctx`, to a CEL context.
@@ -62,6 +66,26 @@ pub(crate) fn register(cel_ctx: &mut cel::Context<'static, 'static>, ctx: &ExprC
     add(cel_ctx, "success", move || !any_failed);
     add(cel_ctx, "failure", move || any_failed);
     add(cel_ctx, "always", || true);
+    let metadata = Arc::new(ctx.metadata.clone());
+    let stages = Arc::clone(&metadata);
+    add(
+        cel_ctx,
+        "freightMetadata",
+        move |cel::extractors::Arguments(args): cel::extractors::Arguments| {
+            call("freightMetadata", || {
+                metadata_of(&args, |name| metadata.freight_map(name))
+            })
+        },
+    );
+    add(
+        cel_ctx,
+        "stageMetadata",
+        move |cel::extractors::Arguments(args): cel::extractors::Arguments| {
+            call("stageMetadata", || {
+                metadata_of(&args, |name| stages.stage_map(name))
+            })
+        },
+    );
     add(cel_ctx, "status", move |alias: Value| {
         call("status", || {
             Ok(json!(status(&statuses, &string_arg(&alias)?)))
@@ -223,6 +247,27 @@ pub(crate) fn quote(value: &Value) -> Result<String, String> {
     Ok(serde_json::Value::String(text).to_string())
 }
 
+/// `freightMetadata(name[, key])` / `stageMetadata(name[, key])`: the resource's metadata
+/// (`{}` when it has none), or the value of `key` (`null` when unset).
+fn metadata_of(
+    args: &[Value],
+    lookup: impl Fn(&str) -> Option<serde_json::Map<String, serde_json::Value>>,
+) -> Result<serde_json::Value, String> {
+    let (name, key) = match args {
+        [name] => (string_arg(name)?, None),
+        [name, key] => (string_arg(name)?, Some(string_arg(key)?)),
+        _ => return Err("takes the resource's `name` and, optionally, a `key`".into()),
+    };
+    if name.is_empty() {
+        return Err("the name must not be empty".into());
+    }
+    let map = lookup(&name).unwrap_or_default();
+    Ok(match key {
+        Some(key) => map.get(&key).cloned().unwrap_or(serde_json::Value::Null),
+        None => serde_json::Value::Object(map),
+    })
+}
+
 /// `status(alias)`: the status of an earlier step, `""` if it has not run.
 pub(crate) fn status(statuses: &BTreeMap<String, String>, alias: &str) -> String {
     statuses.get(alias).cloned().unwrap_or_default()
@@ -343,6 +388,46 @@ mod tests {
         let statuses = BTreeMap::from([("clone".to_owned(), "Succeeded".to_owned())]);
         assert_eq!(status(&statuses, "clone"), "Succeeded");
         assert_eq!(status(&statuses, "push"), "");
+    }
+
+    #[test]
+    fn metadata_functions_read_the_map_or_one_key() {
+        use crate::api::Metadata;
+        use crate::expr::{ExprCache, MetadataView};
+        let ctx = ExprContext {
+            metadata: MetadataView {
+                freight: [(
+                    "f1".to_owned(),
+                    Metadata::from([("build".to_owned(), json!({"n": 7}))]),
+                )]
+                .into(),
+                stages: [(
+                    "dev".to_owned(),
+                    Metadata::from([("owner".to_owned(), json!("ana"))]),
+                )]
+                .into(),
+            },
+            ..ExprContext::default()
+        };
+        let cache = ExprCache::new();
+        let eval = |e: &str| cache.evaluate_expression(e, &ctx);
+        assert_eq!(eval("freightMetadata('f1').build.n").unwrap(), json!(7));
+        assert_eq!(
+            eval("freightMetadata('f1', 'build')").unwrap(),
+            json!({"n": 7})
+        );
+        assert_eq!(eval("freightMetadata('f1', 'nope')").unwrap(), json!(null));
+        assert_eq!(eval("freightMetadata('f2')").unwrap(), json!({}));
+        assert_eq!(eval("stageMetadata('dev').owner").unwrap(), json!("ana"));
+        assert_eq!(eval("stageMetadata('dev', 'owner')").unwrap(), json!("ana"));
+        assert_eq!(
+            eval("'owner' in stageMetadata('prod')").unwrap(),
+            json!(false)
+        );
+        let err = eval("stageMetadata('')").unwrap_err().to_string();
+        assert!(err.contains("must not be empty"), "{err}");
+        let err = eval("stageMetadata(1)").unwrap_err().to_string();
+        assert!(err.contains("expects a string"), "{err}");
     }
 
     #[test]

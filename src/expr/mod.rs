@@ -9,7 +9,7 @@
 //! - `compile.rs`: the cache, and syntax validation for `dray apply`;
 //! - `context.rs`: the variables (`ctx`, `vars`, `outputs`, `task`), JSON ↔ CEL;
 //! - `functions.rs`: `imageFrom`, `commitFrom`, `chartFrom`, `quote`, `success`, `failure`, `always`,
-//!   `status`;
+//!   `status`, `freightMetadata`, `stageMetadata`;
 //! - `eval.rs`: evaluating values, strings and conditions; `explain.rs`: runtime errors;
 //! - `predicate.rs`: Warehouse criteria and subscription filters (a [`Verdict`], and the
 //!   apply-time [`check_predicate`]); `why.rs`: why a condition is false;
@@ -41,7 +41,7 @@ mod why;
 
 pub(crate) use compile::on_cel_stack;
 pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
-pub use context::{ExprContext, FreightView, cel_to_json, json_to_cel};
+pub use context::{ExprContext, FreightView, MetadataView, cel_to_json, json_to_cel};
 pub use error::ExprError;
 pub use predicate::{
     COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, Verdict, check_filter, check_predicate,

@@ -32,6 +32,9 @@ pub(crate) mod toml_parse;
 pub(crate) mod yaml_parse;
 // control
 pub(crate) mod fail;
+// Dray's own resources (applied by the engine)
+pub(crate) mod set_freight_alias;
+pub(crate) mod set_metadata;
 // gates and deploy
 pub(crate) mod argocd_update;
 pub(crate) mod argocd_wait;

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::api::{FreightChart, FreightCommit, FreightImage};
 use crate::expr::functions::{find_chart, find_commit, find_image};
-use crate::expr::{ExprContext, FreightView};
+use crate::expr::{ExprContext, FreightView, MetadataView};
 
 use super::semver;
 use super::value::{expr_to_json, go_json, json_to_expr, type_name};
@@ -53,6 +53,20 @@ pub trait KargoHost: Sync {
     /// `ctx.meta.promotion.rollback`: whether the Promotion rolls a Stage back.
     fn rollback(&self) -> bool {
         false
+    }
+}
+
+/// The metadata a promotion loaded into its [`ExprContext`] answers `freightMetadata` and
+/// `stageMetadata` (the functions also fall back to `ctx.metadata` when a host has none).
+impl KargoHost for MetadataView {
+    fn freight_metadata(
+        &self,
+        freight: &str,
+    ) -> Option<serde_json::Map<String, serde_json::Value>> {
+        self.freight_map(freight)
+    }
+    fn stage_metadata(&self, stage: &str) -> Option<serde_json::Map<String, serde_json::Value>> {
+        self.stage_map(stage)
     }
 }
 
@@ -176,11 +190,13 @@ pub(crate) fn add_kargo_functions<'a>(
     env.add_function("freightMetadata", move |call| {
         metadata(&call.args, "freightMetadata", |name| {
             host.freight_metadata(name)
+                .or_else(|| ctx.metadata.freight_map(name))
         })
     });
     env.add_function("stageMetadata", move |call| {
         metadata(&call.args, "stageMetadata", |name| {
             host.stage_metadata(name)
+                .or_else(|| ctx.metadata.stage_map(name))
         })
     });
     env.add_function("secret", move |call| {

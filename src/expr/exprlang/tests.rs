@@ -268,6 +268,38 @@ fn host_lookups_fill_metadata_secrets_and_config_maps() {
 }
 
 #[test]
+fn metadata_loaded_into_the_context_answers_without_a_host() {
+    use crate::api::Metadata;
+    let mut ctx = ctx();
+    ctx.metadata.freight.insert(
+        "f0123".into(),
+        Metadata::from([("qa".to_owned(), json!("passed"))]),
+    );
+    ctx.metadata.stages.insert(
+        "dev".into(),
+        Metadata::from([("build".to_owned(), json!({"n": 7}))]),
+    );
+    let engine = ExprLangEngine::new();
+    let e = |text: &str| engine.evaluate_string(text, &ctx, &NoHost).unwrap();
+    assert_eq!(
+        e("${{ freightMetadata(ctx.targetFreight.name).qa }}"),
+        json!("passed")
+    );
+    assert_eq!(e("${{ freightMetadata('f0123', 'qa') }}"), json!("passed"));
+    assert_eq!(e("${{ stageMetadata('dev').build.n }}"), json!(7));
+    assert_eq!(e("${{ stageMetadata('prod') }}"), json!(null));
+    // The view is a host too.
+    let view = ctx.metadata.clone();
+    let bare = ExprContext::default();
+    assert_eq!(
+        engine
+            .evaluate_string("${{ stageMetadata('dev').build.n }}", &bare, &view)
+            .unwrap(),
+        json!(7)
+    );
+}
+
+#[test]
 fn step_status_functions() {
     let engine = ExprLangEngine::new();
     let mut failed = ctx();

@@ -12,10 +12,11 @@ use super::context::{freight_view, recorded_actor};
 use super::state::{Run, now};
 use super::{Engine, EngineError};
 use crate::api::{
-    Freight, Kind, ObjectKey, Promotion, PromotionPhase, ResourceBody as _, StepPhase, annotations,
+    Freight, Kind, ObjectKey, Promotion, PromotionPhase, PromotionStep, ResourceBody as _,
+    StepPhase, annotations,
 };
-use crate::expr::DEFAULT_CONDITION;
-use crate::promotion::{StepExprs, record};
+use crate::expr::{DEFAULT_CONDITION, MetadataView};
+use crate::promotion::{StepExprs, metadata, record};
 use crate::store::StoreError;
 
 impl Engine {
@@ -93,9 +94,11 @@ impl Engine {
             run.status.current_step = Some(index as u32);
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
+            let metadata = self.metadata_view(&run, &project, &step).await?;
             let outcome = match self.expr_context(&run, &base, &view, &step) {
                 Err(reason) => StepOutcome::failed(reason),
-                Ok(expr_ctx) => {
+                Ok(mut expr_ctx) => {
+                    expr_ctx.metadata = metadata;
                     let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
                     match self
                         .exprs
@@ -119,6 +122,9 @@ impl Engine {
                     }
                 }
             };
+            // What the step asks of Dray's own resources is applied now, so the next step
+            // reads it; a refusal fails the step.
+            let outcome = self.apply_dray_effects(&project, outcome).await?;
             step_barrier(&key.name, BarrierPoint::Ran, index).await;
             if cancel.is_cancelled() && !matches!(outcome, StepOutcome::Succeeded { .. }) {
                 return self.abort(&mut run).await;
@@ -130,6 +136,11 @@ impl Engine {
         let (phase, message) = conclusion(&run);
         let phase = self.finish(&mut run, phase, message).await?;
         if phase == PromotionPhase::Succeeded {
+            // Read again: a step may have renamed it (`set-freight-alias`).
+            let freight = match self.store.get(&freight_key).await? {
+                Some(fresh) => fresh.to_typed()?,
+                None => freight,
+            };
             record::promotion_succeeded(
                 self.store.as_ref(),
                 &run.key,
@@ -144,6 +155,39 @@ impl Engine {
             tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
         }
         Ok(phase)
+    }
+
+    /// The metadata `freightMetadata()` / `stageMetadata()` read, loaded only when the step
+    /// or the promotion's variables may call them.
+    async fn metadata_view(
+        &self,
+        run: &Run,
+        project: &str,
+        step: &PromotionStep,
+    ) -> Result<MetadataView, EngineError> {
+        let text = serde_json::to_string(step).unwrap_or_default()
+            + &serde_json::to_string(&run.promotion.spec.vars).unwrap_or_default();
+        if !metadata::reads_metadata(&text) {
+            return Ok(MetadataView::default());
+        }
+        Ok(metadata::load_view(self.store.as_ref(), project).await?)
+    }
+
+    /// Applies a succeeded step's changes to Stages and Freight of the project; a refusal
+    /// turns the outcome into `Failed` with its reason.
+    async fn apply_dray_effects(
+        &self,
+        project: &str,
+        outcome: StepOutcome,
+    ) -> Result<StepOutcome, EngineError> {
+        if !metadata::changes_dray(outcome.effects()) {
+            return Ok(outcome);
+        }
+        match metadata::apply(self.store.as_ref(), project, outcome.effects()).await {
+            Ok(()) => Ok(outcome),
+            Err(metadata::MetadataError::Store(error)) => Err(error.into()),
+            Err(refused) => Ok(StepOutcome::failed(refused.to_string())),
+        }
     }
 
     /// Saves the run's status (and the log lines kept since the last save).
