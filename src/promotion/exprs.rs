@@ -20,8 +20,10 @@ pub struct Exprs {
 }
 
 /// What Kargo's functions look up outside the Freight during a promotion. Freight and
-/// Stage metadata, Secrets and ConfigMaps are not kept by Dray (docs/kargo-compatibility.md):
-/// the functions answer as Kargo's do when there is nothing (`nil`, an empty map).
+/// Stage metadata come from the expression context (the engine loads them before a step
+/// that asks); Secrets and ConfigMaps are not kept by Dray (docs/kargo-compatibility.md),
+/// so `secret()` and `configMap()` answer as Kargo's do when there is nothing (an empty
+/// map).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PromotionHost;
 
