@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod apply;
 pub mod auth;
+pub mod board;
 mod credentials;
 #[cfg(test)]
 mod door_tests;
@@ -122,6 +123,7 @@ pub fn api_routes() -> Vec<Route> {
             Door::Api,
             tokens::list_cluster_bindings,
         ),
+        Route::new(M::GET, "/board", Door::Api, board::get_board),
         Route::new(M::GET, "/projects", Door::Api, resources::list_projects),
         Route::new(M::POST, "/projects", Door::Api, resources::create_project),
         Route::new(

@@ -1,4 +1,4 @@
-//! `/` (the projects) and `/projects/{p}` (one project at a glance): the pipeline as a
+//! `/projects/{p}` (one project at a glance): the pipeline as a
 //! graph with each Stage's Freight, health, verification, promotion, hold, window and
 //! actions; the Freight timeline, newest first, 50 at a time; and, for the selected
 //! Freight, each Stage's `available` or the reasons it is not.
@@ -30,11 +30,9 @@ mod stage_node;
 mod timeline;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use crate::api::{Kind, Verb};
 use crate::server::AppState;
 
 use super::{UiError, Viewer, layout};
@@ -54,45 +52,6 @@ pub(crate) struct ProjectQuery {
     /// Show Freight older than this one (id).
     #[serde(default)]
     pub(crate) before: Option<String>,
-}
-
-/// `GET /`: the projects the caller may see (straight to the only one).
-pub(crate) async fn index(
-    State(state): State<AppState>,
-    viewer: Viewer,
-) -> Result<Response, UiError> {
-    let store = state.store.as_ref();
-    let mut visible = Vec::new();
-    for stored in store.list(Kind::Project, None).await? {
-        let name = stored.key.name.clone();
-        if viewer
-            .caller
-            .may(store, Verb::Get, "projects", None, Some(&name))
-            .await?
-        {
-            visible.push(name);
-        }
-    }
-    if let [only] = visible.as_slice() {
-        return Ok(Redirect::to(&format!("/projects/{only}")).into_response());
-    }
-    Ok(layout::page(
-        "Projects",
-        Some(&viewer),
-        None,
-        html! {
-            h1 { "Projects" }
-            @if visible.is_empty() {
-                p.empty { "No project you may see. Apply one with " code { "dray apply -f" } ", or ask an admin for a RoleBinding." }
-            }
-            ul.projects {
-                @for name in &visible {
-                    li data-project=(name) { a href={ "/projects/" (name) } { (name) } }
-                }
-            }
-        },
-    )
-    .into_response())
 }
 
 /// `GET /projects/{project}`.
