@@ -2,7 +2,8 @@
 //! the whole router against a real SQLite store: a viewer bound in one project sees only
 //! that project's row (even when filtering for the other by name), anonymous callers are
 //! turned away, crafted query parameters get a 400 naming them (never a 500), and the
-//! page shows each cell's Freight, health as a word and what differs downstream.
+//! page shows each cell's Freight, health as a word and what differs downstream; and the
+//! project page's Stage search (`?q=`), which works without script.
 
 use axum::body::Body;
 use axum::http::header::{COOKIE, LOCATION, SET_COOKIE};
@@ -249,4 +250,24 @@ async fn the_board_page_draws_each_cell_with_words_and_filters_without_script() 
     let (status, html, _) = page(&fresh, &tina, "/?name=").await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("data-project=\"shop\"") && !html.contains("data-project=\"demo\""));
+}
+
+#[tokio::test]
+async fn the_project_page_finds_a_stage_by_name_without_script() {
+    let fresh = world().await;
+    let cookie = login(&fresh, &fresh.admin).await;
+    let (status, html, _) = page(&fresh, &cookie, "/projects/demo?q=STAG").await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains("<label for=\"stage-q\">Find a Stage</label>"), "{html}");
+    assert!(html.contains("class=\"node stage\" data-stage=\"staging\""), "{html}");
+    assert!(!html.contains("class=\"node stage\" data-stage=\"prod\""), "{html}");
+    assert!(html.contains("Showing 1 of 3 Stages"), "{html}");
+    // Promote stays a button on the Stages drawn.
+    assert!(html.contains("data-action=\"promote\" data-stage=\"staging\""), "{html}");
+    let (_, whole, _) = page(&fresh, &cookie, "/projects/demo").await;
+    assert!(whole.contains("class=\"node stage\" data-stage=\"prod\""));
+    assert!(!whole.contains("id=\"scope\""), "a small project is drawn whole");
+    let (status, none, _) = page(&fresh, &cookie, &format!("/projects/demo?q={}", "z".repeat(5000))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(none.contains("Showing 0 of 3 Stages"), "{none}");
 }
