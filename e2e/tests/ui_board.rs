@@ -7,7 +7,6 @@
 
 use anyhow::{Context, Result, bail};
 use dray_e2e::browser::Browser;
-use dray_e2e::oci;
 use dray_e2e::pipeline::{Pipeline, text};
 use fantoccini::Locator;
 use serde_json::Value;
@@ -55,7 +54,14 @@ async fn two_projects() -> Result<(Pipeline, String)> {
     tokio::task::block_in_place(|| -> Result<()> {
         p.promote_ok("dev", &alias)?;
         let held = p.dray.cli([
-            "-p", "shop", "hold", "set", "--stage", "qa", "--reason", "board test",
+            "-p",
+            "shop",
+            "hold",
+            "set",
+            "--stage",
+            "qa",
+            "--reason",
+            "board test",
         ])?;
         if !held.status.success() {
             bail!("hold set failed: {}", text(&held));
@@ -115,7 +121,10 @@ async fn the_board_shows_what_runs_where_in_the_terminal() -> Result<()> {
             header.starts_with("PROJECT") && header.contains("STAGING"),
             "{table}"
         );
-        assert!(table.contains(&alias) && table.contains("≠staging"), "{table}");
+        assert!(
+            table.contains(&alias) && table.contains("≠staging"),
+            "{table}"
+        );
         assert!(table.contains("!held"), "{table}");
 
         let refused = p.dray.cli(["get", "board", "--stage", "dev"])?;
@@ -143,7 +152,10 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
 
     // Two projects: login lands on the board, one row each, dev holding the Freight.
     browser
-        .wait_for_text("tr[data-project=\"demo\"] td[data-stage=\"dev\"] .alias", &alias)
+        .wait_for_text(
+            "tr[data-project=\"demo\"] td[data-stage=\"dev\"] .alias",
+            &alias,
+        )
         .await?;
     browser
         .wait_for_text(
@@ -195,7 +207,9 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
         .await?
         .click()
         .await?;
-    browser.wait_for_text("#scope", "Showing 1 of 3 Stages").await?;
+    browser
+        .wait_for_text("#scope", "Showing 1 of 3 Stages")
+        .await?;
     browser
         .wait_for(".graph [data-stage=\"prod\"]", "prod's node")
         .await?;

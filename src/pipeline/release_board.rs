@@ -76,10 +76,14 @@ pub struct BoardFilter {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FilterError {
     /// `attention` is not a boolean.
-    #[error("board filter `attention` is `{0}`, not true or false; use attention=true or leave it out")]
+    #[error(
+        "board filter `attention` is `{0}`, not true or false; use attention=true or leave it out"
+    )]
     Attention(String),
     /// A filter is longer than any name.
-    #[error("board filter `{field}` is {len} characters, longer than any name ({MAX_FILTER}); shorten it")]
+    #[error(
+        "board filter `{field}` is {len} characters, longer than any name ({MAX_FILTER}); shorten it"
+    )]
     TooLong {
         /// `name` or `warehouse`.
         field: &'static str,
@@ -504,7 +508,10 @@ fn project_row(
     let mut downstream: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (name, _, from) in order {
         for u in from {
-            downstream.entry(u.as_str()).or_default().push(name.as_str());
+            downstream
+                .entry(u.as_str())
+                .or_default()
+                .push(name.as_str());
         }
     }
     let warehouses: BTreeSet<String> = input.stages.iter().flat_map(origins).collect();
@@ -599,7 +606,9 @@ fn cell(input: &ProjectInput, stage: &Stage, now: Timestamp) -> Cell {
     }
     if matches!(
         verification,
-        Some(VerificationPhase::Failed | VerificationPhase::Error | VerificationPhase::Inconclusive)
+        Some(
+            VerificationPhase::Failed | VerificationPhase::Error | VerificationPhase::Inconclusive
+        )
     ) {
         attention.push(Attention::VerificationFailed);
     }
@@ -610,13 +619,16 @@ fn cell(input: &ProjectInput, stage: &Stage, now: Timestamp) -> Cell {
     if !StageWindow::of(&input.windows, &name, &labels, now).is_open() {
         attention.push(Attention::Frozen);
     }
-    let waits = running.and_then(|(_, p)| p).and_then(|p| p.status.as_ref()).is_some_and(|s| {
-        s.phase == PromotionPhase::Running
-            && (s.written_to_git.is_some()
-                || s.step_execution_metadata
-                    .iter()
-                    .any(|step| step.status == StepPhase::Running && step.attempts > 1))
-    });
+    let waits = running
+        .and_then(|(_, p)| p)
+        .and_then(|p| p.status.as_ref())
+        .is_some_and(|s| {
+            s.phase == PromotionPhase::Running
+                && (s.written_to_git.is_some()
+                    || s.step_execution_metadata
+                        .iter()
+                        .any(|step| step.status == StepPhase::Running && step.attempts > 1))
+        });
     if waits {
         attention.push(Attention::Waiting);
     }

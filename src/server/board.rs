@@ -22,16 +22,16 @@ pub fn board_filter(query: &[(String, String)]) -> Result<BoardFilter, ApiError>
     for (i, (key, _)) in query.iter().enumerate() {
         if !PARAMETERS.contains(&key.as_str()) {
             let key: String = key.chars().take(40).collect();
-            return Err(ApiError::bad_request(format!(
-                "the board has no filter `{key}`"
-            ))
-            .with_hint("filter with name, warehouse or attention=true"));
+            return Err(
+                ApiError::bad_request(format!("the board has no filter `{key}`"))
+                    .with_hint("filter with name, warehouse or attention=true"),
+            );
         }
         if query[..i].iter().any(|(k, _)| k == key) {
-            return Err(ApiError::bad_request(format!(
-                "the board filter `{key}` is given twice"
-            ))
-            .with_hint("give each filter once"));
+            return Err(
+                ApiError::bad_request(format!("the board filter `{key}` is given twice"))
+                    .with_hint("give each filter once"),
+            );
         }
     }
     let get = |name: &str| {

@@ -210,9 +210,17 @@ async fn crafted_board_queries_get_a_400_naming_the_parameter() {
         ("attention=maybe", "`attention` is `maybe`"),
         ("page=99999999999999999999", "no filter `page`"),
         ("name=a&name=b", "`name` is given twice"),
-        (&format!("warehouse={long}") as &str, "`warehouse` is 400 characters"),
+        (
+            &format!("warehouse={long}") as &str,
+            "`warehouse` is 400 characters",
+        ),
     ] {
-        let (status, body) = api(&fresh, Some(&fresh.admin), &format!("/api/v1/board?{query}")).await;
+        let (status, body) = api(
+            &fresh,
+            Some(&fresh.admin),
+            &format!("/api/v1/board?{query}"),
+        )
+        .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
         assert!(body.to_string().contains(says), "{query}: {body}");
         let cookie = login(&fresh, &fresh.admin).await;
@@ -230,11 +238,20 @@ async fn the_board_page_draws_each_cell_with_words_and_filters_without_script() 
     assert_eq!(status, StatusCode::OK, "{html}");
     assert!(html.contains("<tr data-project=\"demo\">"), "{html}");
     assert!(html.contains("<tr data-project=\"shop\">"), "{html}");
-    assert!(html.contains("<th scope=\"col\" data-column=\"qa\">qa</th>"), "{html}");
+    assert!(
+        html.contains("<th scope=\"col\" data-column=\"qa\">qa</th>"),
+        "{html}"
+    );
     assert!(html.contains(">brave-badger</a>"), "{html}");
     assert!(html.contains("data-health=\"Unhealthy\""), "{html}");
-    assert!(html.contains("health: <strong>Unhealthy</strong>"), "{html}");
-    assert!(html.contains("<li data-attention=\"unhealthy\">unhealthy</li>"), "{html}");
+    assert!(
+        html.contains("health: <strong>Unhealthy</strong>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<li data-attention=\"unhealthy\">unhealthy</li>"),
+        "{html}"
+    );
     assert!(html.contains("ahead of staging"), "{html}");
     assert!(html.contains("<label for=\"board-name\">"), "{html}");
     let (_, filtered, _) = page(&fresh, &cookie, "/?name=sho&warehouse=&attention=").await;
@@ -258,16 +275,36 @@ async fn the_project_page_finds_a_stage_by_name_without_script() {
     let cookie = login(&fresh, &fresh.admin).await;
     let (status, html, _) = page(&fresh, &cookie, "/projects/demo?q=STAG").await;
     assert_eq!(status, StatusCode::OK, "{html}");
-    assert!(html.contains("<label for=\"stage-q\">Find a Stage</label>"), "{html}");
-    assert!(html.contains("class=\"node stage\" data-stage=\"staging\""), "{html}");
-    assert!(!html.contains("class=\"node stage\" data-stage=\"prod\""), "{html}");
+    assert!(
+        html.contains("<label for=\"stage-q\">Find a Stage</label>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("class=\"node stage\" data-stage=\"staging\""),
+        "{html}"
+    );
+    assert!(
+        !html.contains("class=\"node stage\" data-stage=\"prod\""),
+        "{html}"
+    );
     assert!(html.contains("Showing 1 of 3 Stages"), "{html}");
     // Promote stays a button on the Stages drawn.
-    assert!(html.contains("data-action=\"promote\" data-stage=\"staging\""), "{html}");
+    assert!(
+        html.contains("data-action=\"promote\" data-stage=\"staging\""),
+        "{html}"
+    );
     let (_, whole, _) = page(&fresh, &cookie, "/projects/demo").await;
     assert!(whole.contains("class=\"node stage\" data-stage=\"prod\""));
-    assert!(!whole.contains("id=\"scope\""), "a small project is drawn whole");
-    let (status, none, _) = page(&fresh, &cookie, &format!("/projects/demo?q={}", "z".repeat(5000))).await;
+    assert!(
+        !whole.contains("id=\"scope\""),
+        "a small project is drawn whole"
+    );
+    let (status, none, _) = page(
+        &fresh,
+        &cookie,
+        &format!("/projects/demo?q={}", "z".repeat(5000)),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK);
     assert!(none.contains("Showing 0 of 3 Stages"), "{none}");
 }

@@ -51,9 +51,19 @@ fn projects() -> Vec<ProjectInput> {
     let web = ProjectInput {
         project: "web".into(),
         stages: vec![
-            stage("web", "prod", &["staging"], holding("f1", "2026-05-30T12:00:00Z")),
+            stage(
+                "web",
+                "prod",
+                &["staging"],
+                holding("f1", "2026-05-30T12:00:00Z"),
+            ),
             stage("web", "dev", &[], holding("f2", "2026-06-01T11:00:00Z")),
-            stage("web", "staging", &["dev"], holding("f2", "2026-06-01T11:30:00Z")),
+            stage(
+                "web",
+                "staging",
+                &["dev"],
+                holding("f2", "2026-06-01T11:30:00Z"),
+            ),
         ],
         freight: [
             ("f1".to_owned(), freight("web", "f1", "old-otter", "1.0.0")),
@@ -120,7 +130,10 @@ fn a_cell_holds_its_freight_its_age_and_what_differs_downstream() {
     assert!(web.cell("prod").unwrap().differs_from.is_empty());
     // An id stands in for a missing alias.
     let api = board.rows.iter().find(|r| r.project == "api").unwrap();
-    assert_eq!(api.cell("dev").unwrap().freight.as_ref().unwrap().label(), "a1");
+    assert_eq!(
+        api.cell("dev").unwrap().freight.as_ref().unwrap().label(),
+        "a1"
+    );
     let batch = board.rows.iter().find(|r| r.project == "batch").unwrap();
     let dev = batch.cell("dev").unwrap();
     assert_eq!(dev.health, Some(HealthState::Healthy));
@@ -140,7 +153,10 @@ fn failed_held_and_frozen_stages_need_attention_and_the_filter_keeps_their_rows(
     }];
     let board = release_board(&inputs, &BoardFilter::default(), now());
     let api = board.rows.iter().find(|r| r.project == "api").unwrap();
-    assert_eq!(api.cell("prod").unwrap().attention, [Attention::PromotionFailed]);
+    assert_eq!(
+        api.cell("prod").unwrap().attention,
+        [Attention::PromotionFailed]
+    );
     assert_eq!(
         api.cell("prod").unwrap().promotion,
         Some(CellPromotion {
@@ -192,20 +208,33 @@ fn a_filter_dray_cannot_honour_is_refused_naming_it() {
     assert!(bad.to_string().contains("attention=true"), "{bad}");
     let long = "x".repeat(300);
     let too_long = BoardFilter::parse(Some(&long), None, None).unwrap_err();
-    assert!(too_long.to_string().contains("`name` is 300 characters"), "{too_long}");
-    assert!(BoardFilter::parse(Some(" "), Some(""), Some("")).unwrap().is_empty());
+    assert!(
+        too_long.to_string().contains("`name` is 300 characters"),
+        "{too_long}"
+    );
+    assert!(
+        BoardFilter::parse(Some(" "), Some(""), Some(""))
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[test]
 fn a_cycle_across_projects_still_shows_every_column() {
     let a = ProjectInput {
         project: "a".into(),
-        stages: vec![stage("a", "x", &[], json!({})), stage("a", "y", &["x"], json!({}))],
+        stages: vec![
+            stage("a", "x", &[], json!({})),
+            stage("a", "y", &["x"], json!({})),
+        ],
         ..Default::default()
     };
     let b = ProjectInput {
         project: "b".into(),
-        stages: vec![stage("b", "y", &[], json!({})), stage("b", "x", &["y"], json!({}))],
+        stages: vec![
+            stage("b", "y", &[], json!({})),
+            stage("b", "x", &["y"], json!({})),
+        ],
         ..Default::default()
     };
     let board = release_board(&[a, b], &BoardFilter::default(), now());

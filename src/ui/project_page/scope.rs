@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(scope.depth, Some(all.len() - 4));
         assert!(names(&all).contains(&"web-prod".to_owned()));
         assert!(names(&all).contains(&"api-000".to_owned()));
-        assert_eq!(scope.hidden_by_warehouse.get("api"), Some(&(303 - all.len())));
+        assert_eq!(
+            scope.hidden_by_warehouse.get("api"),
+            Some(&(303 - all.len()))
+        );
         assert!(scope.is_partial());
     }
 
@@ -221,6 +224,9 @@ mod tests {
         assert_eq!(names(&all), ["web-dev", "web-qa", "web-prod"]);
         assert_eq!(web.hidden_by_warehouse.get("api"), Some(&300));
         assert_eq!(parameter(Some("   ")), None);
-        assert_eq!(parameter(Some(&"x".repeat(999))).map(|p| p.len()), Some(253));
+        assert_eq!(
+            parameter(Some(&"x".repeat(999))).map(|p| p.len()),
+            Some(253)
+        );
     }
 }
