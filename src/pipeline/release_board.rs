@@ -171,6 +171,17 @@ impl ProjectRow {
         self.cells.iter().find(|c| c.stage == name)
     }
 
+    /// Its cells under `columns`, in their order (`None` where it has no such Stage): one
+    /// lookup per column, whatever the number of Stages.
+    pub fn aligned<'a>(&'a self, columns: &'a [String]) -> Vec<(&'a str, Option<&'a Cell>)> {
+        let by_stage: HashMap<&str, &Cell> =
+            self.cells.iter().map(|c| (c.stage.as_str(), c)).collect();
+        columns
+            .iter()
+            .map(|c| (c.as_str(), by_stage.get(c.as_str()).copied()))
+            .collect()
+    }
+
     /// Whether a cell needs attention.
     pub fn needs_attention(&self) -> bool {
         self.cells.iter().any(|c| !c.attention.is_empty())
@@ -467,26 +478,37 @@ fn merged_columns(orders: &[Vec<(String, usize, BTreeSet<String>)>]) -> Vec<Stri
             );
         }
     }
-    let key = |n: &&str| (depth.get(n).copied().unwrap_or_default(), n.to_string());
-    let mut placed: BTreeSet<&str> = BTreeSet::new();
-    let mut columns = Vec::new();
-    loop {
-        let next = after
-            .iter()
-            .filter(|(n, from)| !placed.contains(*n) && from.iter().all(|u| placed.contains(u)))
-            .map(|(n, _)| *n)
-            .min_by_key(key);
-        let Some(next) = next else { break };
-        placed.insert(next);
-        columns.push(next.to_owned());
+    // Kahn's algorithm, the ready names ordered by (depth, name): n log n, not n².
+    let key = |n: &str| (depth.get(n).copied().unwrap_or_default(), n.to_owned());
+    let mut waiting: BTreeMap<&str, usize> = after.iter().map(|(n, f)| (*n, f.len())).collect();
+    let mut downstream: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (name, from) in &after {
+        for u in from {
+            downstream.entry(*u).or_default().push(*name);
+        }
     }
-    let mut rest: Vec<&str> = after
-        .keys()
-        .copied()
-        .filter(|n| !placed.contains(n))
+    let mut ready: BTreeSet<(usize, String)> = waiting
+        .iter()
+        .filter(|(_, left)| **left == 0)
+        .map(|(n, _)| key(n))
         .collect();
-    rest.sort_by_key(key);
-    columns.extend(rest.into_iter().map(str::to_owned));
+    let mut columns = Vec::new();
+    while let Some(next) = ready.pop_first() {
+        let name = next.1;
+        waiting.remove(name.as_str());
+        for d in downstream.get(name.as_str()).into_iter().flatten() {
+            if let Some(left) = waiting.get_mut(d) {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    ready.insert(key(d));
+                }
+            }
+        }
+        columns.push(name);
+    }
+    let mut rest: Vec<(usize, String)> = waiting.keys().map(|n| key(n)).collect();
+    rest.sort();
+    columns.extend(rest.into_iter().map(|(_, n)| n));
     columns
 }
 

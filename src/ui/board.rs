@@ -108,8 +108,8 @@ fn project_row(board: &ReleaseBoard, row: &ProjectRow) -> Markup {
                     div.warehouses { (row.warehouses.join(", ")) }
                 }
             }
-            @for column in &board.columns {
-                @match row.cell(column) {
+            @for (column, cell) in row.aligned(&board.columns) {
+                @match cell {
                     Some(cell) => { (stage_cell(board, &row.project, cell)) }
                     None => { td.absent data-stage=(column) { span.visually-hidden { "no such Stage" } } }
                 }

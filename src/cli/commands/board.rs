@@ -81,10 +81,14 @@ fn table(board: &ReleaseBoard, wide: bool) -> String {
         .iter()
         .map(|row| {
             let mut line = vec![row.project.clone()];
-            line.extend(board.columns.iter().map(|column| match row.cell(column) {
-                Some(cell) => cell_text(board, cell, wide),
-                None => "-".to_owned(),
-            }));
+            line.extend(
+                row.aligned(&board.columns)
+                    .into_iter()
+                    .map(|(_, cell)| match cell {
+                        Some(cell) => cell_text(board, cell, wide),
+                        None => "-".to_owned(),
+                    }),
+            );
             line
         })
         .collect();
