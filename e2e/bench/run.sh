@@ -12,7 +12,7 @@
 #
 # usage: e2e/bench/run.sh [--only discovery|promotion|ui|webhook|controllers] [--runs N]
 #                         [--tags N] [--commits N] [--files N]
-#                         [--stages N] [--freight N] [--requests N] [--page-path PATH]
+#                         [--stages N] [--freight N] [--requests N] [--page-path PATH] [--board-path PATH]
 #                         [--idle-seconds N]
 #
 # --runs goes to every part but ui; --stages to ui and controllers. The controller part
@@ -52,7 +52,7 @@ while [ "$#" -gt 0 ]; do
     --idle-seconds)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
       controllers_args+=("$1" "$2"); shift 2 ;;
-    --freight | --requests | --page-path)
+    --freight | --requests | --page-path | --board-path)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
       ui_args+=("$1" "$2"); shift 2 ;;
     *)

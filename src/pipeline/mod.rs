@@ -1,10 +1,11 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
 //! ([`request`]; a hold placed by hand: [`hold`]), who holds a Freight that is about to be
-//! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), and what each
-//! Stage's gates and windows say now ([`board`], which the API and the web UI show);
-//! [`unblock`] words what would lift each reason a promotion is refused. It decides;
-//! `promotion` executes; `store` remembers.
+//! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), what each Stage's
+//! gates and windows say now ([`board`], which the API and the web UI show), and what runs
+//! where across projects ([`release_board`], the release board of the API, the UI and
+//! `dray get board`); [`unblock`] words what would lift each reason a promotion is
+//! refused. It decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
@@ -15,6 +16,7 @@ pub mod hold;
 pub mod in_use;
 pub mod policy;
 pub mod queue;
+pub mod release_board;
 pub mod request;
 pub mod unblock;
 pub mod windows;

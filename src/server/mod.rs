@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod apply;
 pub mod auth;
+pub mod board;
 mod credentials;
 #[cfg(test)]
 mod door_tests;
@@ -140,6 +141,7 @@ pub fn api_routes() -> Vec<Route> {
             Door::Api,
             resources::delete_cluster_task,
         ),
+        Route::new(M::GET, "/board", Door::Api, board::get_board),
         Route::new(M::GET, "/projects", Door::Api, resources::list_projects),
         Route::new(M::POST, "/projects", Door::Api, resources::create_project),
         Route::new(

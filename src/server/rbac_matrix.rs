@@ -41,6 +41,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/tokens", [401, 403, 403, 403, 201]),
     ("DELETE /api/v1/tokens/{id}", [401, 403, 403, 403, 200]),
     ("GET /api/v1/clusterrolebindings", [401, 403, 403, 403, 200]),
+    ("GET /api/v1/board", [401, 200, 200, 200, 200]),
     ("GET /api/v1/projects", [401, 200, 200, 200, 200]),
     ("POST /api/v1/projects", [401, 403, 403, 403, 201]),
     ("GET /api/v1/projects/{name}", [401, 200, 200, 403, 200]),

@@ -14,7 +14,8 @@
 //! - `login`: `GET/POST /login`, `POST /logout` (the form; the check is `server::auth`'s);
 //! - `oidc_pages`: `GET /auth/login`, `GET /auth/callback` (OpenID Connect login's pages);
 //! - `layout`: the page shell, assets, security headers;
-//! - `project_page`: `/` and `/projects/{p}` (pipeline graph, Freight timeline,
+//! - `board`: `/`, the release board across projects (`crate::pipeline::release_board`);
+//! - `project_page`: `/projects/{p}` (pipeline graph, Freight timeline,
 //!   availability of the selected Freight);
 //! - `graph`: the DAG layout;
 //! - `actions`: the confirmation dialog and the live Promotion view;
@@ -23,6 +24,9 @@
 //! - `view`: small shared pieces (Freight, commits, links, times).
 
 mod actions;
+mod board;
+#[cfg(test)]
+mod board_tests;
 mod events;
 mod graph;
 mod layout;
@@ -47,7 +51,7 @@ use crate::server::{ApiError, AppState, Door, Route};
 pub fn routes() -> Vec<Route> {
     use Method as M;
     vec![
-        Route::new(M::GET, "/", Door::Ui, project_page::index),
+        Route::new(M::GET, "/", Door::Ui, board::page),
         Route::new(M::GET, "/login", Door::Open, login::form),
         Route::new(M::POST, "/login", Door::Open, login::login),
         Route::new(M::POST, "/logout", Door::Open, login::logout),

@@ -18,13 +18,14 @@
 //!    cookie of a `POST /login` with the bootstrap token, the JSON the bearer token) and
 //!    with `--auth none`.
 //! 3. Times `GET <page>` (default `/projects/{project}`, the UI page; a page that does not
-//!    answer 200 is reported as not measured) and `GET /api/v1/projects/{project}/stages`
-//!    (the baseline), interleaved, on one keep-alive connection each, after a warm-up:
+//!    answer 200 is reported as not measured), the release board (issue 18; default
+//!    `/?name={project}`) and `GET /api/v1/projects/{project}/stages` (the baseline),
+//!    interleaved, on one keep-alive connection each, after a warm-up:
 //!    median and p95 in milliseconds and the page/JSON ratio.
 //!
 //! ```text
 //! bench_ui [--stages N] [--freight N] [--warehouses N] [--requests N] [--warmup N]
-//!          [--page-path PATH] [--out-dir DIR]
+//!          [--page-path PATH] [--board-path PATH] [--out-dir DIR]
 //! ```
 //!
 //! Writes `DIR/ui.md`; exits 1 when the measurement failed (the Markdown then says why).
@@ -94,6 +95,10 @@ struct Args {
     /// The page to time (`{project}` is replaced).
     #[arg(long, default_value = "/projects/{project}")]
     page_path: String,
+    /// The release board to time beside it (`{project}` is replaced; a filter keeps `/`
+    /// from going straight to the only project's page).
+    #[arg(long, default_value = "/?name={project}")]
+    board_path: String,
     /// Where to write the Markdown.
     #[arg(long, default_value = ".")]
     out_dir: PathBuf,
@@ -153,6 +158,10 @@ struct Measured {
     list: Durations,
     page_bytes: usize,
     json_bytes: usize,
+    /// The board's HTTP status on the first request; measured only when 200.
+    board_status: u16,
+    board: Durations,
+    board_bytes: usize,
     /// How many of the first three seeded Stages the page's HTML names.
     stages_named: usize,
     restart: Duration,
@@ -289,8 +298,16 @@ async fn measure(args: &Args, dray: &Dray, auth: Auth, restart: Duration) -> Res
         );
     }
 
+    let board_path = args.board_path.replace("{project}", PROJECT);
+    let (board_status, board_body) = get(&page_http, &dray.url(), &board_path).await?;
+    if board_status != 200 {
+        eprintln!("bench_ui: `GET {board_path}` answered {board_status}; not measuring it");
+    }
     let mut measured = Measured {
         auth,
+        board_status,
+        board: Durations::default(),
+        board_bytes: board_body.len(),
         page_status,
         page: Durations::default(),
         list: Durations::default(),
@@ -311,6 +328,16 @@ async fn measure(args: &Args, dray: &Dray, auth: Auth, restart: Duration) -> Res
                 measured.page.push(took);
             }
         }
+        if board_status == 200 {
+            let (took, status, bytes) = timed(&page_http, &dray.url(), &board_path).await?;
+            if status != 200 {
+                bail!("`GET {board_path}` answered {status} in round {round}");
+            }
+            measured.board_bytes = bytes;
+            if counted {
+                measured.board.push(took);
+            }
+        }
         let (took, status, bytes) = timed(&json_http, &dray.url(), &json_path).await?;
         if status != 200 {
             bail!("`GET {json_path}` answered {status} in round {round}");
@@ -326,6 +353,7 @@ async fn measure(args: &Args, dray: &Dray, auth: Auth, restart: Duration) -> Res
 fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -> Result<String> {
     let json_path = format!("/api/v1/projects/{PROJECT}/stages");
     let page_path = args.page_path.replace("{project}", PROJECT);
+    let board_path = args.board_path.replace("{project}", PROJECT);
     let build = if Dray::binary()
         .components()
         .any(|c| c.as_os_str() == "release")
@@ -382,6 +410,22 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
                 r.page_status
             )?;
         }
+        if r.board_status == 200 {
+            writeln!(
+                md,
+                "| `GET {board_path}` (release board) | {page_auth} | {} | {} | {} | {} |",
+                fmt_duration(r.board.median()),
+                fmt_duration(r.board.percentile(95)),
+                r.board.range(),
+                fmt_bytes(r.board_bytes)
+            )?;
+        } else {
+            writeln!(
+                md,
+                "| `GET {board_path}` (release board) | {page_auth} | not measured: HTTP {} | – | – | – |",
+                r.board_status
+            )?;
+        }
         writeln!(
             md,
             "| `GET {json_path}` (JSON, baseline) | {json_auth} | {} | {} | {} | {} |",
@@ -432,6 +476,16 @@ fn report(args: &Args, results: &[Measured], seeding: Duration, db_bytes: u64) -
             "| page p95 | {auth} | {} | < 200 ms | {} |",
             fmt_duration(p95),
             met(p95)
+        )?;
+        writeln!(
+            md,
+            "| page body | {auth} | {} | < 300 KB | {} |",
+            fmt_bytes(r.page_bytes),
+            if r.page_bytes < 300 * 1024 {
+                "yes"
+            } else {
+                "**no**"
+            }
         )?;
     }
     if let Some(r) = results.iter().find(|r| r.page_status == 200) {

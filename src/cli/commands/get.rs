@@ -35,15 +35,17 @@ pub enum GetFormat {
 #[derive(clap::Args, Debug)]
 pub struct GetArgs {
     /// The kind: projects, projectconfigs, credentials, roles, rolebindings, warehouses,
-    /// freight, stages, promotiontasks, analysistemplates, promotions.
+    /// freight, stages, promotiontasks, analysistemplates, promotions; or `board`, the
+    /// release board across projects.
     pub kind: String,
-    /// Show only this resource (Freight: its id, a unique id prefix or its alias).
+    /// Show only this resource (Freight: its id, a unique id prefix or its alias). For the
+    /// board: only projects whose name contains it.
     pub name: Option<String>,
     /// The output format.
     #[arg(short = 'o', long, value_enum, default_value_t = GetFormat::Table)]
     pub output: GetFormat,
     /// For freight: only Freight from this Warehouse. For stages: only Stages that take
-    /// Freight from it.
+    /// Freight from it. For the board: only projects (and Stages) taking Freight from it.
     #[arg(long)]
     pub warehouse: Option<String>,
     /// For promotions: only promotions into this Stage. For stages: only this Stage. For
@@ -55,6 +57,10 @@ pub struct GetArgs {
     /// Ctrl-C.
     #[arg(short = 'w', long)]
     pub watch: bool,
+    /// For the board: only projects with a Stage that needs attention (a failed
+    /// promotion or verification, unhealthy, held, frozen, waiting).
+    #[arg(long)]
+    pub attention: bool,
 }
 
 /// Parses a kind as users type it, with a hint listing the kinds.
@@ -93,6 +99,15 @@ fn check_filters(kind: Kind, args: &GetArgs) -> Result<(), CliError> {
 
 /// Runs `dray get`.
 pub async fn run(ctx: &Context, args: GetArgs) -> Result<(), CliError> {
+    if args.kind.eq_ignore_ascii_case("board") {
+        return super::board::run(ctx, &args).await;
+    }
+    if args.attention {
+        return Err(CliError::usage(
+            "--attention filters only the board",
+            "use `dray get board --attention`",
+        ));
+    }
     let kind = parse_kind(&args.kind)?;
     check_filters(kind, &args)?;
     let project = if !kind.is_namespaced() {

@@ -4,6 +4,7 @@ pub mod abort;
 pub mod apply;
 pub mod approve;
 pub mod audit;
+pub mod board;
 pub mod completion;
 pub mod config;
 pub mod controller;

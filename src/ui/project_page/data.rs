@@ -15,6 +15,7 @@ use super::super::graph::{self, NodeRef};
 use super::super::{UiError, Viewer};
 use super::heights::node_heights;
 use super::pipeline::upstreams;
+use super::scope::{self, Scope};
 use super::{ProjectQuery, TIMELINE_PAGE};
 
 /// Everything the project page shows, read in a bounded number of queries.
@@ -36,6 +37,8 @@ pub(crate) struct ProjectData {
     pub boards: HashMap<String, StageBoard>,
     pub permissions: Permissions,
     pub before: Option<String>,
+    /// Which Stages the graph draws (`stages` holds only those), and what it leaves out.
+    pub scope: Scope,
     /// The pipeline's drawing; `stages` are in its order (column, then row).
     pub layout: graph::Layout,
 }
@@ -75,6 +78,11 @@ pub(crate) async fn load(
         .iter()
         .filter_map(|s| s.to_typed().ok())
         .collect();
+    let scope = scope::scope(
+        &mut stages,
+        scope::parameter(query.q.as_deref()),
+        scope::parameter(query.warehouse.as_deref()),
+    );
     let warehouses: Vec<Warehouse> = store
         .list(Kind::Warehouse, Some(project))
         .await?
@@ -190,6 +198,7 @@ pub(crate) async fn load(
         boards,
         permissions,
         before: query.before.clone(),
+        scope,
     };
     let heights = node_heights(&data);
     data.layout.size(&heights);

@@ -1,5 +1,6 @@
-//! `/` (the projects) and `/projects/{p}` (one project at a glance): the pipeline as a
-//! graph with each Stage's Freight, health, verification, promotion, hold, window and
+//! `/projects/{p}` (one project at a glance): the pipeline as a
+//! graph with each Stage's Freight (at most `scope::GRAPH_LIMIT` Stage cards: a large
+//! graph collapses by depth, and a search or a Warehouse picks the rest), health, verification, promotion, hold, window and
 //! actions; the Freight timeline, newest first, 50 at a time; and, for the selected
 //! Freight, each Stage's `available` or the reasons it is not.
 //!
@@ -16,7 +17,9 @@
 //! The parts, one job each:
 //! - `data`: reading what the page shows ([`ProjectData`]), the board of each Stage
 //!   included (`crate::pipeline::board`: gates and windows are decided there);
-//! - `pipeline`: the graph section, Warehouses and the edges;
+//! - `scope`: which Stages the graph draws (all, or beyond a size collapsed by depth;
+//!   `?q=` and `?warehouse=` pick them);
+//! - `pipeline`: the graph section, Warehouses and the edges, the search;
 //! - `stage_node`: one Stage's node (Freight, health, verification, badges, buttons);
 //! - `heights`: each node's height, estimated for the first layout;
 //! - `timeline`: the Freight timeline;
@@ -26,15 +29,14 @@ mod availability;
 mod data;
 mod heights;
 mod pipeline;
+mod scope;
 mod stage_node;
 mod timeline;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use crate::api::{Kind, Verb};
 use crate::server::AppState;
 
 use super::{UiError, Viewer, layout};
@@ -54,45 +56,12 @@ pub(crate) struct ProjectQuery {
     /// Show Freight older than this one (id).
     #[serde(default)]
     pub(crate) before: Option<String>,
-}
-
-/// `GET /`: the projects the caller may see (straight to the only one).
-pub(crate) async fn index(
-    State(state): State<AppState>,
-    viewer: Viewer,
-) -> Result<Response, UiError> {
-    let store = state.store.as_ref();
-    let mut visible = Vec::new();
-    for stored in store.list(Kind::Project, None).await? {
-        let name = stored.key.name.clone();
-        if viewer
-            .caller
-            .may(store, Verb::Get, "projects", None, Some(&name))
-            .await?
-        {
-            visible.push(name);
-        }
-    }
-    if let [only] = visible.as_slice() {
-        return Ok(Redirect::to(&format!("/projects/{only}")).into_response());
-    }
-    Ok(layout::page(
-        "Projects",
-        Some(&viewer),
-        None,
-        html! {
-            h1 { "Projects" }
-            @if visible.is_empty() {
-                p.empty { "No project you may see. Apply one with " code { "dray apply -f" } ", or ask an admin for a RoleBinding." }
-            }
-            ul.projects {
-                @for name in &visible {
-                    li data-project=(name) { a href={ "/projects/" (name) } { (name) } }
-                }
-            }
-        },
-    )
-    .into_response())
+    /// Draw only the Stages whose name contains this.
+    #[serde(default)]
+    pub(crate) q: Option<String>,
+    /// Draw only the Stages taking Freight from this Warehouse.
+    #[serde(default)]
+    pub(crate) warehouse: Option<String>,
 }
 
 /// `GET /projects/{project}`.

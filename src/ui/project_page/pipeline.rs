@@ -40,6 +40,7 @@ pub(super) fn pipeline(data: &ProjectData) -> Markup {
     html! {
         section #pipeline {
             h2 { "Pipeline" }
+            (scope_bar(data))
             @if layout.nodes.is_empty() {
                 p.empty { "No Warehouses or Stages yet." }
             }
@@ -78,6 +79,40 @@ pub(super) fn pipeline(data: &ProjectData) -> Markup {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The Stage search (a GET form, so it works without JavaScript) and, when the graph
+/// leaves Stages out, how many and where to find them.
+fn scope_bar(data: &ProjectData) -> Markup {
+    let scope = &data.scope;
+    let base = format!("/projects/{}", data.project);
+    html! {
+        form.stage-search method="get" action=(base) role="search" aria-label="Find a Stage" {
+            label for="stage-q" { "Find a Stage" }
+            input #stage-q type="search" name="q" value=[scope.q.as_deref()];
+            @if let Some(w) = &scope.warehouse { input type="hidden" name="warehouse" value=(w); }
+            @if let Some(f) = &data.selected { input type="hidden" name="freight" value=(f); }
+            button #stage-search type="submit" { "Find" }
+            @if scope.q.is_some() || scope.warehouse.is_some() { " " a.all href=(base) { "all Stages" } }
+        }
+        @if scope.is_partial() {
+            p #scope role="status" data-shown=(data.stages.len()) data-total=(scope.total) {
+                "Showing " (data.stages.len()) " of " (scope.total) " Stages"
+                @if let Some(q) = &scope.q { ", those named like “" (q) "” (" (scope.matched) ")" }
+                @if let Some(w) = &scope.warehouse { ", taking Freight from " (w) }
+                @if let Some(d) = scope.depth { ", up to " (d + 1) " steps from the Warehouses" }
+                "."
+                @if !scope.hidden_by_warehouse.is_empty() {
+                    " Not shown, by Warehouse: "
+                    @for (i, (w, n)) in scope.hidden_by_warehouse.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a data-scope-warehouse=(w) href={ (base) "?warehouse=" (w) } { (w) " (" (n) ")" }
+                    }
+                    "."
                 }
             }
         }

@@ -6,6 +6,9 @@ use maud::{Markup, html};
 use super::super::view::{self, artifacts, freight_label};
 use super::ProjectData;
 
+/// How many of the Stages a Freight is in its row names (the rest are counted).
+const IN_SHOWN: usize = 8;
+
 pub(super) fn timeline(data: &ProjectData) -> Markup {
     html! {
         section #timeline {
@@ -26,10 +29,11 @@ pub(super) fn timeline(data: &ProjectData) -> Markup {
                             "from " (f.spec.origin.name) ", " (view::time(f.metadata.creation_timestamp.as_ref()))
                             @if !here.is_empty() {
                                 " · in "
-                                @for (i, s) in here.iter().enumerate() {
+                                @for (i, s) in here.iter().take(IN_SHOWN).enumerate() {
                                     @if i > 0 { ", " }
                                     (s)
                                 }
+                                @if here.len() > IN_SHOWN { " and " (here.len() - IN_SHOWN) " more" }
                             }
                         }
                     }

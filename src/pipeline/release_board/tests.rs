@@ -1,0 +1,242 @@
+//! The release board's model: columns merged across projects in pipeline order, a cell's
+//! Freight, age and state, what differs downstream, what needs attention, the filters.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn stage(project: &str, name: &str, from: &[&str], status: Value) -> Stage {
+    serde_json::from_value(json!({
+        "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+        "metadata": {"name": name, "namespace": project},
+        "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": format!("{project}-app")},
+            "sources": {"direct": from.is_empty(), "stages": from}}]},
+        "status": status
+    }))
+    .unwrap()
+}
+
+fn holding(id: &str, since: &str) -> Value {
+    json!({"currentFreight": {"name": id, "since": since}})
+}
+
+fn freight(project: &str, id: &str, alias: &str, tag: &str) -> Freight {
+    serde_json::from_value(json!({
+        "apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+        "metadata": {"name": id, "namespace": project},
+        "alias": alias, "origin": {"kind": "Warehouse", "name": format!("{project}-app")},
+        "images": [{"repoURL": "reg.example/acme/app", "tag": tag, "digest": "sha256:aa"}],
+        "commits": [{"repoURL": "https://git.example/config.git", "id": "0123456789abcdef"}]
+    }))
+    .unwrap()
+}
+
+fn promotion(name: &str, phase: &str) -> Promotion {
+    serde_json::from_value(json!({
+        "apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
+        "metadata": {"name": name, "namespace": "x"},
+        "spec": {"stage": "prod", "freight": "f1"},
+        "status": {"phase": phase}
+    }))
+    .unwrap()
+}
+
+fn now() -> Timestamp {
+    "2026-06-01T12:00:00Z".parse().unwrap()
+}
+
+/// `web`: dev → staging → prod, prod behind; `api`: dev → qa → prod, prod's last
+/// promotion failed and qa is held; `batch`: one Stage, healthy.
+fn projects() -> Vec<ProjectInput> {
+    let web = ProjectInput {
+        project: "web".into(),
+        stages: vec![
+            stage(
+                "web",
+                "prod",
+                &["staging"],
+                holding("f1", "2026-05-30T12:00:00Z"),
+            ),
+            stage("web", "dev", &[], holding("f2", "2026-06-01T11:00:00Z")),
+            stage(
+                "web",
+                "staging",
+                &["dev"],
+                holding("f2", "2026-06-01T11:30:00Z"),
+            ),
+        ],
+        freight: [
+            ("f1".to_owned(), freight("web", "f1", "old-otter", "1.0.0")),
+            ("f2".to_owned(), freight("web", "f2", "new-newt", "1.1.0")),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let mut failed = holding("a1", "2026-06-01T00:00:00Z");
+    failed["lastPromotion"] = json!("prod-1");
+    let mut held = holding("a1", "2026-06-01T00:00:00Z");
+    held["hold"] = json!({"by": "ann", "freight": "a1", "reason": "rollback"});
+    let api = ProjectInput {
+        project: "api".into(),
+        stages: vec![
+            stage("api", "dev", &[], holding("a1", "2026-06-01T00:00:00Z")),
+            stage("api", "qa", &["dev"], held),
+            stage("api", "prod", &["qa"], failed),
+        ],
+        freight: [("a1".to_owned(), freight("api", "a1", "", "2.0.0"))].into(),
+        promotions: [("prod-1".to_owned(), promotion("prod-1", "Failed"))].into(),
+        ..Default::default()
+    };
+    let batch = ProjectInput {
+        project: "batch".into(),
+        stages: vec![stage(
+            "batch",
+            "dev",
+            &[],
+            json!({"health": {"status": "Healthy"}, "verification": {"id": "v1", "freight": "b1", "phase": "Successful"}}),
+        )],
+        ..Default::default()
+    };
+    vec![web, api, batch]
+}
+
+#[test]
+fn columns_merge_each_projects_pipeline_order_and_rows_are_by_name() {
+    let board = release_board(&projects(), &BoardFilter::default(), now());
+    assert_eq!(board.columns, ["dev", "qa", "staging", "prod"]);
+    let rows: Vec<&str> = board.rows.iter().map(|r| r.project.as_str()).collect();
+    assert_eq!(rows, ["api", "batch", "web"]);
+    let web = &board.rows[2];
+    let order: Vec<&str> = web.cells.iter().map(|c| c.stage.as_str()).collect();
+    assert_eq!(order, ["dev", "staging", "prod"]);
+    assert_eq!(board.projects, 3);
+}
+
+#[test]
+fn a_cell_holds_its_freight_its_age_and_what_differs_downstream() {
+    let board = release_board(&projects(), &BoardFilter::default(), now());
+    let web = board.rows.iter().find(|r| r.project == "web").unwrap();
+    let staging = web.cell("staging").unwrap();
+    let f = staging.freight.as_ref().unwrap();
+    assert_eq!(f.label(), "new-newt");
+    assert_eq!(f.images, ["app:1.1.0"]);
+    assert_eq!(f.commit.as_deref(), Some("0123456"));
+    assert_eq!(f.warehouse, "web-app");
+    assert_eq!(staging.age(board.now), Some(30 * 60));
+    assert_eq!(age_text(staging.age(board.now).unwrap()), "30m");
+    // staging holds new-newt, prod still old-otter: staging differs from prod.
+    assert_eq!(staging.differs_from, ["prod"]);
+    assert!(web.cell("dev").unwrap().differs_from.is_empty());
+    assert!(web.cell("prod").unwrap().differs_from.is_empty());
+    // An id stands in for a missing alias.
+    let api = board.rows.iter().find(|r| r.project == "api").unwrap();
+    assert_eq!(
+        api.cell("dev").unwrap().freight.as_ref().unwrap().label(),
+        "a1"
+    );
+    let batch = board.rows.iter().find(|r| r.project == "batch").unwrap();
+    let dev = batch.cell("dev").unwrap();
+    assert_eq!(dev.health, Some(HealthState::Healthy));
+    assert_eq!(dev.verification, Some(VerificationPhase::Successful));
+    assert!(dev.freight.is_none() && dev.age(board.now).is_none());
+}
+
+#[test]
+fn failed_held_and_frozen_stages_need_attention_and_the_filter_keeps_their_rows() {
+    let mut inputs = projects();
+    inputs[0].windows = vec![PromotionWindow {
+        name: "freeze".to_owned(),
+        kind: crate::api::WindowKind::Deny,
+        schedule: Some("0 0 * * *".to_owned()),
+        duration: Some("24h".to_owned()),
+        ..PromotionWindow::default()
+    }];
+    let board = release_board(&inputs, &BoardFilter::default(), now());
+    let api = board.rows.iter().find(|r| r.project == "api").unwrap();
+    assert_eq!(
+        api.cell("prod").unwrap().attention,
+        [Attention::PromotionFailed]
+    );
+    assert_eq!(
+        api.cell("prod").unwrap().promotion,
+        Some(CellPromotion {
+            name: "prod-1".into(),
+            phase: PromotionPhase::Failed
+        })
+    );
+    assert_eq!(api.cell("qa").unwrap().attention, [Attention::Held]);
+    assert!(api.cell("dev").unwrap().attention.is_empty());
+    let web = board.rows.iter().find(|r| r.project == "web").unwrap();
+    assert_eq!(web.cell("prod").unwrap().attention, [Attention::Frozen]);
+
+    let filter = BoardFilter::parse(None, None, Some("true")).unwrap();
+    let stuck = release_board(&inputs, &filter, now());
+    let rows: Vec<&str> = stuck.rows.iter().map(|r| r.project.as_str()).collect();
+    assert_eq!(rows, ["api", "web"]);
+    assert_eq!(stuck.projects, 3);
+}
+
+#[test]
+fn name_and_warehouse_filters_narrow_rows_and_columns() {
+    let by_name = release_board(
+        &projects(),
+        &BoardFilter::parse(Some("WE"), None, None).unwrap(),
+        now(),
+    );
+    assert_eq!(by_name.rows.len(), 1);
+    assert_eq!(by_name.rows[0].project, "web");
+    assert_eq!(by_name.columns, ["dev", "staging", "prod"]);
+    let by_warehouse = release_board(
+        &projects(),
+        &BoardFilter::parse(None, Some("api-app"), None).unwrap(),
+        now(),
+    );
+    assert_eq!(by_warehouse.rows.len(), 1);
+    assert_eq!(by_warehouse.columns, ["dev", "qa", "prod"]);
+    let none = release_board(
+        &projects(),
+        &BoardFilter::parse(Some("nope"), None, None).unwrap(),
+        now(),
+    );
+    assert!(none.rows.is_empty() && none.columns.is_empty());
+}
+
+#[test]
+fn a_filter_dray_cannot_honour_is_refused_naming_it() {
+    let bad = BoardFilter::parse(None, None, Some("maybe")).unwrap_err();
+    assert_eq!(bad, FilterError::Attention("maybe".into()));
+    assert!(bad.to_string().contains("attention=true"), "{bad}");
+    let long = "x".repeat(300);
+    let too_long = BoardFilter::parse(Some(&long), None, None).unwrap_err();
+    assert!(
+        too_long.to_string().contains("`name` is 300 characters"),
+        "{too_long}"
+    );
+    assert!(
+        BoardFilter::parse(Some(" "), Some(""), Some(""))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_cycle_across_projects_still_shows_every_column() {
+    let a = ProjectInput {
+        project: "a".into(),
+        stages: vec![
+            stage("a", "x", &[], json!({})),
+            stage("a", "y", &["x"], json!({})),
+        ],
+        ..Default::default()
+    };
+    let b = ProjectInput {
+        project: "b".into(),
+        stages: vec![
+            stage("b", "y", &[], json!({})),
+            stage("b", "x", &["y"], json!({})),
+        ],
+        ..Default::default()
+    };
+    let board = release_board(&[a, b], &BoardFilter::default(), now());
+    assert_eq!(board.columns.len(), 2, "{:?}", board.columns);
+}
