@@ -76,6 +76,11 @@ pub struct Verification {
 pub struct AnalysisTemplateReference {
     /// The AnalysisTemplate's name.
     pub name: String,
+    /// `AnalysisTemplate` (the default) or Kargo's `ClusterAnalysisTemplate`: both name the
+    /// project's AnalysisTemplate, since an Argo Rollouts `ClusterAnalysisTemplate` is
+    /// applied into the project that uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 /// A named argument for an analysis.

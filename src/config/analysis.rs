@@ -158,7 +158,8 @@ fn metric(
         // Args are substituted before a run compiles it; here each stands as a number.
         let with_args = !referenced_args(condition).is_empty();
         let Some(cache) = cache else { continue };
-        if let Err(e) = cache.compile(with_arg_placeholders(condition.trim()).trim()) {
+        let placed = with_arg_placeholders(condition.trim());
+        if let Err(e) = cache.compile(placed.trim()) {
             let taken = if with_args {
                 format!(" (each `{{{{args.…}}}}` taken as {ARG_PLACEHOLDER})")
             } else {
@@ -170,6 +171,11 @@ fn metric(
                     format!("metric `{name}`: `{field}` is not valid CEL{taken}: {e}"),
                 )
                 .hint("write a CEL condition over `result`, e.g. `result[0] >= 0.95`"),
+            );
+        } else if let Err(e) = crate::expr::check_analysis_condition(cache, &placed) {
+            issues.push(
+                Issue::new(at.key(field), format!("metric `{name}`: `{field}`: {e}"))
+                    .hint("write a CEL condition over `result`, e.g. `size(result) > 0 && result[0] >= 0.95`"),
             );
         }
     }
@@ -299,6 +305,23 @@ pub(crate) fn verification(verification: &Verification) -> Vec<Issue> {
             "AnalysisTemplate name",
             path.clone(),
         ));
+        if let Some(kind) = reference
+            .kind
+            .as_deref()
+            .filter(|k| !matches!(*k, "AnalysisTemplate" | "ClusterAnalysisTemplate"))
+        {
+            issues.push(
+                Issue::new(
+                    at.key("analysisTemplates").index(i).key("kind"),
+                    format!("`{kind}` is not a kind of analysis template"),
+                )
+                .hint(
+                    "remove `kind`, or write `AnalysisTemplate` or `ClusterAnalysisTemplate` \
+                     (both name the project's AnalysisTemplate: apply a ClusterAnalysisTemplate \
+                     into the project)",
+                ),
+            );
+        }
         if !templates.insert(reference.name.as_str()) {
             issues.push(
                 Issue::new(

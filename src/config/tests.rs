@@ -1410,3 +1410,70 @@ fn a_cluster_task_is_shared_by_every_project_and_named_by_its_kind() {
         "{found:#?}"
     );
 }
+
+#[test]
+fn analysis_conditions_name_only_what_their_language_has_and_cluster_templates_are_named() {
+    let template = |condition: &str| {
+        format!(
+            "apiVersion: dray.dev/v1alpha1
+kind: Project
+metadata: {{name: demo}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: AnalysisTemplate
+metadata: {{name: error-rate, namespace: demo}}
+spec:
+  metrics:
+    - name: rate
+      successCondition: '{condition}'
+      provider: {{prometheus: {{address: 'http://127.0.0.1:9', query: q}}}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Warehouse
+metadata: {{name: app, namespace: demo}}
+spec:
+  subscriptions:
+    - image: {{repoURL: 127.0.0.1:5000/demo/app}}
+---
+apiVersion: dray.dev/v1alpha1
+kind: Stage
+metadata: {{name: dev, namespace: demo}}
+spec:
+  requestedFreight:
+    - origin: {{kind: Warehouse, name: app}}
+      sources: {{direct: true}}
+  verification:
+    analysisTemplates: [{{name: error-rate, kind: ClusterAnalysisTemplate}}]
+"
+        )
+    };
+    let good = template("size(result) > 0 && result[0] < 0.05");
+    load_new(&[file("a.yaml", &good)]).unwrap_or_else(|e| panic!("{e}"));
+    // Argo Rollouts' `len` in a CEL template, and a misspelt variable.
+    for (condition, said) in [
+        (
+            "len(result) > 0 && result[0] < 0.05",
+            "no function `len` in CEL",
+        ),
+        ("results[0] < 0.05", "no variable `results`"),
+    ] {
+        let found: Vec<String> = load_new_errors(&[file("a.yaml", &template(condition))])
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert!(
+            found[0].contains("successCondition") && found[0].contains(said),
+            "{found:#?}"
+        );
+    }
+    let wrong_kind = good.replace("kind: ClusterAnalysisTemplate", "kind: Rollout");
+    let found: Vec<String> = load_new_errors(&[file("a.yaml", &wrong_kind)])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        found[0].contains("`Rollout` is not a kind of analysis template"),
+        "{found:#?}"
+    );
+}

@@ -29,6 +29,7 @@
 //! ```
 
 mod compile;
+mod condition_names;
 mod context;
 mod error;
 mod eval;
@@ -41,6 +42,7 @@ mod why;
 
 pub(crate) use compile::on_cel_stack;
 pub use compile::{ExprCache, validate_condition, validate_template, validate_value};
+pub use condition_names::check_analysis_condition;
 pub use context::{ExprContext, FreightView, MetadataView, cel_to_json, json_to_cel};
 pub use error::ExprError;
 pub use predicate::{

@@ -42,6 +42,10 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("DELETE /api/v1/tokens/{id}", [401, 403, 403, 403, 200]),
     ("GET /api/v1/clusterrolebindings", [401, 403, 403, 403, 200]),
     ("GET /api/v1/board", [401, 200, 200, 200, 200]),
+    // Cluster-scoped: only a role in every project reads or deletes them.
+    ("GET /api/v1/clusterpromotiontasks", [401, 403, 403, 403, 200]),
+    ("GET /api/v1/clusterpromotiontasks/{name}", [401, 403, 403, 403, 200]),
+    ("DELETE /api/v1/clusterpromotiontasks/{name}", [401, 403, 403, 403, 200]),
     ("GET /api/v1/projects", [401, 200, 200, 200, 200]),
     ("POST /api/v1/projects", [401, 403, 403, 403, 201]),
     ("GET /api/v1/projects/{name}", [401, 200, 200, 403, 200]),
@@ -175,6 +179,13 @@ spec:
     - {uses: http, as: gate, config: {url: 'http://127.0.0.1:9/'}}
 ---
 apiVersion: dray.dev/v1alpha1
+kind: ClusterPromotionTask
+metadata: {name: shared}
+spec:
+  steps:
+    - {uses: http, as: gate, config: {url: 'http://127.0.0.1:9/'}}
+---
+apiVersion: dray.dev/v1alpha1
 kind: AnalysisTemplate
 metadata: {name: smoke, namespace: demo}
 spec:
@@ -271,6 +282,7 @@ impl World {
             "rolebindings" => "",
             "promotiontasks" => "render",
             "analysistemplates" => "smoke",
+            "clusterpromotiontasks" => "shared",
             other => panic!("no object of `{other}` in the matrix world"),
         };
         if plural == "promotions" {

@@ -148,7 +148,8 @@ async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, Api
         for stage in state.store.list(Kind::Stage, None).await? {
             let spec = stage.to_typed::<Stage>()?.spec;
             if uses_task(&spec, TaskKind::Cluster, &key.name) {
-                names.push(format!("stage `{}`", stage.key));
+                let project = stage.key.namespace.as_deref().unwrap_or_default();
+                names.push(format!("stage `{project}/{}`", stage.key.name));
             }
         }
         return Ok(names);

@@ -9,6 +9,7 @@ use super::{AppState, test_support, tokens};
 
 struct TestServer {
     state: AppState,
+    store: std::sync::Arc<crate::store::SqliteStore>,
     /// The bootstrap token: user `admin`, `dray-admin` in every project.
     admin: String,
     dir: tempfile::TempDir,
@@ -23,6 +24,7 @@ impl TestServer {
         let fresh = test_support::fresh(mode).await;
         TestServer {
             state: fresh.state,
+            store: fresh.store,
             admin: fresh.admin,
             dir: fresh.dir,
         }
@@ -204,6 +206,58 @@ async fn deletes_refuse_while_something_still_refers_to_the_resource() {
         .call(Method::DELETE, "/api/v1/projects/demo", None)
         .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_cluster_task_is_promoted_with_and_kept_while_a_stage_uses_it() {
+    let server = TestServer::new().await;
+    let shared = "---
+apiVersion: dray.dev/v1alpha1
+kind: ClusterPromotionTask
+metadata: {name: gate}
+spec:
+  vars: [{name: url}]
+  steps:
+    - {uses: http, as: check, config: {url: '${{ vars.url }}'}}
+";
+    let uses = PIPELINE.to_owned()
+        + "  promotionTemplate:
+    spec:
+      steps:
+        - task: {name: gate, kind: ClusterPromotionTask}
+          vars: [{name: url, value: 'http://127.0.0.1:9/'}]
+";
+    let (status, body) = server.apply(&(uses.clone() + shared)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, listed) = server
+        .call(Method::GET, "/api/v1/clusterpromotiontasks", None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed[0]["metadata"]["name"], "gate", "{listed}");
+    assert!(listed[0]["metadata"].get("namespace").is_none(), "{listed}");
+    test_support::store_first_freight(&server.store).await;
+    let promote = Some(json!({"freight": "f1"}));
+    let uri = "/api/v1/projects/demo/stages/dev/promote";
+    let (status, made) = server.call(Method::POST, uri, promote).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["spec"]["steps"][0]["as"], "gate::check", "{made}");
+    assert_eq!(made["spec"]["steps"][0]["uses"], "http", "{made}");
+    let (status, body) = server
+        .call(Method::DELETE, "/api/v1/clusterpromotiontasks/gate", None)
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stage `demo/dev`"),
+        "{body}"
+    );
+    let (status, body) = server
+        .call(Method::GET, "/api/v1/clusterpromotiontasks/gat", None)
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(body.to_string().contains("did you mean `gate`"), "{body}");
 }
 
 #[tokio::test]
