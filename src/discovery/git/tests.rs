@@ -403,7 +403,7 @@ async fn dray_promotion_commits_never_count() {
 }
 
 #[tokio::test]
-async fn discovery_limit_and_walk_bound() {
+async fn discovery_limit_narrowing_and_no_match_messages() {
     let origin = Origin::new();
     let old = origin.commit(&[("apps/a.yaml", "1\n")], "Apps");
     for n in 0..3 {
@@ -432,19 +432,11 @@ async fn discovery_limit_and_walk_bound() {
         .await
         .unwrap();
     assert_eq!(ids(&found), [old.as_str()]);
-    assert_eq!(found.stats.commits_scanned, 5);
 
-    let err = origin
-        .discoverer()
-        .with_walk_bound(3)
-        .discover(&sub, None, None)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("no commit among the newest 3 commits of `main`"),
-        "{err}"
-    );
+    // The search reads only commits under `apps/` (narrowed by pathspec).
+    assert!(found.stats.narrowed);
+    assert_eq!(found.stats.commits_scanned, 1);
+
     let none = GitSubscription {
         include_paths: vec!["nowhere/".into()],
         ..origin.sub()
@@ -456,7 +448,21 @@ async fn discovery_limit_and_walk_bound() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("no commit among all 5 commits of `main`"),
+        err.contains("no commit of `main` in") && err.contains("(its whole history)"),
+        "{err}"
+    );
+    let bounded = GitSubscription {
+        since: Some("2100-01-01T00:00:00Z".into()),
+        ..sub
+    };
+    let err = origin
+        .discoverer()
+        .discover(&bounded, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("(back to since `2100-01-01T00:00:00Z`)"),
         "{err}"
     );
 }
