@@ -50,6 +50,8 @@ mod search;
 pub(crate) mod select;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_scale;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
