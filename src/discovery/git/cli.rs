@@ -62,10 +62,11 @@ pub(crate) fn command(
         .env("GIT_HTTP_LOW_SPEED_LIMIT", "1000")
         .env("GIT_HTTP_LOW_SPEED_TIME", "60");
     if let Some(creds) = creds {
-        let env: Vec<(OsString, OsString)> = dray_steps::credential_env(&dray_steps::GitCredentials {
-            username: creds.username.clone(),
-            password: creds.password.clone(),
-        })?;
+        let env: Vec<(OsString, OsString)> =
+            dray_steps::credential_env(&dray_steps::GitCredentials {
+                username: creds.username.clone(),
+                password: creds.password.clone(),
+            })?;
         cmd.envs(env);
     }
     Ok(cmd)
@@ -85,11 +86,13 @@ pub(crate) fn split_user_info(
     if creds.is_some() || clean == url {
         return (clean, creds.cloned());
     }
-    let embedded = gix::url::parse(gix::bstr::BStr::new(url)).ok().and_then(|parsed| {
-        let user = parsed.user()?.to_owned();
-        let password = parsed.password().unwrap_or_default().to_owned();
-        Some(GitCredentials::new(user, password))
-    });
+    let embedded = gix::url::parse(gix::bstr::BStr::new(url))
+        .ok()
+        .and_then(|parsed| {
+            let user = parsed.user()?.to_owned();
+            let password = parsed.password().unwrap_or_default().to_owned();
+            Some(GitCredentials::new(user, password))
+        });
     (clean, embedded)
 }
 
@@ -179,7 +182,10 @@ mod tests {
         // A Credential wins over user info; other schemes are left alone.
         let given = GitCredentials::new("ann", "tok");
         let (url, creds) = split_user_info("https://bob:pw@h/x.git", Some(&given));
-        assert_eq!((url.as_str(), creds.unwrap().username.as_str()), ("https://h/x.git", "ann"));
+        assert_eq!(
+            (url.as_str(), creds.unwrap().username.as_str()),
+            ("https://h/x.git", "ann")
+        );
         let (url, creds) = split_user_info("ssh://git@h/x.git", None);
         assert_eq!((url.as_str(), creds), ("ssh://git@h/x.git", None));
     }

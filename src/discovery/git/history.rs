@@ -45,7 +45,10 @@ fn err(e: impl std::error::Error + 'static) -> String {
 }
 
 /// The commits `ids`, in order; `None` when one is not in the mirror.
-pub(crate) fn read_commits(repo: &gix::Repository, ids: &[String]) -> Result<Option<Vec<CommitInfo>>> {
+pub(crate) fn read_commits(
+    repo: &gix::Repository,
+    ids: &[String],
+) -> Result<Option<Vec<CommitInfo>>> {
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
         let Ok(commit) = repo.find_commit(parse_id(id)?) else {

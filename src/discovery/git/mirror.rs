@@ -251,9 +251,10 @@ impl MirrorCache {
         let mirror = self.mirror_path(url);
         // Promotions add worktrees to this mirror; a fetch must not read their half-made
         // entries (see `dray_steps::RepoCache`).
-        let _worktrees = tokio::time::timeout(wait, dray_steps::MirrorLocks::global().lock(&mirror))
-            .await
-            .map_err(|_| busy())?;
+        let _worktrees =
+            tokio::time::timeout(wait, dray_steps::MirrorLocks::global().lock(&mirror))
+                .await
+                .map_err(|_| busy())?;
         let (path, wanted) = (mirror.clone(), remote.clone());
         let state = blocking(url, move || mirror_state(&path, &wanted)).await?;
         if state.up_to_date {

@@ -376,7 +376,8 @@ impl Rules {
             reason,
         };
         let since = self.commits.since();
-        let mut accept = |commit: &CommitInfo| self.commits.accepts(url, commit, Some(branch), None);
+        let mut accept =
+            |commit: &CommitInfo| self.commits.accepts(url, commit, Some(branch), None);
         let earlier = previous
             .filter(|p| p.spec == short_hash_of(&self.sub) && p.branch.as_deref() == Some(branch))
             .filter(|p| !p.found.is_empty())
@@ -410,11 +411,9 @@ impl Rules {
             let path = mirror.to_owned();
             let earlier = blocking(url, move || {
                 let repo = mirror::open_or_init(&path)?;
-                history::read_commits(&repo, &wanted).map_err(|reason| {
-                    GitDiscoveryError::History {
-                        url: String::new(),
-                        reason,
-                    }
+                history::read_commits(&repo, &wanted).map_err(|reason| GitDiscoveryError::History {
+                    url: String::new(),
+                    reason,
                 })
             })
             .await

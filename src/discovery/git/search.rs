@@ -221,7 +221,10 @@ mod tests {
         let (root, paths) = parse_record(&rest[..record_end(rest, true).unwrap()]).unwrap();
         assert_eq!(root.id, "bbb");
         assert!(paths.is_empty());
-        assert!(parse_record(b"\x01garbage").is_none(), "bad input is skipped");
+        assert!(
+            parse_record(b"\x01garbage").is_none(),
+            "bad input is skipped"
+        );
     }
 }
 

@@ -79,7 +79,12 @@ impl Origin {
     }
 
     /// Write `files`, commit everything with `message` at `date` (if given), push `main`.
-    pub(super) fn commit_at(&self, files: &[(&str, &str)], message: &str, date: Option<&str>) -> String {
+    pub(super) fn commit_at(
+        &self,
+        files: &[(&str, &str)],
+        message: &str,
+        date: Option<&str>,
+    ) -> String {
         for (path, content) in files {
             let full = self.work.join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();

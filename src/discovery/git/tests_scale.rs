@@ -154,7 +154,11 @@ async fn the_deep_commit_is_found_and_both_searches_agree_with_git_log() {
     // The mirror carries a split commit-graph with changed-path Bloom filters.
     let mirror = discoverer.mirrors().mirror_path(&origin.url());
     let chain = mirror.join("objects/info/commit-graphs/commit-graph-chain");
-    assert!(chain.exists(), "no commit-graph chain in {}", mirror.display());
+    assert!(
+        chain.exists(),
+        "no commit-graph chain in {}",
+        mirror.display()
+    );
     let graph = std::fs::read_dir(mirror.join("objects/info/commit-graphs"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -312,10 +316,13 @@ async fn the_first_fetch_is_a_partial_clone_when_the_server_allows_it() {
         "origin"
     );
     let missing = |mirror: &Path| {
-        git(mirror, &["rev-list", "--objects", "--all", "--missing=print"])
-            .lines()
-            .filter(|l| l.starts_with('?'))
-            .count()
+        git(
+            mirror,
+            &["rev-list", "--objects", "--all", "--missing=print"],
+        )
+        .lines()
+        .filter(|l| l.starts_with('?'))
+        .count()
     };
     assert!(missing(&mirror) > 0, "a partial mirror lacks blobs");
     // Discovery needs no blob...
@@ -329,7 +336,13 @@ async fn the_first_fetch_is_a_partial_clone_when_the_server_allows_it() {
     let work = allowed.dir.path().join("wt");
     git(
         &mirror,
-        &["worktree", "add", "--detach", work.to_str().unwrap(), "main"],
+        &[
+            "worktree",
+            "add",
+            "--detach",
+            work.to_str().unwrap(),
+            "main",
+        ],
     );
     assert_eq!(
         std::fs::read_to_string(work.join("app/a.yaml")).unwrap(),
@@ -373,8 +386,11 @@ async fn fifty_warehouses_on_one_repository_fetch_it_once_per_round() {
             .into_iter()
             .enumerate()
             .map(|(n, previous)| {
-                let (discoverer, sub) = (discoverer.clone(), sub(&origin, &format!("apps/a{n}/"), 20));
-                tokio::spawn(async move { discoverer.discover(&sub, None, previous.as_ref()).await })
+                let (discoverer, sub) =
+                    (discoverer.clone(), sub(&origin, &format!("apps/a{n}/"), 20));
+                tokio::spawn(
+                    async move { discoverer.discover(&sub, None, previous.as_ref()).await },
+                )
             })
             .collect();
         async move {
@@ -386,15 +402,26 @@ async fn fifty_warehouses_on_one_repository_fetch_it_once_per_round() {
         }
     };
     let first = round(vec![None; 50]).await;
-    assert_eq!(discoverer.mirrors().fetch_count(), 1, "one fetch for 50 Warehouses");
+    assert_eq!(
+        discoverer.mirrors().fetch_count(),
+        1,
+        "one fetch for 50 Warehouses"
+    );
     for (n, found) in first.iter().enumerate() {
         assert_eq!(found.commits.len(), 1);
         assert_eq!(found.commits[0].message, format!("app {n}"));
     }
 
-    import(&origin, &[("apps/a7/config.yaml".to_owned(), "app 7 again".to_owned())]);
+    import(
+        &origin,
+        &[("apps/a7/config.yaml".to_owned(), "app 7 again".to_owned())],
+    );
     let second = round(first.iter().map(|f| Some(f.state.clone())).collect()).await;
-    assert_eq!(discoverer.mirrors().fetch_count(), 2, "one more fetch for the next round");
+    assert_eq!(
+        discoverer.mirrors().fetch_count(),
+        2,
+        "one more fetch for the next round"
+    );
     assert_eq!(second[7].commits[0].message, "app 7 again");
     assert_eq!(second[7].commits.len(), 2);
     assert_eq!(second[8].commits[0].message, "app 8");
