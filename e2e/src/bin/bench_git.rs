@@ -170,37 +170,23 @@ async fn bench(args: &Args) -> Result<String> {
         bail!("the no-change refresh fetched: {:?}", again.stats);
     }
     let fetches_before = discoverer.mirrors().fetch_count();
-    // One more commit on top (not touching app/): an incremental refresh.
-    let work = tmp.path().join("work");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--no-checkout",
-            "--filter=blob:none",
-            &url,
-            "work",
-        ],
-    )?;
-    git(
-        &work,
+    // One more commit on top, with the same tree (touching nothing): an incremental refresh.
+    let tip = git(
+        &source,
         &[
             "-c",
             "user.name=Bench",
             "-c",
             "user.email=bench@example.com",
-            "commit",
-            "--quiet",
-            "--allow-empty",
+            "commit-tree",
+            "main^{tree}",
+            "-p",
+            "main",
             "-m",
             "one more",
         ],
     )?;
-    git(
-        &work,
-        &["push", "--quiet", "origin", "HEAD:refs/heads/main"],
-    )?;
+    git(&source, &["update-ref", "refs/heads/main", &tip])?;
     let start = Instant::now();
     let moved = discoverer
         .discover(&sub("app/"), None, Some(&again.state))
