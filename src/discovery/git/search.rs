@@ -203,31 +203,6 @@ fn parse_record(record: &[u8]) -> Option<(CommitInfo, Vec<String>)> {
     ))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_are_split_and_parsed() {
-        let out = b"\x01aaa\x0017\0A <a@x>\0C <c@x>\0Subject\n\nBody\n\0\napps/a.yaml\0b\0\x01bbb\x0016\0A <a@x>\0C <c@x>\0Root\n\0";
-        let first = record_end(out, false).unwrap();
-        let (info, paths) = parse_record(&out[..first]).unwrap();
-        assert_eq!(info.id, "aaa");
-        assert_eq!(info.subject(), "Subject");
-        assert_eq!(info.committed_at.as_second(), 17);
-        assert_eq!(paths, ["apps/a.yaml", "b"]);
-        let rest = &out[first..];
-        assert_eq!(record_end(rest, false), None, "incomplete until the end");
-        let (root, paths) = parse_record(&rest[..record_end(rest, true).unwrap()]).unwrap();
-        assert_eq!(root.id, "bbb");
-        assert!(paths.is_empty());
-        assert!(
-            parse_record(b"\x01garbage").is_none(),
-            "bad input is skipped"
-        );
-    }
-}
-
 /// Whether `after` is on the first-parent line of `tip` (so the answer for `after`
 /// continues the history above it). `Ok(false)` after a force-push or a merge that left
 /// `after` on a side line.
@@ -262,4 +237,29 @@ pub(crate) async fn first_parent_line_reaches(
     let text = String::from_utf8_lossy(&ran.stdout);
     let last = text.lines().last().unwrap_or_default();
     Ok(last.split(' ').nth(1) == Some(after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_are_split_and_parsed() {
+        let out = b"\x01aaa\x0017\0A <a@x>\0C <c@x>\0Subject\n\nBody\n\0\napps/a.yaml\0b\0\x01bbb\x0016\0A <a@x>\0C <c@x>\0Root\n\0";
+        let first = record_end(out, false).unwrap();
+        let (info, paths) = parse_record(&out[..first]).unwrap();
+        assert_eq!(info.id, "aaa");
+        assert_eq!(info.subject(), "Subject");
+        assert_eq!(info.committed_at.as_second(), 17);
+        assert_eq!(paths, ["apps/a.yaml", "b"]);
+        let rest = &out[first..];
+        assert_eq!(record_end(rest, false), None, "incomplete until the end");
+        let (root, paths) = parse_record(&rest[..record_end(rest, true).unwrap()]).unwrap();
+        assert_eq!(root.id, "bbb");
+        assert!(paths.is_empty());
+        assert!(
+            parse_record(b"\x01garbage").is_none(),
+            "bad input is skipped"
+        );
+    }
 }
