@@ -3,17 +3,19 @@
 # promotion against a clone-sed-commit-push script, the UI page of a 1,000-Stage project
 # against the JSON list of its Stages, a CI webhook to a pushed dev promotion against the
 # same script, and (issue 13) the controllers of one server with a small project alone and
-# beside a 1,000-Stage one. Builds Dray in release mode, runs e2e/src/bin/bench.rs,
-# e2e/src/bin/bench_ui.rs, e2e/src/bin/bench_webhook.rs and e2e/src/bin/bench_controllers/
+# beside a 1,000-Stage one, and (issue 15) git discovery on a deep repository against
+# `git clone` + `git log`. Builds Dray in release mode, runs e2e/src/bin/bench.rs,
+# e2e/src/bin/bench_ui.rs, e2e/src/bin/bench_webhook.rs, e2e/src/bin/bench_controllers/ and
+# e2e/src/bin/bench_git.rs
 # and writes their results into docs/benchmarks.md (between the `bench:*` markers).
 #
 # Not a test and not run by CI. Takes a few minutes; needs no network beyond loopback
 # (except to install missing Debian packages).
 #
-# usage: e2e/bench/run.sh [--only discovery|promotion|ui|webhook|controllers] [--runs N]
+# usage: e2e/bench/run.sh [--only discovery|promotion|ui|webhook|controllers|git] [--runs N]
 #                         [--tags N] [--commits N] [--files N]
 #                         [--stages N] [--freight N] [--requests N] [--page-path PATH] [--board-path PATH]
-#                         [--idle-seconds N]
+#                         [--idle-seconds N] [--git-commits N]
 #
 # --runs goes to every part but ui; --stages to ui and controllers. The controller part
 # also reads DRAY_BENCH_RUNS, DRAY_BENCH_STAGES and DRAY_BENCH_IDLE_SECONDS (the flags win).
@@ -27,6 +29,8 @@ bench_args=()
 ui_args=()
 webhook_args=()
 controllers_args=()
+git_args=()
+run_git=1
 run_bench=1
 run_ui=1
 run_webhook=1
@@ -34,13 +38,14 @@ run_controllers=1
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --only)
-      [ "$#" -ge 2 ] || { echo "error: --only needs discovery, promotion, ui, webhook or controllers" >&2; exit 2; }
+      [ "$#" -ge 2 ] || { echo "error: --only needs discovery, promotion, ui, webhook, controllers or git" >&2; exit 2; }
       case "$2" in
-        ui) run_bench=0; run_webhook=0; run_controllers=0 ;;
-        webhook) run_bench=0; run_ui=0; run_controllers=0 ;;
-        controllers) run_bench=0; run_ui=0; run_webhook=0 ;;
-        discovery | promotion) run_ui=0; run_webhook=0; run_controllers=0; bench_args+=(--only "$2") ;;
-        *) echo "error: --only takes discovery, promotion, ui, webhook or controllers, not '$2'" >&2; exit 2 ;;
+        ui) run_bench=0; run_webhook=0; run_controllers=0; run_git=0 ;;
+        webhook) run_bench=0; run_ui=0; run_controllers=0; run_git=0 ;;
+        controllers) run_bench=0; run_ui=0; run_webhook=0; run_git=0 ;;
+        git) run_bench=0; run_ui=0; run_webhook=0; run_controllers=0 ;;
+        discovery | promotion) run_ui=0; run_webhook=0; run_controllers=0; run_git=0; bench_args+=(--only "$2") ;;
+        *) echo "error: --only takes discovery, promotion, ui, webhook, controllers or git, not '$2'" >&2; exit 2 ;;
       esac
       shift 2 ;;
     --runs)
@@ -49,6 +54,9 @@ while [ "$#" -gt 0 ]; do
     --stages)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
       ui_args+=("$1" "$2"); controllers_args+=("$1" "$2"); shift 2 ;;
+    --git-commits)
+      [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
+      git_args+=(--commits "$2"); shift 2 ;;
     --idle-seconds)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
       controllers_args+=("$1" "$2"); shift 2 ;;
@@ -109,6 +117,9 @@ fi
 if [ "$run_controllers" -eq 1 ]; then
   "$ROOT/target/release/bench_controllers" --out-dir "$out" "${controllers_args[@]}" || status=$?
 fi
+if [ "$run_git" -eq 1 ]; then
+  "$ROOT/target/release/bench_git" --out-dir "$out" "${git_args[@]}" || status=$?
+fi
 
 # --- docs/benchmarks.md --------------------------------------------------------------
 cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)"
@@ -121,7 +132,7 @@ tools="git $(git --version | awk '{print $3}'), skopeo $(skopeo --version | awk 
 header="_Measured $(date -u +%Y-%m-%d) on $machine, load average $load when the run started; Dray at \`$commit\`, release build; $tools._"
 
 doc="$ROOT/docs/benchmarks.md"
-for part in discovery promotion ui webhook controllers; do
+for part in discovery promotion ui webhook controllers git; do
   [ -s "$out/$part.md" ] || continue
   python3 - "$doc" "$part" "$header" "$out/$part.md" <<'PY'
 import pathlib, sys

@@ -326,6 +326,14 @@ pub(crate) fn askpass_env(creds: &GitCredentials, script: &Path) -> Vec<(OsStrin
     ]
 }
 
+/// The environment variables that hand `creds` to a `git` process through Dray's askpass
+/// script (for git commands run outside the steps, e.g. the mirror cache's fetches and
+/// the lazy blob fetches of a partial mirror). The secret is only in the environment.
+pub fn credential_env(creds: &GitCredentials) -> Result<Vec<(OsString, OsString)>, String> {
+    let script = askpass_script().map_err(|e| e.to_string())?;
+    Ok(askpass_env(creds, script))
+}
+
 /// The askpass script, written once per process into a fresh private directory.
 pub(crate) fn askpass_script() -> Result<&'static Path, GitError> {
     static SCRIPT: OnceLock<Result<PathBuf, String>> = OnceLock::new();

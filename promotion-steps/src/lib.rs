@@ -47,7 +47,7 @@ pub use context::{
     LogSink, NoCredentials, NoExprs, RepoCache, StepContext, TargetFreight, ToolPaths,
 };
 pub use effects::{ArgocdApplication, Effect, MetadataKind, PullRequestRef, Writes};
-pub use git::{MirrorLocks, PushLocks};
+pub use git::{MirrorLocks, PushLocks, credential_env};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
 pub use transient::is_transient_status;

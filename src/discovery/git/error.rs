@@ -173,22 +173,54 @@ pub enum GitDiscoveryError {
         reason: String,
     },
 
-    /// No commit within the walk bound passed the path filters (or all were Dray's own).
+    /// No commit of the branch (back to `since`, when set) passed the path filters (or all
+    /// were Dray's own).
     #[error(
-        "no commit among {} {scanned} commits of `{branch}` in `{url}` touches includePaths \
-         (and not only excludePaths) and passes expressionFilter and since without being \
-         Dray's own; hint: check `includePaths`/`excludePaths`, `expressionFilter` and `since`",
-        if *bounded { "the newest" } else { "all" }
+        "no commit of `{branch}` in `{url}` ({}) touches includePaths (and not only \
+         excludePaths) and passes expressionFilter and since without being Dray's own ({scanned} \
+         candidate commits read); hint: check `includePaths`/`excludePaths`, `expressionFilter` \
+         and `since`",
+        match since { Some(since) => format!("back to since `{since}`"), None => "its whole history".to_owned() }
     )]
     NoCommitInPaths {
         /// The repository URL (redacted).
         url: String,
-        /// The branch walked.
+        /// The branch searched.
         branch: String,
-        /// How many commits were looked at.
+        /// How many commits the search read (after pathspec narrowing).
         scanned: usize,
-        /// Whether the walk stopped at the bound rather than at the root.
-        bounded: bool,
+        /// The `since` bound, when one stopped the search.
+        since: Option<String>,
+    },
+
+    /// A fetch into the mirror ran past its deadline; git was stopped, the mirror unlocked.
+    #[error(
+        "fetching `{url}` did not finish in {}; the fetch was stopped and the mirror `{}` \
+         unlocked (the next discovery retries); hint: check that the git server answers, or \
+         that the network to it is not stalled",
+        humantime(*timeout),
+        mirror.display()
+    )]
+    FetchTimedOut {
+        /// The repository URL (redacted).
+        url: String,
+        /// The mirror's directory.
+        mirror: PathBuf,
+        /// The deadline that passed.
+        timeout: std::time::Duration,
+    },
+
+    /// Waiting for another fetch of the same mirror (or a promotion's worktree) took too long.
+    #[error(
+        "waited {} for the mirror of `{url}` held by another fetch or promotion; hint: retry; \
+         if it persists, look for a stalled fetch of this repository in the log",
+        humantime(*waited)
+    )]
+    MirrorBusy {
+        /// The repository URL (redacted).
+        url: String,
+        /// How long it waited.
+        waited: std::time::Duration,
     },
 
     /// Reading commits, trees or tags from the mirror failed.
@@ -213,6 +245,18 @@ pub enum GitDiscoveryError {
         /// The join error.
         reason: String,
     },
+}
+
+/// `2m`, `90s`: a duration as the messages write it.
+fn humantime(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 && secs % 60 == 0 {
+        format!("{}m", secs / 60)
+    } else if secs > 0 {
+        format!("{secs}s")
+    } else {
+        format!("{}ms", d.as_millis())
+    }
 }
 
 fn list(items: &[String]) -> String {

@@ -58,6 +58,11 @@ impl CommitFilter {
         })
     }
 
+    /// The `since` bound, if any.
+    pub(crate) fn since(&self) -> Option<jiff::Timestamp> {
+        self.since
+    }
+
     /// Whether `commit`, found on `branch` or under `tag`, counts.
     pub(crate) fn accepts(
         &self,

@@ -1,5 +1,6 @@
-//! Reading history from a mirror with `gix`: first-parent walks that diff each commit
-//! against its first parent, tag resolution and the metadata Freight records.
+//! Reading history from a mirror with `gix`: tag resolution, a commit's diff against its
+//! first parent, first-parent logs of a stage branch and the metadata Freight records.
+//! (The `NewestFromBranch` search is `git log` over the commit-graph: [`super::search`].)
 //!
 //! Blocking: call from `spawn_blocking`. Decides nothing about which commit wins beyond
 //! applying [`PathFilter`] and skipping Dray's own commits; the strategies live in
@@ -37,56 +38,25 @@ impl CommitInfo {
     }
 }
 
-/// What a branch walk found.
-#[derive(Debug, Default)]
-pub(crate) struct Walk {
-    /// Matching commits, newest first.
-    pub(crate) commits: Vec<CommitInfo>,
-    /// How many commits were read.
-    pub(crate) scanned: usize,
-    /// Whether the walk stopped at the bound before reaching the root commit.
-    pub(crate) bounded: bool,
-}
-
 type Result<T> = std::result::Result<T, String>;
 
 fn err(e: impl std::error::Error + 'static) -> String {
     super::error::chain(&e)
 }
 
-/// Walk first-parent history from `head`, keeping at most `limit` commits that are not
-/// Dray's own, that `filter` finds relevant and that `accept` accepts, reading at most
-/// `bound` commits.
-pub(crate) fn walk_branch(
+/// The commits `ids`, in order; `None` when one is not in the mirror.
+pub(crate) fn read_commits(
     repo: &gix::Repository,
-    head: &str,
-    filter: &PathFilter,
-    limit: usize,
-    bound: usize,
-    accept: &mut dyn FnMut(&CommitInfo) -> Result<bool>,
-) -> Result<Walk> {
-    let mut walk = Walk::default();
-    let mut next = Some(parse_id(head)?);
-    while let Some(id) = next {
-        if walk.scanned == bound {
-            walk.bounded = true;
-            break;
-        }
-        walk.scanned += 1;
-        let commit = repo.find_commit(id).map_err(err)?;
-        let info = commit_info(&commit)?;
-        let counts = !is_dray_commit(&info.message)
-            && (!filter.is_active() || filter.is_relevant(paths(&changed_paths(repo, &commit)?)))
-            && accept(&info)?;
-        if counts {
-            walk.commits.push(info);
-            if walk.commits.len() == limit {
-                break;
-            }
-        }
-        next = commit.parent_ids().next().map(|p| p.detach());
+    ids: &[String],
+) -> Result<Option<Vec<CommitInfo>>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Ok(commit) = repo.find_commit(parse_id(id)?) else {
+            return Ok(None);
+        };
+        out.push(commit_info(&commit)?);
     }
-    Ok(walk)
+    Ok(Some(out))
 }
 
 /// The commit a tag (`refs/tags/NAME` in the mirror) finally points to, with the time

@@ -8,10 +8,23 @@
 //! answering the server's authentication challenge with [`GitCredentials`]. Does not
 //! choose commits (see [`super::GitDiscoverer`]) and does not push or make worktrees.
 //!
-//! All git work here is `gix` (blocking, so it runs in `spawn_blocking`); its `file://`
-//! transport runs `git upload-pack`. Credentials go to gix's credential hook only: they
-//! are never put in argv, in a URL, in the mirror's config or in a message. Mirrors are
-//! opened with repository-local configuration only, so a user's credential helpers or
+//! Listing is `gix` (blocking, so it runs in `spawn_blocking`); its `file://` transport
+//! runs `git upload-pack`. Fetching is the `git` CLI ([`super::cli`]), so that:
+//! - the first fetch is a partial clone (`--filter=blob:none`) when the server allows it
+//!   (blobs are fetched on demand by the promotions' worktrees, with their credentials);
+//!   a server that refuses filters gets a full fetch, recorded in the log;
+//! - every fetch has an overall deadline ([`FETCH_TIMEOUT`] by default): past it git and
+//!   its remote helper are killed and the lock released, with [`GitDiscoveryError::FetchTimedOut`];
+//! - after each fetch a split commit-graph with changed-path Bloom filters is written
+//!   (incrementally), which the branch search ([`super::search`]) reads.
+//!
+//! One fetch serves many askers: [`MirrorCache::fetch_to`] takes the ref listing the asker
+//! just saw, and an asker that waited (bounded) behind a running fetch finds the mirror
+//! already there and fetches nothing; [`MirrorCache::fetch_count`] counts real fetches.
+//!
+//! Credentials go to gix's credential hook or git's askpass environment only: they are
+//! never put in argv, in a URL, in the mirror's config or in a message. Mirrors are read
+//! with repository-local configuration only, so a user's credential helpers or
 //! `url.insteadOf` rules on the host never change what Dray fetches (HTTP proxy
 //! variables are still honoured). Like the git CLI, basic auth is sent over plain
 //! `http://` too (in-cluster and loopback servers), with a warning for other hosts.
@@ -22,8 +35,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use gix::bstr::ByteSlice as _;
 use gix::credentials::helper::Action;
@@ -32,13 +46,28 @@ use gix::protocol::handshake::Ref;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 use sha2::{Digest as _, Sha256};
 
+use super::cli;
 use super::error::{GitDiscoveryError, chain, redact_url};
 
 /// How long listing a remote's refs may take.
 pub const LS_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long one fetch into a mirror may take by default; past it git is killed and the
+/// mirror unlocked ([`MirrorCache::with_fetch_timeout`] changes it).
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long writing a mirror's commit-graph may take (a slow write is stopped; the mirror
+/// stays usable, searches only lose the Bloom filters' help).
+const GRAPH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a small local git command (a config write) may take.
+const LOCAL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The refspecs every mirror fetches: all branches and all tags, forced.
 const REFSPECS: [&str; 2] = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
+
+/// The name of the mirror's one configured remote (the promisor of a partial mirror).
+const REMOTE: &str = "origin";
 
 /// A user name and a password or token for one repository. `Debug` hides the password.
 #[derive(Clone, PartialEq, Eq)]
@@ -99,6 +128,8 @@ impl RemoteRefs {
 pub struct MirrorCache {
     root: PathBuf,
     locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    fetch_timeout: Duration,
+    fetches: AtomicU64,
 }
 
 impl MirrorCache {
@@ -107,7 +138,26 @@ impl MirrorCache {
         Self {
             root: data_dir.as_ref().join("git-mirrors"),
             locks: Mutex::default(),
+            fetch_timeout: FETCH_TIMEOUT,
+            fetches: AtomicU64::new(0),
         }
+    }
+
+    /// Stop each fetch after `timeout` instead of [`FETCH_TIMEOUT`] (at least 1 ms).
+    pub fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// How many fetches (git processes transferring from a remote) this cache has run.
+    pub fn fetch_count(&self) -> u64 {
+        self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// The longest an asker waits for another's fetch (or a promotion's worktree) of the
+    /// same mirror: that fetch's own bounds, and a margin.
+    fn lock_wait(&self) -> Duration {
+        self.fetch_timeout + GRAPH_TIMEOUT + 2 * LOCAL_TIMEOUT
     }
 
     /// The directory holding every mirror.
@@ -166,27 +216,275 @@ impl MirrorCache {
     }
 
     /// Bring the mirror of `url` up to date (creating it on first use) and return its
-    /// directory. Incremental: only objects the mirror lacks are transferred.
+    /// directory. Incremental: only objects the mirror lacks are transferred. Lists the
+    /// remote first; see [`fetch_to`](Self::fetch_to).
     pub async fn fetch(
         &self,
         url: &str,
         creds: Option<&GitCredentials>,
     ) -> Result<PathBuf, GitDiscoveryError> {
+        let remote = self.list_remote(url, creds).await?;
+        self.fetch_to(url, creds, &remote).await
+    }
+
+    /// Bring the mirror of `url` up to `remote` (a listing the caller just took) and return
+    /// its directory. When the mirror already holds every branch and tag as listed (say,
+    /// another Warehouse's fetch ran while this one waited for the lock), nothing is
+    /// fetched. Waits for the lock at most [`Self::lock_wait`].
+    pub async fn fetch_to(
+        &self,
+        url: &str,
+        creds: Option<&GitCredentials>,
+        remote: &RemoteRefs,
+    ) -> Result<PathBuf, GitDiscoveryError> {
         if creds.is_some() && is_plain_http_to_remote_host(url) {
             tracing::warn!(url = %redact_url(url), "sending credentials over plain http");
         }
-        let _guard = self.lock(url).await;
+        let wait = self.lock_wait();
+        let busy = || GitDiscoveryError::MirrorBusy {
+            url: redact_url(url),
+            waited: wait,
+        };
+        let _guard = tokio::time::timeout(wait, self.lock(url))
+            .await
+            .map_err(|_| busy())?;
         let mirror = self.mirror_path(url);
         // Promotions add worktrees to this mirror; a fetch must not read their half-made
         // entries (see `dray_steps::RepoCache`).
-        let _worktrees = dray_steps::MirrorLocks::global().lock(&mirror).await;
-        let (task_url, creds, path) = (url.to_owned(), creds.cloned(), mirror.clone());
-        blocking(url, move || {
-            fetch_blocking(&path, &task_url, creds.as_ref())
-        })
-        .await?;
+        let _worktrees =
+            tokio::time::timeout(wait, dray_steps::MirrorLocks::global().lock(&mirror))
+                .await
+                .map_err(|_| busy())?;
+        let (path, wanted) = (mirror.clone(), remote.clone());
+        let state = blocking(url, move || mirror_state(&path, &wanted)).await?;
+        if state.up_to_date {
+            tracing::debug!(url = %redact_url(url), "mirror already holds the listed refs; no fetch");
+            return Ok(mirror);
+        }
+        self.fetches.fetch_add(1, Ordering::Relaxed);
+        self.fetch_cli(&mirror, url, creds, &state).await?;
+        write_commit_graph(&mirror, url).await;
+        if let Some(target) = remote.head_target.clone() {
+            let (path, task_url) = (mirror.clone(), url.to_owned());
+            blocking(url, move || {
+                let repo = open_or_init(&path)?;
+                point_head(&repo, &target).map_err(|reason| GitDiscoveryError::Fetch {
+                    url: redact_url(&task_url),
+                    mirror: path.clone(),
+                    reason,
+                })
+            })
+            .await?;
+        }
         Ok(mirror)
     }
+
+    /// `git fetch` into `mirror`, a partial clone when it is new and the server allows it,
+    /// all within the fetch deadline.
+    async fn fetch_cli(
+        &self,
+        mirror: &Path,
+        url: &str,
+        creds: Option<&GitCredentials>,
+        state: &MirrorState,
+    ) -> Result<(), GitDiscoveryError> {
+        let deadline = tokio::time::Instant::now() + self.fetch_timeout;
+        let (clean, creds) = cli::split_user_info(url, creds);
+        let fetch_error = |reason: String| GitDiscoveryError::Fetch {
+            url: redact_url(url),
+            mirror: mirror.to_owned(),
+            reason: scrub(&reason, url, creds.as_ref()),
+        };
+        let remote_url = format!("remote.{REMOTE}.url");
+        if state.configured_url.as_deref() != Some(clean.as_str()) {
+            git_config(mirror, &[remote_url.as_str(), clean.as_str()])
+                .await
+                .map_err(fetch_error)?;
+        }
+        let mut partial = state.fresh;
+        if partial {
+            set_partial(mirror, true).await.map_err(fetch_error)?;
+        }
+        loop {
+            let mut args = vec![
+                "-c",
+                "transfer.unpackLimit=1",
+                "fetch",
+                "--quiet",
+                "--prune",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-auto-maintenance",
+            ];
+            if partial {
+                args.push("--filter=blob:none");
+            }
+            args.push(REMOTE);
+            args.extend(REFSPECS);
+            let cmd = cli::command(mirror, &args, creds.as_ref()).map_err(fetch_error)?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let ran = match cli::run(cmd, left).await {
+                Ok(ran) => ran,
+                Err(cli::RunError::Spawn(reason)) => return Err(fetch_error(reason)),
+                Err(cli::RunError::TimedOut) => {
+                    tracing::warn!(url = %redact_url(url), timeout_secs = self.fetch_timeout.as_secs(), "mirror fetch timed out; git stopped, mirror unlocked");
+                    return Err(GitDiscoveryError::FetchTimedOut {
+                        url: redact_url(url),
+                        mirror: mirror.to_owned(),
+                        timeout: self.fetch_timeout,
+                    });
+                }
+            };
+            let refused_filter = ran.stderr.contains("filtering not recognized by server")
+                || (!ran.success && ran.stderr.contains("filter"));
+            if partial && refused_filter {
+                // The server does not allow partial clones (`uploadpack.allowFilter`).
+                tracing::info!(url = %redact_url(url), "the server refuses partial clones; the mirror holds every blob");
+                set_partial(mirror, false).await.map_err(fetch_error)?;
+                partial = false;
+                if ran.success {
+                    return Ok(());
+                }
+                continue;
+            }
+            if ran.success {
+                if partial {
+                    tracing::info!(url = %redact_url(url), "mirror created as a partial clone (blob:none); blobs are fetched when a checkout needs them");
+                }
+                return Ok(());
+            }
+            if is_auth_failure(&ran.stderr) {
+                return Err(GitDiscoveryError::AuthenticationFailed {
+                    url: redact_url(url),
+                    had_credentials: creds.is_some(),
+                });
+            }
+            return Err(fetch_error(ran.stderr));
+        }
+    }
+}
+
+/// What the mirror holds, before a fetch.
+struct MirrorState {
+    /// It holds every branch and tag of the listing at the listed commit, and no others.
+    up_to_date: bool,
+    /// It holds no ref at all yet (the first fetch).
+    fresh: bool,
+    /// Its configured remote URL.
+    configured_url: Option<String>,
+}
+
+fn mirror_state(path: &Path, wanted: &RemoteRefs) -> Result<MirrorState, GitDiscoveryError> {
+    let repo = open_or_init(path)?;
+    let mirror_error = |reason: String| GitDiscoveryError::Mirror {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut held = BTreeMap::new();
+    let refs = repo.references().map_err(|e| mirror_error(chain(&e)))?;
+    for prefix in ["refs/heads/", "refs/tags/"] {
+        for reference in refs.prefixed(prefix).map_err(|e| mirror_error(chain(&e)))? {
+            let mut reference = reference.map_err(|e| mirror_error(e.to_string()))?;
+            let name = reference.name().as_bstr().to_str_lossy().into_owned();
+            let id = reference
+                .peel_to_id()
+                .map(|id| id.to_string())
+                .unwrap_or_default();
+            held.insert(name, id);
+        }
+    }
+    let listed: BTreeMap<&String, &String> = wanted
+        .refs
+        .iter()
+        .filter(|(name, _)| name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+        .collect();
+    let up_to_date = !listed.is_empty()
+        && listed.len() == held.len()
+        && listed
+            .iter()
+            .all(|(name, id)| held.get(name.as_str()) == Some(*id));
+    let configured_url = repo
+        .config_snapshot()
+        .string(format!("remote.{REMOTE}.url").as_str())
+        .map(|url| url.to_str_lossy().into_owned());
+    Ok(MirrorState {
+        up_to_date,
+        fresh: held.is_empty(),
+        configured_url,
+    })
+}
+
+/// Whether git's stderr says the server refused (or wanted) credentials.
+fn is_auth_failure(stderr: &str) -> bool {
+    [
+        "Authentication failed",
+        "could not read Username",
+        "could not read Password",
+        "terminal prompts disabled",
+        "HTTP 401",
+        "HTTP 403",
+        "Permission denied",
+    ]
+    .iter()
+    .any(|needle| stderr.contains(needle))
+}
+
+/// `git config KEY VALUE` (or `--unset KEY` with one argument) in the mirror.
+async fn git_config(mirror: &Path, key_value: &[&str]) -> Result<(), String> {
+    let mut args = vec!["config"];
+    if key_value.len() == 1 {
+        args.push("--unset");
+    }
+    args.extend_from_slice(key_value);
+    let cmd = cli::command(mirror, &args, None)?;
+    match cli::run(cmd, LOCAL_TIMEOUT).await {
+        Ok(ran) if ran.success => Ok(()),
+        // `--unset` of a key that is not there.
+        Ok(ran) if key_value.len() == 1 && ran.stderr.is_empty() => Ok(()),
+        Ok(ran) => Err(format!("git config {}: {}", key_value[0], ran.stderr)),
+        Err(cli::RunError::Spawn(e)) => Err(e),
+        Err(cli::RunError::TimedOut) => Err(format!("git config {} did not finish", key_value[0])),
+    }
+}
+
+/// Make the mirror a partial clone of its remote (promisor, `blob:none`), or undo that.
+async fn set_partial(mirror: &Path, on: bool) -> Result<(), String> {
+    let promisor = format!("remote.{REMOTE}.promisor");
+    let filter = format!("remote.{REMOTE}.partialclonefilter");
+    if on {
+        git_config(mirror, &["core.repositoryformatversion", "1"]).await?;
+        git_config(mirror, &["extensions.partialclone", REMOTE]).await?;
+        git_config(mirror, &[promisor.as_str(), "true"]).await?;
+        git_config(mirror, &[filter.as_str(), "blob:none"]).await
+    } else {
+        git_config(mirror, &["extensions.partialclone"]).await?;
+        git_config(mirror, &[promisor.as_str()]).await?;
+        git_config(mirror, &[filter.as_str()]).await
+    }
+}
+
+/// Write (or extend) the mirror's split commit-graph with changed-path Bloom filters. A
+/// failure only costs speed: it is logged, never returned.
+async fn write_commit_graph(mirror: &Path, url: &str) {
+    let args = [
+        "commit-graph",
+        "write",
+        "--reachable",
+        "--changed-paths",
+        "--split",
+        "--no-progress",
+    ];
+    let outcome = match cli::command(mirror, &args, None) {
+        Ok(cmd) => cli::run(cmd, GRAPH_TIMEOUT).await,
+        Err(e) => Err(cli::RunError::Spawn(e)),
+    };
+    let problem = match outcome {
+        Ok(ran) if ran.success => return,
+        Ok(ran) => ran.stderr,
+        Err(cli::RunError::Spawn(e)) => e,
+        Err(cli::RunError::TimedOut) => format!("stopped after {}s", GRAPH_TIMEOUT.as_secs()),
+    };
+    tracing::warn!(url = %redact_url(url), %problem, "could not write the mirror's commit-graph; history searches are slower");
 }
 
 impl MirrorCache {
@@ -253,64 +551,6 @@ fn list_remote_blocking(
         .ref_map(gix::progress::Discard, ref_map_options())
         .map_err(|err| connect_error(url, creds, &err))?;
     Ok(remote_refs(&ref_map.remote_refs))
-}
-
-fn fetch_blocking(
-    mirror: &Path,
-    url: &str,
-    creds: Option<&GitCredentials>,
-) -> Result<(), GitDiscoveryError> {
-    let repo = open_or_init(mirror)?;
-    let remote = remote_for(&repo, url, creds)?;
-    let prepare = remote
-        .connect(gix::remote::Direction::Fetch)
-        .map_err(|err| connect_error(url, creds, &err))?
-        .with_credentials(authenticate(creds.cloned()))
-        .prepare_fetch(gix::progress::Discard, ref_map_options())
-        .map_err(|err| connect_error(url, creds, &err))?;
-    let fetch_error = |reason: String| GitDiscoveryError::Fetch {
-        url: redact_url(url),
-        mirror: mirror.to_owned(),
-        reason: scrub(&reason, url, creds),
-    };
-    let outcome = prepare
-        .receive(gix::progress::Discard, &AtomicBool::new(false))
-        .map_err(|err| fetch_error(chain(&err)))?;
-    let advertised = remote_refs(&outcome.ref_map.remote_refs);
-    prune(&repo, &advertised).map_err(fetch_error)?;
-    if let Some(target) = &advertised.head_target {
-        point_head(&repo, target).map_err(fetch_error)?;
-    }
-    Ok(())
-}
-
-/// Delete local branches and tags the remote no longer has, so a deleted branch cannot
-/// be followed from a stale mirror.
-fn prune(repo: &gix::Repository, advertised: &RemoteRefs) -> Result<(), String> {
-    let mut stale = Vec::new();
-    let refs = repo.references().map_err(|e| chain(&e))?;
-    for prefix in ["refs/heads/", "refs/tags/"] {
-        for reference in refs.prefixed(prefix).map_err(|e| chain(&e))? {
-            let reference = reference.map_err(|e| e.to_string())?;
-            let name = reference.name().as_bstr().to_str_lossy().into_owned();
-            if !advertised.refs.contains_key(&name) {
-                stale.push(reference.name().to_owned());
-            }
-        }
-    }
-    if stale.is_empty() {
-        return Ok(());
-    }
-    let edits = stale.into_iter().map(|name| RefEdit {
-        change: Change::Delete {
-            expected: PreviousValue::Any,
-            log: RefLog::AndReference,
-        },
-        name,
-        deref: false,
-    });
-    repo.edit_references(edits).map_err(|e| chain(&e))?;
-    Ok(())
 }
 
 /// Point the mirror's `HEAD` at the remote's default branch, as `git clone --mirror` does.

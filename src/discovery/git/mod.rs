@@ -5,11 +5,14 @@
 //! short-circuit (an unchanged branch head or tag set costs one round trip and no fetch,
 //! see [`GitDiscoveryState`]), an incremental fetch into the mirror, then the strategy:
 //!
-//! - `NewestFromBranch` (default): walk first-parent history from the head of `branch`
+//! - `NewestFromBranch` (default): search first-parent history from the head of `branch`
 //!   (or the remote's default branch), diffing each commit against its first parent, and
-//!   keep commits that touch `includePaths` and not only `excludePaths`; the walk reads
-//!   at most [`MAX_WALK`] commits. A README-only commit on top of an included one
-//!   therefore still selects the older commit, and no new Freight is minted.
+//!   keep commits that touch `includePaths` and not only `excludePaths`, at any depth
+//!   ([`search`]: `git log` over the mirror's commit-graph and changed-path Bloom
+//!   filters; `since` bounds it). A README-only commit on top of an included one
+//!   therefore still selects the older commit, and no new Freight is minted. Later
+//!   refreshes read only the commits above the head seen last time
+//!   ([`GitDiscoveryState::found`] keeps the previous answer).
 //! - `SemVer`, `Lexical`, `NewestTag`: order the tags that pass `allowTags`/`ignoreTags`
 //!   (and `semverConstraint`; pre-releases only when the range names one) and keep the
 //!   tagged commits that pass the path filters.
@@ -21,8 +24,9 @@
 //! are never followed. Does not mint Freight (the Warehouse controller does that from
 //! [`GitDiscovery::commits`]) and does not push or make worktrees.
 //!
-//! Files: [`mirror`] (the cache, `ls-remote`, fetch, credentials), `select` (pure
-//! selection rules), `history` (walks and diffs in a mirror), [`error`].
+//! Files: [`mirror`] (the cache, `ls-remote`, fetch, credentials), `cli` (running the
+//! `git` CLI), `search` (the branch search), `select` (pure selection rules), `history`
+//! (tags, diffs and logs read with gix), [`error`].
 //!
 //! ```no_run
 //! # async fn example(sub: &dray::api::GitSubscription) -> Result<(), Box<dyn std::error::Error>> {
@@ -37,13 +41,17 @@
 //! # Ok(()) }
 //! ```
 
+mod cli;
 pub mod error;
 pub mod filter;
 mod history;
 pub mod mirror;
+mod search;
 pub(crate) mod select;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_scale;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,16 +62,13 @@ use sha2::{Digest as _, Sha256};
 use crate::api::{CommitSelectionStrategy, FreightCommit, GitSubscription};
 
 pub use error::{GitDiscoveryError, redact_url};
-pub use mirror::{GitCredentials, MirrorCache, RemoteRefs};
+pub use mirror::{FETCH_TIMEOUT, GitCredentials, MirrorCache, RemoteRefs};
 pub use select::{PROMOTION_TRAILER, is_dray_commit};
 
 use filter::CommitFilter;
 use history::CommitInfo;
 use mirror::blocking;
 use select::{PathFilter, SemverConstraint, TagFilter, parse_version, sort_semver};
-
-/// The most commits a `NewestFromBranch` walk reads before giving up.
-pub const MAX_WALK: usize = 1000;
 
 /// The largest `discoveryLimit` honoured.
 pub const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -122,6 +127,21 @@ pub struct GitDiscoveryState {
     /// A hash of every `tag commit` pair the remote has (tag strategies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<String>,
+    /// The commits selected at `head`, newest first (`NewestFromBranch`): when the head
+    /// moves on, only the commits above it are searched and these complete the answer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub found: Vec<String>,
+}
+
+impl GitDiscoveryState {
+    /// Whether the remote shows the same thing for the same subscription (ignoring
+    /// [`found`](Self::found)).
+    pub fn same_remote(&self, other: &GitDiscoveryState) -> bool {
+        self.spec == other.spec
+            && self.branch == other.branch
+            && self.head == other.head
+            && self.tags == other.tags
+    }
 }
 
 /// How much work a discovery did (for metrics and tests; no timings).
@@ -132,8 +152,12 @@ pub struct GitDiscoveryStats {
     pub fetched: bool,
     /// How many refs the remote advertised.
     pub refs: usize,
-    /// How many commits the branch walk read.
+    /// How many commits the branch search read (after pathspec narrowing).
     pub commits_scanned: usize,
+    /// Whether the branch search was narrowed by pathspecs (git used the Bloom filters).
+    pub narrowed: bool,
+    /// Whether only the commits above the previously seen head were searched.
+    pub incremental: bool,
     /// How many tags passed the tag filters and were looked at.
     pub tags_considered: usize,
 }
@@ -156,22 +180,12 @@ pub struct GitDiscovery {
 #[derive(Clone, Debug)]
 pub struct GitDiscoverer {
     mirrors: Arc<MirrorCache>,
-    walk_bound: usize,
 }
 
 impl GitDiscoverer {
     /// A discoverer fetching into `mirrors`.
     pub fn new(mirrors: Arc<MirrorCache>) -> Self {
-        Self {
-            mirrors,
-            walk_bound: MAX_WALK,
-        }
-    }
-
-    /// Read at most `bound` commits per branch walk instead of [`MAX_WALK`].
-    pub fn with_walk_bound(mut self, bound: usize) -> Self {
-        self.walk_bound = bound.max(1);
-        self
+        Self { mirrors }
     }
 
     /// The mirror cache it fetches into.
@@ -196,25 +210,39 @@ impl GitDiscoverer {
             ..Default::default()
         };
         let state = rules.state(&remote, url)?;
-        if previous == Some(&state) {
+        if let Some(previous) = previous.filter(|p| p.same_remote(&state)) {
             return Ok(GitDiscovery {
                 commits: Vec::new(),
                 unchanged: true,
+                state: previous.clone(),
+                stats,
+            });
+        }
+        let mirror = self.mirrors.fetch_to(url, creds, &remote).await?;
+        stats.fetched = true;
+
+        if let (Some(branch), Some(head)) = (state.branch.clone(), state.head.clone()) {
+            let commits = rules
+                .select_branch(&mirror, url, &branch, &head, previous, &mut stats)
+                .await?;
+            let state = GitDiscoveryState {
+                found: commits.iter().map(|c| c.id.clone()).collect(),
+                ..state
+            };
+            return Ok(GitDiscovery {
+                commits,
+                unchanged: false,
                 state,
                 stats,
             });
         }
-        let mirror = self.mirrors.fetch(url, creds).await?;
-        stats.fetched = true;
-
-        let (task_url, bound) = (url.to_owned(), self.walk_bound);
-        let (task_state, task_remote) = (state.clone(), remote);
-        let (commits, scanned, tags) = blocking(url, move || {
+        let task_url = url.to_owned();
+        let task_remote = remote;
+        let (commits, tags) = blocking(url, move || {
             let repo = mirror::open_or_init(&mirror)?;
-            rules.select(&repo, &task_url, &task_state, &task_remote, bound)
+            rules.select_tags(&repo, &task_url, &task_remote)
         })
         .await?;
-        stats.commits_scanned = scanned;
         stats.tags_considered = tags;
         Ok(GitDiscovery {
             commits,
@@ -267,11 +295,7 @@ impl Rules {
         remote: &RemoteRefs,
         url: &str,
     ) -> Result<GitDiscoveryState, GitDiscoveryError> {
-        let spec = short_hash(
-            serde_json::to_string(&self.sub)
-                .unwrap_or_default()
-                .as_bytes(),
-        );
+        let spec = short_hash_of(&self.sub);
         if self.sub.commit_selection_strategy != CommitSelectionStrategy::NewestFromBranch {
             let mut lines = String::new();
             for (tag, id) in remote.tags() {
@@ -290,6 +314,7 @@ impl Rules {
             branch: Some(branch),
             head,
             tags: None,
+            found: Vec::new(),
         })
     }
 
@@ -334,53 +359,121 @@ impl Rules {
         Ok(branch)
     }
 
-    /// Run the strategy in the fetched mirror: `(commits, commits scanned, tags considered)`.
-    fn select(
+    /// `NewestFromBranch` in the fetched mirror: the newest `discoveryLimit` commits of
+    /// `branch` (at `head`) that count. With `previous` (same subscription, an older head
+    /// on the same first-parent line) only the commits above that head are searched.
+    async fn select_branch(
         &self,
-        repo: &gix::Repository,
+        mirror: &std::path::Path,
         url: &str,
-        state: &GitDiscoveryState,
-        remote: &RemoteRefs,
-        bound: usize,
-    ) -> Result<(Vec<DiscoveredCommit>, usize, usize), GitDiscoveryError> {
+        branch: &str,
+        head: &str,
+        previous: Option<&GitDiscoveryState>,
+        stats: &mut GitDiscoveryStats,
+    ) -> Result<Vec<DiscoveredCommit>, GitDiscoveryError> {
         let history_error = |reason: String| GitDiscoveryError::History {
             url: redact_url(url),
             reason,
         };
-        if let (Some(branch), Some(head)) = (&state.branch, &state.head) {
-            // A filter's own error is kept here and returned as it is, not as a history error.
-            let mut refused = None;
-            let mut accept = |commit: &CommitInfo| {
-                self.commits
-                    .accepts(url, commit, Some(branch), None)
-                    .map_err(|error| {
-                        let message = error.to_string();
-                        refused = Some(error);
-                        message
-                    })
-            };
-            let walked =
-                history::walk_branch(repo, head, &self.paths, self.limit, bound, &mut accept);
-            if let Some(error) = refused {
-                return Err(error);
-            }
-            let walk = walked.map_err(history_error)?;
-            if walk.commits.is_empty() {
-                return Err(GitDiscoveryError::NoCommitInPaths {
-                    url: redact_url(url),
-                    branch: branch.clone(),
-                    scanned: walk.scanned,
-                    bounded: walk.bounded,
-                });
-            }
-            let commits = walk
-                .commits
+        let since = self.commits.since();
+        let mut accept =
+            |commit: &CommitInfo| self.commits.accepts(url, commit, Some(branch), None);
+        let earlier = previous
+            .filter(|p| p.spec == short_hash_of(&self.sub) && p.branch.as_deref() == Some(branch))
+            .filter(|p| !p.found.is_empty())
+            .and_then(|p| Some((p.head.clone()?, p.found.clone())));
+        let mut found = None;
+        if let Some((last, kept)) = earlier
+            && search::first_parent_line_reaches(mirror, head, &last)
+                .await
+                .map_err(history_error)?
+        {
+            let above = search::search(
+                &search::Search {
+                    mirror,
+                    tip: head,
+                    after: Some(&last),
+                    paths: &self.paths,
+                    since,
+                    limit: self.limit,
+                },
+                &mut accept,
+            )
+            .await?
+            .map_err(history_error)?;
+            stats.commits_scanned = above.scanned;
+            stats.narrowed = above.narrowed;
+            let mut commits = above.commits;
+            let wanted: Vec<String> = kept
                 .into_iter()
-                .map(|c| self.discovered(c, Some(branch.clone()), None))
+                .take(self.limit.saturating_sub(commits.len()))
                 .collect();
-            return Ok((commits, walk.scanned, 0));
+            let path = mirror.to_owned();
+            let earlier = blocking(url, move || {
+                let repo = mirror::open_or_init(&path)?;
+                history::read_commits(&repo, &wanted).map_err(|reason| GitDiscoveryError::History {
+                    url: String::new(),
+                    reason,
+                })
+            })
+            .await
+            .map_err(|e| match e {
+                GitDiscoveryError::History { reason, .. } => history_error(reason),
+                other => other,
+            })?;
+            // A commit of the previous answer gone from the mirror: search afresh.
+            if let Some(earlier) = earlier {
+                commits.extend(earlier);
+                stats.incremental = true;
+                found = Some(commits);
+            }
         }
+        let commits = match found {
+            Some(commits) => commits,
+            None => {
+                let walk = search::search(
+                    &search::Search {
+                        mirror,
+                        tip: head,
+                        after: None,
+                        paths: &self.paths,
+                        since,
+                        limit: self.limit,
+                    },
+                    &mut accept,
+                )
+                .await?
+                .map_err(history_error)?;
+                stats.commits_scanned = walk.scanned;
+                stats.narrowed = walk.narrowed;
+                walk.commits
+            }
+        };
+        if commits.is_empty() {
+            return Err(GitDiscoveryError::NoCommitInPaths {
+                url: redact_url(url),
+                branch: branch.to_owned(),
+                scanned: stats.commits_scanned,
+                since: since.map(|s| s.to_string()),
+            });
+        }
+        Ok(commits
+            .into_iter()
+            .map(|c| self.discovered(c, Some(branch.to_owned()), None))
+            .collect())
+    }
 
+    /// The tag strategies in the fetched mirror: `(commits, tags considered)`.
+    fn select_tags(
+        &self,
+        repo: &gix::Repository,
+        url: &str,
+        remote: &RemoteRefs,
+    ) -> Result<(Vec<DiscoveredCommit>, usize), GitDiscoveryError> {
+        let history_error = |reason: String| GitDiscoveryError::History {
+            url: redact_url(url),
+            reason,
+        };
         let all: Vec<&str> = remote.tags().map(|(tag, _)| tag).collect();
         let allowed: Vec<&str> = all
             .iter()
@@ -448,7 +541,7 @@ impl Rules {
                 newest: self.newest_tag(&all),
             });
         }
-        Ok((commits, 0, allowed.len()))
+        Ok((commits, allowed.len()))
     }
 
     fn discovered(
@@ -508,6 +601,11 @@ impl Rules {
 /// `refs/heads/main` or ` main ` → `main`.
 fn normalise_branch(branch: &str) -> String {
     branch.trim().trim_start_matches("refs/heads/").to_owned()
+}
+
+/// The hash of a subscription that [`GitDiscoveryState::spec`] holds.
+fn short_hash_of(sub: &GitSubscription) -> String {
+    short_hash(serde_json::to_string(sub).unwrap_or_default().as_bytes())
 }
 
 fn short_hash(data: &[u8]) -> String {

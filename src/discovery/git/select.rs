@@ -90,6 +90,42 @@ impl PathFilter {
         !self.include.is_empty() || !self.exclude.is_empty()
     }
 
+    /// Literal pathspecs whose matches include every path `includePaths` matches (a
+    /// superset: the exact check is [`is_relevant`](Self::is_relevant)), so that `git log`
+    /// can skip other commits with the changed-path Bloom filters. `None` when no literal
+    /// directory bounds them: no `includePaths`, a `regex:`, a glob starting with a
+    /// wildcard, or a plain prefix at the top level without a trailing `/`.
+    ///
+    /// A plain prefix is a string prefix (`apps/a` also matches `apps/ab.yaml`), so it is
+    /// narrowed to its directory (`apps/`); one ending in `/` is its own directory. A glob
+    /// is narrowed to the directory before its first wildcard. `excludePaths` only ever
+    /// remove commits, so they are left to the exact check.
+    pub(crate) fn pathspecs(&self) -> Option<Vec<String>> {
+        if self.include.is_empty() {
+            return None;
+        }
+        let mut specs: Vec<String> = Vec::new();
+        for pattern in &self.include {
+            let literal = match pattern {
+                PathPattern::Prefix(prefix) => prefix.as_str(),
+                PathPattern::Glob(glob) => {
+                    let text = glob.glob().glob();
+                    &text[..text.find(['*', '?', '[', '{', '\\']).unwrap_or(text.len())]
+                }
+                PathPattern::Regex(_) => return None,
+            };
+            let dir = match literal.rfind('/') {
+                Some(end) => &literal[..=end],
+                None => return None,
+            };
+            let spec = format!(":(literal){dir}");
+            if !specs.contains(&spec) {
+                specs.push(spec);
+            }
+        }
+        Some(specs)
+    }
+
     /// Whether a commit that changed `paths` counts: at least one path is included (every
     /// path is when `includePaths` is empty) and not excluded. A commit changing nothing
     /// counts only without filters.

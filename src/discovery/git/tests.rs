@@ -10,14 +10,14 @@ use tempfile::TempDir;
 use super::*;
 
 /// A bare "remote" repository and a working copy that pushes to it.
-struct Origin {
-    dir: TempDir,
-    work: PathBuf,
-    bare: PathBuf,
+pub(super) struct Origin {
+    pub(super) dir: TempDir,
+    pub(super) work: PathBuf,
+    pub(super) bare: PathBuf,
 }
 
 impl Origin {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (work, bare) = (dir.path().join("work"), dir.path().join("origin.git"));
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
@@ -31,19 +31,19 @@ impl Origin {
         origin
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("file://{}", self.bare.display())
     }
 
-    fn data_dir(&self) -> PathBuf {
+    pub(super) fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 
-    fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
+    pub(super) fn git_in(&self, cwd: &Path, args: &[&str]) -> String {
         self.git_env(cwd, args, &[])
     }
 
-    fn git_env(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    pub(super) fn git_env(&self, cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         let output = Command::new("git")
             .current_dir(cwd)
             .env("HOME", self.dir.path().join("home"))
@@ -74,12 +74,17 @@ impl Origin {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
-    fn git(&self, args: &[&str]) -> String {
+    pub(super) fn git(&self, args: &[&str]) -> String {
         self.git_in(&self.work, args)
     }
 
     /// Write `files`, commit everything with `message` at `date` (if given), push `main`.
-    fn commit_at(&self, files: &[(&str, &str)], message: &str, date: Option<&str>) -> String {
+    pub(super) fn commit_at(
+        &self,
+        files: &[(&str, &str)],
+        message: &str,
+        date: Option<&str>,
+    ) -> String {
         for (path, content) in files {
             let full = self.work.join(path);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
@@ -98,7 +103,7 @@ impl Origin {
         self.git(&["rev-parse", "HEAD"])
     }
 
-    fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+    pub(super) fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
         self.commit_at(files, message, None)
     }
 
@@ -115,7 +120,7 @@ impl Origin {
         self.git(&["push", "--quiet", "origin", &format!("refs/tags/{name}")]);
     }
 
-    fn sub(&self) -> GitSubscription {
+    pub(super) fn sub(&self) -> GitSubscription {
         GitSubscription {
             repo_url: self.url(),
             discovery_limit: 20,
@@ -124,12 +129,12 @@ impl Origin {
         }
     }
 
-    fn discoverer(&self) -> GitDiscoverer {
+    pub(super) fn discoverer(&self) -> GitDiscoverer {
         GitDiscoverer::new(Arc::new(MirrorCache::new(self.data_dir())))
     }
 }
 
-fn ids(found: &GitDiscovery) -> Vec<&str> {
+pub(super) fn ids(found: &GitDiscovery) -> Vec<&str> {
     found.commits.iter().map(|c| c.id.as_str()).collect()
 }
 
@@ -403,7 +408,7 @@ async fn dray_promotion_commits_never_count() {
 }
 
 #[tokio::test]
-async fn discovery_limit_and_walk_bound() {
+async fn discovery_limit_narrowing_and_no_match_messages() {
     let origin = Origin::new();
     let old = origin.commit(&[("apps/a.yaml", "1\n")], "Apps");
     for n in 0..3 {
@@ -432,19 +437,11 @@ async fn discovery_limit_and_walk_bound() {
         .await
         .unwrap();
     assert_eq!(ids(&found), [old.as_str()]);
-    assert_eq!(found.stats.commits_scanned, 5);
 
-    let err = origin
-        .discoverer()
-        .with_walk_bound(3)
-        .discover(&sub, None, None)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("no commit among the newest 3 commits of `main`"),
-        "{err}"
-    );
+    // The search reads only commits under `apps/` (narrowed by pathspec).
+    assert!(found.stats.narrowed);
+    assert_eq!(found.stats.commits_scanned, 1);
+
     let none = GitSubscription {
         include_paths: vec!["nowhere/".into()],
         ..origin.sub()
@@ -456,7 +453,21 @@ async fn discovery_limit_and_walk_bound() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains("no commit among all 5 commits of `main`"),
+        err.contains("no commit of `main` in") && err.contains("(its whole history)"),
+        "{err}"
+    );
+    let bounded = GitSubscription {
+        since: Some("2100-01-01T00:00:00Z".into()),
+        ..sub
+    };
+    let err = origin
+        .discoverer()
+        .discover(&bounded, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("(back to since `2100-01-01T00:00:00Z`)"),
         "{err}"
     );
 }
