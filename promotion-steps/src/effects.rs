@@ -5,7 +5,8 @@
 //! The engine and the recorder read these instead of naming step kinds or sniffing step
 //! outputs: a promotion that has started a step that writes is not superseded; a
 //! [`Effect::PushedBranch`] becomes the Stage's branch; an
-//! [`Effect::RegisteredApplication`] is watched for the Stage's health. The outputs users
+//! [`Effect::RegisteredApplication`] is watched for the Stage's health; an
+//! [`Effect::PushedArtifact`] is kept in the record. The outputs users
 //! read in `${{ outputs.<alias>.* }}` are separate and unchanged.
 
 use serde::{Deserialize, Serialize};
@@ -24,6 +25,8 @@ pub enum Writes {
     /// A deployment tool: it asks Argo CD to sync what was written to git. While such a
     /// step waits after a push, the promotion is "written to git, waiting for sync".
     Deployment,
+    /// An OCI registry: it pushes a manifest under a tag (`oci-push`).
+    Registry,
 }
 
 impl Writes {
@@ -60,6 +63,13 @@ pub enum Effect {
     },
     /// Registered an Argo CD Application for the Stage's health check.
     RegisteredApplication(ArgocdApplication),
+    /// Pushed the manifest `digest` to `image` (`registry/repository:tag`), or found it there.
+    PushedArtifact {
+        /// `registry/repository:tag`.
+        image: String,
+        /// The manifest's digest, `sha256:…`.
+        digest: String,
+    },
 }
 
 /// A pull request on a forge.
@@ -130,6 +140,10 @@ mod tests {
                 desired_revisions: vec!["abc".into()],
                 ..Default::default()
             }),
+            Effect::PushedArtifact {
+                image: "registry/app:v1".into(),
+                digest: "sha256:d".into(),
+            },
         ];
         let value = serde_json::to_value(&effects).unwrap();
         assert_eq!(
@@ -137,7 +151,8 @@ mod tests {
             json!([
                 {"effect": "pushedBranch", "repoURL": "http://git/cd.git", "branch": "stage/dev", "commit": "abc"},
                 {"effect": "mergedPullRequest", "number": 7, "url": "http://forge/pr/7", "commit": "def"},
-                {"effect": "registeredApplication", "name": "shop", "desiredRevisions": ["abc"]}
+                {"effect": "registeredApplication", "name": "shop", "desiredRevisions": ["abc"]},
+                {"effect": "pushedArtifact", "image": "registry/app:v1", "digest": "sha256:d"}
             ])
         );
         let back: Vec<Effect> = serde_json::from_value(value).unwrap();
@@ -152,7 +167,12 @@ mod tests {
     #[test]
     fn only_nothing_writes_nothing() {
         assert!(!Writes::Nothing.anything());
-        for writes in [Writes::Git, Writes::Forge, Writes::Deployment] {
+        for writes in [
+            Writes::Git,
+            Writes::Forge,
+            Writes::Deployment,
+            Writes::Registry,
+        ] {
             assert!(writes.anything(), "{writes:?}");
         }
     }

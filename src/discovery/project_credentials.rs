@@ -103,6 +103,16 @@ impl CredentialProvider for ProjectCredentials {
         })
     }
 
+    /// An `image` Credential for the image repository (`registry/repository`), as
+    /// discovery finds it for the same repository.
+    fn image(&self, repo_url: &str) -> Option<GitCredentials> {
+        let entry = self.find(&["image"], repo_url)?;
+        Some(GitCredentials {
+            username: entry.username.clone(),
+            password: entry.secrets.password_or_token()?.to_owned(),
+        })
+    }
+
     fn signing_key(&self, repo_url: &str) -> Option<String> {
         self.find(&["signing"], repo_url)?
             .secrets
