@@ -498,7 +498,7 @@ impl Repository {
         match (status, &self.credentials) {
             (StatusCode::UNAUTHORIZED, None) => {
                 return Err(auth(
-                    "the registry wants credentials and none were found (HTTP 401)".into(),
+                    "the registry wants credentials and none were given (HTTP 401)".into(),
                 ));
             }
             (StatusCode::UNAUTHORIZED, Some(c)) => {
@@ -570,7 +570,7 @@ impl Repository {
         if scheme.eq_ignore_ascii_case("basic") {
             if self.credentials.is_none() {
                 return Err(refused(
-                    "the registry wants credentials and none were found (HTTP 401)",
+                    "the registry wants credentials and none were given (HTTP 401)",
                 ));
             }
             self.basic = true;

@@ -15,7 +15,7 @@ mod error;
 mod manifest;
 mod reference;
 
-pub(crate) use client::{Access, Repository};
+pub(crate) use client::{Access, Repository, root_cause};
 pub(crate) use error::OciError;
 pub(crate) use manifest::{Descriptor, Manifest, MediaKind};
 pub(crate) use reference::Reference;
@@ -64,5 +64,33 @@ pub(crate) fn credentials(
         (ctx.credentials.helm(&format!("oci://{repo}")), "helm")
     } else {
         (ctx.credentials.image(&repo), "image")
+    }
+}
+
+/// What `dray apply` can tell of the reference in `config[field]` before a run: one
+/// written without `${{ }}` must parse, and with `needs_tag`, name a tag and no digest.
+pub(crate) fn check_reference(
+    config: &serde_json::Value,
+    field: &'static str,
+    needs_tag: bool,
+) -> Option<crate::ConfigProblem> {
+    let text = config.get(field)?.as_str()?;
+    if text.contains("${{") {
+        return None;
+    }
+    match Reference::parse(field, text) {
+        Err(error) => Some(crate::ConfigProblem {
+            field,
+            message: error.to_string(),
+            hint: "write `registry/repository:tag` or `registry/repository@sha256:…`".into(),
+        }),
+        Ok(reference) if needs_tag && (reference.tag.is_none() || reference.digest.is_some()) => {
+            Some(crate::ConfigProblem {
+                field,
+                message: format!("`{text}` names no tag to push to"),
+                hint: "write the destination as `registry/repository:tag`, without a digest".into(),
+            })
+        }
+        Ok(_) => None,
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct Reference {
     pub(crate) tag: Option<String>,
     /// The digest, if written (`sha256:…`).
     pub(crate) digest: Option<String>,
+    /// Plain HTTP (`Some(true)`) or HTTPS (`Some(false)`) whatever the host; `None`: as
+    /// go-containerregistry decides (see [`Reference::api_origin`]).
+    pub(crate) plain_http: Option<bool>,
 }
 
 impl Reference {
@@ -90,6 +93,7 @@ impl Reference {
             repository,
             tag: tag.map(str::to_owned),
             digest: digest.map(|d| d.to_ascii_lowercase()),
+            plain_http: None,
         })
     }
 
@@ -114,7 +118,11 @@ impl Reference {
         } else {
             &self.registry
         };
-        let scheme = if plain_http(host) { "http" } else { "https" };
+        let scheme = if self.plain_http.unwrap_or_else(|| plain_http(host)) {
+            "http"
+        } else {
+            "https"
+        };
         format!("{scheme}://{host}")
     }
 }

@@ -55,6 +55,27 @@ impl TypedStep for OciDownload {
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
+    fn check(&self, config: &serde_json::Value) -> Vec<crate::ConfigProblem> {
+        let mut problems: Vec<_> = crate::oci::check_reference(config, "imageRef", false)
+            .into_iter()
+            .collect();
+        if let Some(out) = config["outPath"].as_str().filter(|p| !p.contains("${{")) {
+            let path = std::path::Path::new(out);
+            if path.is_absolute()
+                || path
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                problems.push(crate::ConfigProblem {
+                    field: "outPath",
+                    message: format!("`{out}` leaves the promotion's work directory"),
+                    hint: "use a relative path without `..`".into(),
+                });
+            }
+        }
+        problems
+    }
+
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match download(ctx, &config).await {
             Ok(outcome) | Err(outcome) => outcome,
@@ -211,6 +232,20 @@ mod tests {
     use crate::Step;
     use crate::testing::{context, failed};
     use serde_json::json;
+
+    #[test]
+    fn apply_refuses_a_path_outside_the_work_dir_and_a_bad_reference() {
+        let problems = OciDownload.check_config(&json!({
+            "imageRef": "ghcr.io/app@sha256:1", "outPath": "../up"
+        }));
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["imageRef", "outPath"], "{problems:?}");
+        assert!(
+            OciDownload
+                .check_config(&json!({"imageRef": "ghcr.io/app:1", "outPath": "./x.tgz"}))
+                .is_empty()
+        );
+    }
 
     #[tokio::test]
     async fn bad_config_is_refused_before_any_request() {

@@ -61,6 +61,16 @@ impl TypedStep for OciPush {
     const WRITES: Writes = Writes::Registry;
     type Config = Config;
 
+    fn check(&self, config: &Value) -> Vec<crate::ConfigProblem> {
+        [
+            crate::oci::check_reference(config, "srcRef", false),
+            crate::oci::check_reference(config, "destRef", true),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         match push(ctx, &config).await {
             Ok(outcome) | Err(outcome) => outcome,
@@ -263,6 +273,24 @@ mod tests {
             *json!({"desc": "app", "org.opencontainers.image.source": "s"})
                 .as_object()
                 .unwrap()
+        );
+    }
+
+    #[test]
+    fn apply_refuses_a_destination_without_a_tag_and_skips_expressions() {
+        let problems = OciPush.check_config(&json!({
+            "srcRef": "ghcr.io/App:1", "destRef": "ghcr.io/app"
+        }));
+        let fields: Vec<_> = problems.iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["srcRef", "destRef"], "{problems:?}");
+        assert!(problems[1].message.contains("names no tag"), "{problems:?}");
+        assert!(
+            OciPush
+                .check_config(&json!({
+                    "srcRef": "r/app@${{ imageFrom('r/app').digest }}",
+                    "destRef": "r/app:${{ ctx.stage }}"
+                }))
+                .is_empty()
         );
     }
 
