@@ -276,7 +276,12 @@ impl Repository {
             what,
             expected: descriptor.digest.clone(),
             size: descriptor.size,
-            limit: limit.min(descriptor.size.max(1)),
+            // A descriptor without a size is bounded by `limit` alone.
+            limit: if descriptor.size > 0 {
+                limit.min(descriptor.size)
+            } else {
+                limit
+            },
             step,
             read: 0,
             hasher: sha2::Sha256::new(),
@@ -695,11 +700,10 @@ impl Blob {
         self.read += chunk.len() as u64;
         if self.read > self.limit {
             return Err(if self.read > self.size && self.size > 0 {
-                OciError::DigestMismatch {
+                OciError::LongerThanDescribed {
                     what: self.what.clone(),
                     repo: self.repo.clone(),
-                    expected: format!("{} ({} bytes)", self.expected, self.size),
-                    got: format!("more than {} bytes", self.size),
+                    size: self.size,
                 }
             } else {
                 OciError::TooLarge {

@@ -76,6 +76,18 @@ pub(crate) enum OciError {
         /// What the content hashes to.
         got: String,
     },
+    /// A blob goes on past the size its descriptor gives.
+    #[error(
+        "{what} of `{repo}` is longer than the {size} bytes its manifest says; the registry or something between serves altered content, so nothing was kept"
+    )]
+    LongerThanDescribed {
+        /// `blob sha256:…`.
+        what: String,
+        /// `registry/repository`.
+        repo: String,
+        /// The size the descriptor gives.
+        size: u64,
+    },
     /// Content is larger than the step allows.
     #[error("{what} of `{repo}` is larger than {limit} MiB, the most {step} handles; hint: {hint}")]
     TooLarge {
