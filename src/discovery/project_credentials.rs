@@ -178,7 +178,10 @@ mod tests {
             .map(|c| (c.username, c.password));
         assert_eq!(found, Some(("ci".to_owned(), "ipw".to_owned())));
         assert!(steps.image("reg.example.com/team/other").is_none());
-        assert!(steps.image("https://h/team/config").is_none(), "not a git one");
+        assert!(
+            steps.image("https://h/team/config").is_none(),
+            "not a git one"
+        );
         let other = "https://h/team/other";
         assert!(steps.git(other).is_none());
         let discovery = credentials::for_git(&store, &key, "demo", other)
