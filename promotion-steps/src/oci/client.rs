@@ -1,6 +1,7 @@
 //! One repository's session with an OCI registry: every request has a finite timeout,
-//! answers one `401` (HTTP Basic, or a Bearer token from the realm the challenge names,
-//! for the scopes the session needs), and is worded into an [`OciError`] when refused.
+//! answers one `401` (`auth`: HTTP Basic, or a Bearer token from the realm the challenge
+//! names, for the scopes the session needs), and is worded into an [`OciError`] when
+//! refused.
 //!
 //! Reads are checked: a manifest against the digest that named it (and the
 //! `Docker-Content-Digest` the registry sent), a blob against its descriptor's digest and
@@ -18,7 +19,11 @@ use sha2::Digest as _;
 use super::manifest::{ACCEPT, Descriptor, Manifest};
 use super::{OciError, Reference};
 use crate::GitCredentials;
-use crate::www_authenticate::challenge_params;
+
+mod auth;
+mod blob;
+
+pub(crate) use blob::Blob;
 
 /// How long a manifest, token, `HEAD` or upload-session request may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -560,163 +565,6 @@ impl Repository {
             body.extend_from_slice(&chunk);
         }
         Ok(body)
-    }
-
-    async fn answer_challenge(&mut self, response: &reqwest::Response) -> Result<(), OciError> {
-        let challenge = header(response, "www-authenticate").unwrap_or_default();
-        let (scheme, params) = challenge
-            .split_once(' ')
-            .unwrap_or((challenge.as_str(), ""));
-        let refused = |detail: &str| OciError::AuthFailed {
-            repo: self.name.clone(),
-            detail: detail.to_owned(),
-            kind: self.kind,
-        };
-        if scheme.eq_ignore_ascii_case("basic") {
-            if self.credentials.is_none() {
-                return Err(refused(
-                    "the registry wants credentials and none were given (HTTP 401)",
-                ));
-            }
-            self.basic = true;
-            return Ok(());
-        }
-        if !scheme.eq_ignore_ascii_case("bearer") {
-            return Err(refused(
-                "the registry answered 401 without a usable challenge",
-            ));
-        }
-        let params = challenge_params(params);
-        let Some(mut realm) = params.get("realm").and_then(|r| Url::parse(r).ok()) else {
-            return Err(refused("the registry's token realm is unusable"));
-        };
-        if realm.scheme() == "http" && self.base.scheme() == "https" && self.credentials.is_some() {
-            return Err(refused(
-                "the token service is plain HTTP; Dray will not send credentials there",
-            ));
-        }
-        let actions = match self.access {
-            Access::Pull => "pull",
-            Access::Push => "pull,push",
-        };
-        {
-            let mut query = realm.query_pairs_mut();
-            if let Some(service) = params.get("service") {
-                query.append_pair("service", service);
-            }
-            query.append_pair(
-                "scope",
-                &format!("repository:{}:{actions}", self.repository),
-            );
-            if let Some(from) = &self.mount_from {
-                query.append_pair("scope", &format!("repository:{from}:pull"));
-            }
-        }
-        let mut request = self.http.get(realm.clone()).timeout(REQUEST_TIMEOUT);
-        if let Some(c) = &self.credentials {
-            request = request.basic_auth(&c.username, Some(&c.password));
-        }
-        let answer = request
-            .send()
-            .await
-            .map_err(|err| self.unreachable(&realm, &err))?;
-        let op = "fetch a registry token for";
-        let answer = self
-            .expect(op, &self.name, answer, &[StatusCode::OK])
-            .await?;
-        let body = self
-            .read_bounded(op, answer, MAX_SMALL_ANSWER, "the token answer")
-            .await?;
-        #[derive(Deserialize)]
-        struct Token {
-            #[serde(default)]
-            token: Option<String>,
-            #[serde(default)]
-            access_token: Option<String>,
-        }
-        let token: Token =
-            serde_json::from_slice(&body).map_err(|err| OciError::InvalidResponse {
-                operation: op.into(),
-                repo: self.name.clone(),
-                reason: format!("the token answer is not JSON: {err}"),
-            })?;
-        let token =
-            token
-                .token
-                .or(token.access_token)
-                .ok_or_else(|| OciError::InvalidResponse {
-                    operation: op.into(),
-                    repo: self.name.clone(),
-                    reason: "no `token` in the answer".into(),
-                })?;
-        self.token = Some(token);
-        Ok(())
-    }
-}
-
-/// A blob being read: each chunk counts toward the descriptor's size (more is refused)
-/// and the hash; the end is refused unless the bytes hash to the descriptor's digest.
-pub(crate) struct Blob {
-    response: reqwest::Response,
-    repo: String,
-    what: String,
-    expected: String,
-    size: u64,
-    limit: u64,
-    step: &'static str,
-    read: u64,
-    hasher: sha2::Sha256,
-}
-
-impl Blob {
-    /// The next bytes, or `None` at the end of a blob that checked out.
-    pub(crate) async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, OciError> {
-        let url = self.response.url().clone();
-        let chunk = self
-            .response
-            .chunk()
-            .await
-            .map_err(|err| OciError::Unreachable {
-                repo: self.repo.clone(),
-                url: url.to_string(),
-                reason: if err.is_timeout() {
-                    "timed out".into()
-                } else {
-                    format!("the transfer broke off: {}", root_cause(&err))
-                },
-            })?;
-        let Some(chunk) = chunk else {
-            let got = super::hex_digest(&std::mem::take(&mut self.hasher).finalize());
-            if !got.eq_ignore_ascii_case(&self.expected) {
-                return Err(OciError::DigestMismatch {
-                    what: self.what.clone(),
-                    repo: self.repo.clone(),
-                    expected: self.expected.clone(),
-                    got,
-                });
-            }
-            return Ok(None);
-        };
-        self.read += chunk.len() as u64;
-        if self.read > self.limit {
-            return Err(if self.read > self.size && self.size > 0 {
-                OciError::LongerThanDescribed {
-                    what: self.what.clone(),
-                    repo: self.repo.clone(),
-                    size: self.size,
-                }
-            } else {
-                OciError::TooLarge {
-                    what: self.what.clone(),
-                    repo: self.repo.clone(),
-                    limit: self.limit >> 20,
-                    step: self.step,
-                    hint: "move large content elsewhere, or name a smaller artifact",
-                }
-            });
-        }
-        self.hasher.update(&chunk);
-        Ok(Some(chunk.to_vec()))
     }
 }
 
