@@ -110,6 +110,11 @@ pub trait CredentialProvider: Send + Sync {
     fn helm(&self, _repo_url: &str) -> Option<GitCredentials> {
         None
     }
+    /// Credentials for an image repository (`registry/repository`, no scheme), e.g. for
+    /// `oci-download` and `oci-push`, if any.
+    fn image(&self, _repo_url: &str) -> Option<GitCredentials> {
+        None
+    }
 }
 
 /// A provider with no credentials at all.

@@ -5,11 +5,12 @@
 //! The engine and the recorder read these instead of naming step kinds or sniffing step
 //! outputs: a promotion that has started a step that writes is not superseded; a
 //! [`Effect::PushedBranch`] becomes the Stage's branch; an
-//! [`Effect::RegisteredApplication`] is watched for the Stage's health. The changes a step
-//! asks of Dray's own resources ([`Effect::SetMetadata`], [`Effect::SetFreightAlias`]) are
-//! applied by the engine when the step succeeds (a step never touches the store), and a
-//! refusal there fails the step. The outputs users read in `${{ outputs.<alias>.* }}` are
-//! separate and unchanged.
+//! [`Effect::RegisteredApplication`] is watched for the Stage's health; an
+//! [`Effect::PushedArtifact`] is kept in the record. The changes a step asks of Dray's own
+//! resources ([`Effect::SetMetadata`], [`Effect::SetFreightAlias`]) are applied by the
+//! engine when the step succeeds (a step never touches the store), and a refusal there
+//! fails the step. The outputs users read in `${{ outputs.<alias>.* }}` are separate and
+//! unchanged.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,8 @@ pub enum Writes {
     /// A deployment tool: it asks Argo CD to sync what was written to git. While such a
     /// step waits after a push, the promotion is "written to git, waiting for sync".
     Deployment,
+    /// An OCI registry: it pushes a manifest under a tag (`oci-push`).
+    Registry,
 }
 
 impl Writes {
@@ -74,6 +77,13 @@ pub enum Effect {
     },
     /// Registered an Argo CD Application for the Stage's health check.
     RegisteredApplication(ArgocdApplication),
+    /// Pushed the manifest `digest` to `image` (`registry/repository:tag`), or found it there.
+    PushedArtifact {
+        /// `registry/repository:tag`.
+        image: String,
+        /// The manifest's digest, `sha256:…`.
+        digest: String,
+    },
     /// Asks Dray to merge `values` into the metadata of the Stage or Freight `name` of the
     /// promotion's project (a `null` value removes its key).
     #[serde(rename_all = "camelCase")]
@@ -191,6 +201,10 @@ mod tests {
                 freight: "f1".into(),
                 alias: "rc-1".into(),
             },
+            Effect::PushedArtifact {
+                image: "registry/app:v1".into(),
+                digest: "sha256:d".into(),
+            },
         ];
         let value = serde_json::to_value(&effects).unwrap();
         assert_eq!(
@@ -200,7 +214,8 @@ mod tests {
                 {"effect": "mergedPullRequest", "number": 7, "url": "http://forge/pr/7", "commit": "def"},
                 {"effect": "registeredApplication", "name": "shop", "desiredRevisions": ["abc"]},
                 {"effect": "setMetadata", "kind": "Freight", "name": "f1", "values": {"ok": true}},
-                {"effect": "setFreightAlias", "freight": "f1", "alias": "rc-1"}
+                {"effect": "setFreightAlias", "freight": "f1", "alias": "rc-1"},
+                {"effect": "pushedArtifact", "image": "registry/app:v1", "digest": "sha256:d"}
             ])
         );
         let back: Vec<Effect> = serde_json::from_value(value).unwrap();
@@ -215,7 +230,12 @@ mod tests {
     #[test]
     fn only_nothing_writes_nothing() {
         assert!(!Writes::Nothing.anything());
-        for writes in [Writes::Git, Writes::Forge, Writes::Deployment] {
+        for writes in [
+            Writes::Git,
+            Writes::Forge,
+            Writes::Deployment,
+            Writes::Registry,
+        ] {
             assert!(writes.anything(), "{writes:?}");
         }
     }

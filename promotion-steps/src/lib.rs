@@ -32,6 +32,7 @@ pub mod forge;
 pub mod fuzzing;
 mod git;
 pub mod helm;
+mod oci;
 mod outcome;
 mod registry;
 #[cfg(test)]

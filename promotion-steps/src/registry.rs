@@ -80,6 +80,9 @@ pub fn builtin_steps() -> StepRegistry {
     // gates
     steps.push(Arc::new(crate::steps::http::Http));
     steps.push(Arc::new(crate::steps::http_download::HttpDownload));
+    // OCI registries
+    steps.push(Arc::new(crate::steps::oci_download::OciDownload));
+    steps.push(Arc::new(crate::steps::oci_push::OciPush));
     // deploy
     steps.push(Arc::new(crate::steps::argocd_update::ArgocdUpdate));
     steps.push(Arc::new(crate::steps::argocd_wait::ArgocdWait));
@@ -107,6 +110,7 @@ mod tests {
                 ("git-open-pr", crate::Writes::Forge),
                 ("git-push", crate::Writes::Git),
                 ("github-push", crate::Writes::Git),
+                ("oci-push", crate::Writes::Registry),
             ]
         );
         assert_eq!(steps.writes("no-such-step"), None);

@@ -103,6 +103,16 @@ impl CredentialProvider for ProjectCredentials {
         })
     }
 
+    /// An `image` Credential for the image repository (`registry/repository`), as
+    /// discovery finds it for the same repository.
+    fn image(&self, repo_url: &str) -> Option<GitCredentials> {
+        let entry = self.find(&["image"], repo_url)?;
+        Some(GitCredentials {
+            username: entry.username.clone(),
+            password: entry.secrets.password_or_token()?.to_owned(),
+        })
+    }
+
     fn signing_key(&self, repo_url: &str) -> Option<String> {
         self.find(&["signing"], repo_url)?
             .secrets
@@ -152,6 +162,26 @@ mod tests {
             let step = steps.git(url).map(|c| (c.username, c.password));
             assert_eq!(step, Some(("bot".to_owned(), "pw".to_owned())), "{url}");
         }
+        // An `image` Credential serves the OCI steps for its repository only.
+        let mut image = json!({
+            "apiVersion": "dray.dev/v1alpha1", "kind": "Credential",
+            "metadata": {"name": "registry", "namespace": "demo"},
+            "spec": {"type": "image", "repoURL": "reg.example.com/team/app", "username": "ci", "password": "ipw"},
+        });
+        secrets::seal_credential(&key, &mut image, None).unwrap();
+        store.create(image).await.unwrap();
+        let steps = ProjectCredentials::load(&store, &key, "demo")
+            .await
+            .unwrap();
+        let found = steps
+            .image("reg.example.com/team/app")
+            .map(|c| (c.username, c.password));
+        assert_eq!(found, Some(("ci".to_owned(), "ipw".to_owned())));
+        assert!(steps.image("reg.example.com/team/other").is_none());
+        assert!(
+            steps.image("https://h/team/config").is_none(),
+            "not a git one"
+        );
         let other = "https://h/team/other";
         assert!(steps.git(other).is_none());
         let discovery = credentials::for_git(&store, &key, "demo", other)

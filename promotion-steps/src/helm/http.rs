@@ -1,7 +1,6 @@
-//! The one HTTP read the chart code makes: a bounded `GET` with optional Basic or Bearer
+//! The one HTTP read of a classic chart repository: a bounded `GET` with optional Basic
 //! authentication, worded into [`ChartRepoError`]s.
 
-use reqwest::header::HeaderMap;
 use reqwest::{StatusCode, Url};
 
 use super::{ChartRepoError, MAX_DOWNLOAD};
@@ -12,13 +11,11 @@ use crate::GitCredentials;
 pub(super) enum Auth<'a> {
     None,
     Basic(&'a GitCredentials),
-    Bearer(&'a str),
 }
 
-/// An answer: status, headers and the body (at most [`MAX_DOWNLOAD`] bytes).
+/// An answer: status and the body (at most [`MAX_DOWNLOAD`] bytes).
 pub(super) struct Answer {
     pub(super) status: StatusCode,
-    pub(super) headers: HeaderMap,
     pub(super) body: Vec<u8>,
 }
 
@@ -37,19 +34,17 @@ pub(super) async fn get(
     request = match auth {
         Auth::None => request,
         Auth::Basic(c) => request.basic_auth(&c.username, Some(&c.password)),
-        Auth::Bearer(token) => request.bearer_auth(token),
     };
     let unreachable = |err: reqwest::Error| ChartRepoError::Unreachable {
         url: url.to_string(),
         reason: if err.is_timeout() {
             "timed out".into()
         } else {
-            root_cause(&err)
+            crate::oci::root_cause(&err)
         },
     };
     let mut response = request.send().await.map_err(unreachable)?;
     let status = response.status();
-    let headers = response.headers().clone();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(unreachable)? {
         if body.len() + chunk.len() > MAX_DOWNLOAD {
@@ -61,11 +56,7 @@ pub(super) async fn get(
         }
         body.extend_from_slice(&chunk);
     }
-    Ok(Answer {
-        status,
-        headers,
-        body,
-    })
+    Ok(Answer { status, body })
 }
 
 /// The error for an answer that is not `200`.
@@ -119,18 +110,4 @@ pub(super) fn sha256(data: &[u8]) -> String {
     let hash = sha2::Sha256::digest(data);
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
-}
-
-/// The innermost cause, worded plainly (`connection refused`).
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    if let Some(io) = cause.downcast_ref::<std::io::Error>()
-        && io.kind() == std::io::ErrorKind::ConnectionRefused
-    {
-        return "connection refused".into();
-    }
-    cause.to_string()
 }

@@ -4,7 +4,7 @@
 //!
 //! Owns the classic repository's `index.yaml` ([`ChartIndex`], fetched with
 //! [`fetch_index`]), the chart-archive download ([`fetch_chart`]: the URL from the index,
-//! or the chart layer of an OCI artifact through a minimal registry pull in `oci`), the
+//! or the chart layer of an OCI artifact through the steps' OCI client, `crate::oci`), the
 //! `+`/`_` mapping between chart versions and OCI tags, and Helm's media types. Does not
 //! choose versions (discovery's `chart` module does) nor run `helm`.
 //!

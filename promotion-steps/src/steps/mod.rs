@@ -40,6 +40,9 @@ pub(crate) mod argocd_update;
 pub(crate) mod argocd_wait;
 pub(crate) mod http;
 pub(crate) mod http_download;
+// OCI registries
+pub(crate) mod oci_download;
+pub(crate) mod oci_push;
 // helpers of the render steps (not steps)
 mod archive;
 mod files;
