@@ -1,6 +1,8 @@
 //! OCI references as Kargo's steps read them (go-containerregistry's rules):
 //! `[oci://]registry[:port]/repository[:tag][@sha256:…]`, Docker Hub when the first path
-//! segment names no registry, and plain HTTP for loopback and private-network registries.
+//! segment names no registry, and plain HTTP for a registry on this machine (loopback),
+//! as Dray's image discovery decides: go-containerregistry also falls back to plain HTTP
+//! for private-network addresses, which Dray does not (docs/kargo-compatibility.md).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -110,8 +112,8 @@ impl Reference {
         format!("{}/{}", self.registry, self.repository)
     }
 
-    /// `scheme://host` of the registry's API: plain HTTP for loopback and private-network
-    /// registries (as go-containerregistry, which Kargo uses, decides), HTTPS otherwise.
+    /// `scheme://host` of the registry's API: plain HTTP for a loopback registry, HTTPS
+    /// otherwise.
     pub(crate) fn api_origin(&self) -> String {
         let host = if self.registry == DOCKER_HUB {
             DOCKER_HUB_API
@@ -159,7 +161,7 @@ fn valid_repository(repository: &str) -> bool {
     })
 }
 
-/// `localhost[:port]`, a loopback address, or an RFC 1918 address.
+/// `localhost[:port]` or a loopback address.
 fn plain_http(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
@@ -169,7 +171,7 @@ fn plain_http(host: &str) -> bool {
         return true;
     }
     match name.parse::<IpAddr>() {
-        Ok(IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private(),
+        Ok(IpAddr::V4(ip)) => ip.is_loopback(),
         Ok(IpAddr::V6(ip)) => ip.is_loopback(),
         Err(_) => false,
     }
@@ -205,7 +207,7 @@ mod tests {
             Reference::parse("srcRef", "10.0.0.3/app:1")
                 .unwrap()
                 .api_origin(),
-            "http://10.0.0.3"
+            "https://10.0.0.3"
         );
     }
 
