@@ -1,9 +1,14 @@
 //! The apply-time name check of a CEL AnalysisTemplate condition: it may read only
-//! `result`, and call only functions CEL knows. Variables are found in the parsed
-//! expression (exactly); unknown functions by trial runs over a few shapes of `result`
-//! (a list of numbers, a number, an object), so a call behind a branch none of them takes
-//! is found when the analysis runs.
+//! `result`, and call only functions CEL knows. Both are read off the parsed expression:
+//! its free variables, and each global call, tried on its own (`len(x)` with `x` bound to a
+//! number, a list, a string and an object): a function that every one of those calls
+//! finds undeclared is unknown, while one that exists answers something else (a value, or
+//! "no such overload"). CEL's `&&` and `||` swallow an error beside a decisive side, so
+//! the calls are tried apart from the condition.
 
+use std::collections::BTreeSet;
+
+use cel::common::ast::Expr;
 use cel::{ExecutionError, Value};
 
 use super::ExprError;
@@ -29,19 +34,23 @@ pub fn check_analysis_condition(cache: &ExprCache, condition: &str) -> Result<()
              `{{{{args.NAME}}}}`, replaced before it runs)"
         )));
     }
-    let samples = [
-        Value::List(vec![Value::Float(0.5)].into()),
-        Value::Float(0.5),
-        Value::Map(cel::objects::Map {
-            map: Default::default(),
-        }),
-    ];
-    for sample in samples {
-        let mut context = cel::Context::with_env(cache.env());
-        context.add_variable_from_value(RESULT, sample);
-        if let Err(ExecutionError::UndeclaredReference(name)) =
-            on_cel_stack(|| program.execute(&context))
+    let mut calls = BTreeSet::new();
+    super::explain::visit(program.expression(), &mut |node| {
+        if let Expr::Call(call) = &node.expr
+            && call.target.is_none()
+            && call
+                .func_name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && call
+                .func_name
+                .starts_with(|c: char| c.is_ascii_alphabetic())
         {
+            calls.insert((call.func_name.clone(), call.args.len()));
+        }
+    });
+    for (name, arity) in calls {
+        if !is_declared(cache, &name, arity) {
             return Err(problem(format!(
                 "no function `{name}` in CEL (this template's conditions are CEL: use \
                  `size(result)`, or annotate it `dray.dev/expression-language: expr-lang` \
@@ -50,6 +59,30 @@ pub fn check_analysis_condition(cache: &ExprCache, condition: &str) -> Result<()
         }
     }
     Ok(())
+}
+
+/// Whether CEL knows a global function `name` taking `arity` arguments of some type.
+fn is_declared(cache: &ExprCache, name: &str, arity: usize) -> bool {
+    let args = vec!["x"; arity].join(", ");
+    let Ok(program) = cache.compile(&format!("{name}({args})")) else {
+        return true; // not ours to judge: the condition itself compiled
+    };
+    let samples = [
+        Value::Float(0.5),
+        Value::List(vec![Value::Float(0.5)].into()),
+        Value::String(String::from("s").into()),
+        Value::Map(cel::objects::Map {
+            map: Default::default(),
+        }),
+    ];
+    samples.into_iter().any(|sample| {
+        let mut context = cel::Context::with_env(cache.env());
+        context.add_variable_from_value("x", sample);
+        !matches!(
+            on_cel_stack(|| program.execute(&context)),
+            Err(ExecutionError::UndeclaredReference(ref n)) if n.as_str() == name
+        )
+    })
 }
 
 #[cfg(test)]
@@ -72,6 +105,10 @@ mod tests {
             );
         }
         let err = check_analysis_condition(&cache, "len(result) > 0").unwrap_err();
+        assert!(err.to_string().contains("no function `len`"), "{err}");
+        // Behind `&&` with a false side, where a trial run of the whole would not see it.
+        let err =
+            check_analysis_condition(&cache, "len(result) > 0 && result[0] < 0.05").unwrap_err();
         assert!(err.to_string().contains("no function `len`"), "{err}");
         let err = check_analysis_condition(&cache, "results[0] < 1.0").unwrap_err();
         assert!(err.to_string().contains("no variable `results`"), "{err}");
