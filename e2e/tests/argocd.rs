@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use dray::discovery::git::MirrorCache;
-use dray::expr::{ExprCache, ExprContext};
+use dray::expr::ExprContext;
 use dray::promotion::{SharedMirrors, StepExprs};
 use dray_e2e::argocd::{AppSpec, ArgoCd, SyncWindow};
 use dray_e2e::{GitRepo, GitServer, TestWorld};
@@ -95,7 +95,11 @@ fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> 
             dir.path().join("mirrors"),
         )))),
         http: dray_e2e::http_client()?,
-        exprs: Arc::new(StepExprs::new(ExprCache::new(), ExprContext::default())),
+        exprs: Arc::new(StepExprs::new(
+            dray::promotion::exprs::Exprs::new(),
+            dray::expr::exprlang::ExprLanguage::Cel,
+            ExprContext::default(),
+        )),
         tools: ToolPaths::default(),
         cancel: CancellationToken::new(),
         log: Arc::new(|_| {}),

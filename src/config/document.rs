@@ -268,17 +268,14 @@ fn envelope(
         Some(None) => {} // the type check reports it
     }
     match kind {
-        Some(kind) if !kind.is_namespaced() => {
-            if metadata.contains_key("namespace") {
-                issues.push(
-                    Issue::new(
-                        at.key("namespace"),
-                        format!("a {kind} is cluster-scoped and takes no `metadata.namespace`"),
-                    )
-                    .hint("remove `metadata.namespace`"),
-                );
-            }
-        }
+        Some(kind) if !kind.is_namespaced() && metadata.contains_key("namespace") => issues.push(
+            Issue::new(
+                at.key("namespace"),
+                format!("a {kind} is cluster-scoped and takes no `metadata.namespace`"),
+            )
+            .hint("remove `metadata.namespace`"),
+        ),
+        Some(kind) if !kind.is_namespaced() => {}
         None => {}
         Some(kind) => match namespace {
             Some(ns) => {
