@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use crate::api::{PromotionStep, Var};
 use crate::expr::exprlang::{
-    ExprLanguage, KnownShapes, check_exprlang_condition, check_exprlang_template,
-    check_exprlang_value,
+    ExprLangIssue, ExprLanguage, IssueKind, KnownShapes, check_exprlang_condition,
+    check_exprlang_template, check_exprlang_value,
 };
 
 use super::durations;
@@ -205,16 +205,17 @@ fn check_alias(alias: &str, path: FieldPath) -> Option<Issue> {
 fn check_exprlang(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue>) {
     let hint = "fix the expr-lang expression (this document is Kargo's, so its expressions are \
                 Kargo's); see docs/kargo-compatibility.md for the variables and functions";
-    let shapes = KnownShapes::promotion();
+    let mut shapes = KnownShapes::promotion();
+    shapes.functions.retain(|f| !UNSERVED.contains(f));
     if let Some(config) = &step.config {
         for (field, issue) in check_exprlang_value(config, &shapes) {
             let at = sub_path(&path.key("config"), &field);
-            issues.push(Issue::new(at, format!("`{field}`: {}", issue.message)).hint(hint));
+            issues.push(Issue::new(at, format!("`{field}`: {}", said(issue))).hint(hint));
         }
     }
     if let Some(condition) = &step.if_ {
         for issue in check_exprlang_condition(condition, &shapes) {
-            issues.push(Issue::new(path.key("if"), issue.message).hint(hint));
+            issues.push(Issue::new(path.key("if"), said(issue)).hint(hint));
         }
     }
     for (i, var) in step.vars.iter().enumerate() {
@@ -224,9 +225,30 @@ fn check_exprlang(step: &PromotionStep, path: &FieldPath, issues: &mut Vec<Issue
             .map(|v| check_exprlang_template(v, &shapes))
             .unwrap_or_default()
         {
-            issues
-                .push(Issue::new(path.key("vars").index(i).key("value"), issue.message).hint(hint));
+            let at = path.key("vars").index(i).key("value");
+            issues.push(Issue::new(at, said(issue)).hint(hint));
         }
+    }
+}
+
+/// Kargo's functions that read what Dray does not keep (a project's Secrets and
+/// ConfigMaps): refused at apply rather than answering empty when the step runs.
+const UNSERVED: [&str; 4] = ["secret", "sharedSecret", "configMap", "sharedConfigMap"];
+
+/// What an expr-lang issue says, with a call of an [`UNSERVED`] function explained.
+fn said(issue: ExprLangIssue) -> String {
+    let unserved = UNSERVED.iter().find(|f| {
+        issue.kind == IssueKind::UnknownFunction
+            && issue
+                .message
+                .starts_with(&format!("unknown function `{f}`"))
+    });
+    match unserved {
+        Some(function) => format!(
+            "`{function}()` is not served by Dray: it keeps no Secrets or ConfigMaps of a \
+             project (credentials are Credentials, which steps find by repository URL)"
+        ),
+        None => issue.message,
     }
 }
 

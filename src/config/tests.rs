@@ -1477,3 +1477,23 @@ spec:
         "{found:#?}"
     );
 }
+
+#[test]
+fn a_kargo_function_dray_cannot_serve_is_refused_at_apply() {
+    let mut files = kargo_seed();
+    let task = files.iter_mut().find(|f| f.path == "task.yaml").unwrap();
+    task.content = task.content.replace(
+        "releaseName: myapp",
+        "releaseName: ${{ secret('release').name }}",
+    );
+    let found: Vec<String> = load_new_errors(&files)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains("config.releaseName")
+            && found[0].contains("`secret()` is not served by Dray"),
+        "{found:#?}"
+    );
+}

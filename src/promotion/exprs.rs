@@ -21,9 +21,10 @@ pub struct Exprs {
 
 /// What Kargo's functions look up outside the Freight during a promotion. Freight and
 /// Stage metadata come from the expression context (the engine loads them before a step
-/// that asks); Secrets and ConfigMaps are not kept by Dray (docs/kargo-compatibility.md),
-/// so `secret()` and `configMap()` answer as Kargo's do when there is nothing (an empty
-/// map).
+/// that asks). Secrets and ConfigMaps are not kept by Dray: `dray apply` refuses a Kargo
+/// document calling `secret()` or `configMap()` (docs/kargo-compatibility.md), so they
+/// answer as Kargo's do when there is nothing (an empty map) only for a stored document
+/// older than that check.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PromotionHost;
 
