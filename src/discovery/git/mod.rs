@@ -40,6 +40,8 @@
 pub mod error;
 pub mod filter;
 mod history;
+#[cfg(test)]
+mod kargo_parity;
 pub mod mirror;
 pub(crate) mod select;
 #[cfg(test)]
