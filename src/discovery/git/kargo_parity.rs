@@ -153,7 +153,11 @@ fn kargo_matches_paths_filters() {
                 p(G, "*.tpl"),
                 "path1".into(),
             ],
-            diffs: vec!["path1/values.yaml", "path2/_helpers.tpl", "path2/ingress.yaml"],
+            diffs: vec![
+                "path1/values.yaml",
+                "path2/_helpers.tpl",
+                "path2/ingress.yaml",
+            ],
             kargo: Some(false),
         },
         Case {
@@ -195,11 +199,7 @@ fn kargo_matches_paths_filters() {
         Case {
             name: "success matching mix3; no includePaths",
             include: vec![],
-            exclude: vec![
-                p(RP, "ab[cbazxwvu]"),
-                "helpers.tpl".into(),
-                p(G, "path*/*"),
-            ],
+            exclude: vec![p(RP, "ab[cbazxwvu]"), "helpers.tpl".into(), p(G, "path*/*")],
             diffs: many.to_vec(),
             kargo: Some(true),
         },
@@ -340,7 +340,9 @@ fn kargo_ignore_tags_difference_whole_names_vs_regexes() {
 /// Kargo `TestSelectSemverTag`, every case. `Err` is Kargo's error, `Ok(None)` no tag.
 #[test]
 fn kargo_select_semver_tag() {
-    let cases: [(&str, &[&str], Result<Option<&str>, ()>); 6] = [
+    // (constraint, tags, Kargo's answer)
+    type Case<'a> = (&'a str, &'a [&'a str], Result<Option<&'a str>, ()>);
+    let cases: [Case; 6] = [
         ("invalid", &[], Err(())),
         ("", &[], Ok(None)),
         ("", &["abc", "xyz", "foo", "bar"], Ok(None)),

@@ -45,10 +45,7 @@ fn kargo_new_semver_selector() {
         if let Err(err) = got {
             // Kargo: "error parsing semver constraint"; Dray names the field and the value.
             let text = err.to_string();
-            assert!(
-                text.starts_with("invalid `constraint` `invalid`"),
-                "{text}"
-            );
+            assert!(text.starts_with("invalid `constraint` `invalid`"), "{text}");
         }
     }
     // `^1.24` means `>=1.24.0 <2.0.0` in Masterminds, as in npm.
