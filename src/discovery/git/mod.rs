@@ -45,6 +45,8 @@ mod cli;
 pub mod error;
 pub mod filter;
 mod history;
+#[cfg(test)]
+mod kargo_parity;
 pub mod mirror;
 mod search;
 pub(crate) mod select;

@@ -30,18 +30,22 @@ static COMPARATOR: LazyLock<Regex> = LazyLock::new(|| {
     .expect("static regex")
 });
 
-/// A tag that is a full `major.minor.patch` (semver 2.0 grammar, optional `v`).
+/// A tag that is a full `major.minor.patch` (semver 2.0 grammar, optional lowercase `v`,
+/// as Kargo's Masterminds parser).
 static STRICT: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"^[vV]?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?$",
+        r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?$",
     )
     .expect("static regex")
 });
 
-/// A tag with one to three numeric components (`1`, `1.2`, `v1.2.3-rc.1`).
+/// A tag with one to three numeric components (`1`, `1.2`, `v1.2.3-rc.1`), without leading
+/// zeros (in the numbers or numeric pre-release parts), as Masterminds' `NewVersion`.
 static LOOSE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^[vV]?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*))?$")
-        .expect("static regex")
+    Regex::new(
+        r"^v?(0|[1-9]\d*)(?:\.(0|[1-9]\d*))?(?:\.(0|[1-9]\d*))?(?:-((?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)(?:\.(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*))*))?$",
+    )
+    .expect("static regex")
 });
 
 const OPERATORS: [&str; 9] = ["=", "!=", ">=", "<=", ">", "<", "~>", "~", "^"];
@@ -152,13 +156,14 @@ fn is_bare(comparator: &str) -> bool {
     COMPARATOR.is_match(comparator) && comparator.starts_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-/// Read `tag` as a version. `strict` requires `major.minor.patch` (a leading `v` is fine);
+/// Read `tag` as a version. `strict` requires `major.minor.patch` (a leading lowercase `v`
+/// is fine; `V1.2.3` is not a version, as in Kargo);
 /// otherwise `1` and `1.2` count as `1.0.0` and `1.2.0`. Build metadata cannot occur: `+`
 /// is not allowed in tags.
 pub(crate) fn parse_tag(tag: &str, strict: bool) -> Option<Version> {
     if strict {
         let caps = STRICT.captures(tag)?;
-        return Version::parse(caps.get(0)?.as_str().trim_start_matches(['v', 'V'])).ok();
+        return Version::parse(caps.get(0)?.as_str().trim_start_matches('v')).ok();
     }
     let caps = LOOSE.captures(tag)?;
     let part = |i: usize| caps.get(i).map_or("0", |m| m.as_str());

@@ -70,10 +70,15 @@ pub(crate) struct Platform {
 }
 
 impl Platform {
-    /// Parse `os/arch[/variant]`; `None` when malformed.
+    /// Parse `os/arch[/variant]`; `None` when malformed. A part is letters, digits, `-` and
+    /// `_` (containerd's platform grammar; Kargo takes `linux/amd64/fake-variant`).
     pub(crate) fn parse(text: &str) -> Option<Self> {
         let parts: Vec<&str> = text.trim().split('/').collect();
-        let valid = |s: &&str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+        let valid = |s: &&str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+        };
         if !(2..=3).contains(&parts.len()) || !parts.iter().all(valid) {
             return None;
         }

@@ -66,6 +66,8 @@ mod artifact;
 mod cache;
 pub(crate) mod constraint;
 mod error;
+#[cfg(test)]
+mod kargo_parity;
 mod limit;
 mod manifest;
 mod registry;
