@@ -225,17 +225,19 @@ fn kargo_no_path_filters_every_commit_counts() {
     assert_eq!(matches(&[], &[], &[]), Ok(true));
 }
 
-/// Reported difference (not fixed here; the path filter is owned elsewhere): Kargo reads a
-/// plain `includePaths`/`excludePaths` entry as a *directory or file path* (it takes
-/// `filepath.Rel(entry, path)` and matches when the result has no `..`), Dray as a string
-/// prefix. Dray's answer is asserted; Kargo's is beside it.
+/// Found by these tests and fixed: Kargo reads a plain `includePaths`/`excludePaths` entry
+/// as a *directory or file path* (it takes `filepath.Rel(entry, path)` and matches when
+/// the result has no `..`); Dray read it as a string prefix and now reads it as Kargo
+/// does. One deliberate difference stays: a file whose name contains `..` is under its
+/// directory in Dray (Kargo's `..` test on the relative path also rejects it).
 #[test]
-fn kargo_plain_path_difference_path_vs_string_prefix() {
+fn kargo_plain_paths_are_paths_not_string_prefixes() {
     // (entry, changed path, Kargo's answer, Dray's answer)
-    let cases: [(&str, &str, bool, bool); 5] = [
+    let cases: [(&str, &str, bool, bool); 6] = [
         // From "success unmatching mix3": `path1/f` is not a parent of `path1/file1`.
-        ("path1/f", "path1/file1", false, true),
-        ("path1", "path10/values.yaml", false, true),
+        ("path1/f", "path1/file1", false, false),
+        ("path1", "path10/values.yaml", false, false),
+        ("path1/", "path1/values.yaml", true, true),
         // The same answer where the entry names a directory or the file itself.
         ("path1", "path1/values.yaml", true, true),
         ("path1/values.yaml", "path1/values.yaml", true, true),
@@ -386,18 +388,20 @@ fn kargo_masterminds_constraint_forms() {
     }
 }
 
-/// Reported difference (not fixed here; the git constraint is owned elsewhere): Dray's git
-/// `semverConstraint` goes to `node-semver` as written, which drops a comparator before
-/// `, ` (so `>= 1.2, < 3.0.0` admits `1.1.0`) and cannot read `,` without a space or
-/// `!=`. Kargo (Masterminds) reads all three, and so does Dray's image `constraint`
-/// (`discovery::image::constraint`). `None` is Dray refusing the constraint.
+/// Found by these tests and fixed: the git `semverConstraint` went to `node-semver` as
+/// written, which dropped a comparator before `, ` (so `>= 1.2, < 3.0.0` admitted `1.1.0`)
+/// and could not read `,` without a space or `!=`. Kargo (Masterminds) reads all three,
+/// and now the git side reads them as the image side does (`discovery::image::constraint`).
+/// `None` would be Dray refusing the constraint.
 #[test]
-fn kargo_git_constraint_difference() {
-    // (constraint, version, Kargo's answer, Dray's answer)
-    let cases: [(&str, &str, bool, Option<bool>); 3] = [
-        (">= 1.2, < 3.0.0", "1.1.0", false, Some(true)),
-        (">=1.2.0,<3.0.0", "1.1.0", false, None),
-        ("!=4.1.0", "4.2.0", true, None),
+fn kargo_git_constraint_forms_read_as_the_image_side_reads_them() {
+    // (constraint, version, Kargo's answer, Dray's answer): git subscriptions read
+    // constraints as image subscriptions do, so Masterminds' `,` and `!=` forms agree.
+    let cases: [(&str, &str, bool, Option<bool>); 4] = [
+        (">= 1.2, < 3.0.0", "1.1.0", false, Some(false)),
+        (">=1.2.0,<3.0.0", "1.1.0", false, Some(false)),
+        (">=1.2.0,<3.0.0", "2.5.0", true, Some(true)),
+        ("!=4.1.0", "4.2.0", true, Some(true)),
     ];
     for (text, version, kargo, dray) in cases {
         let v = parse_version(version, true).unwrap();

@@ -7,11 +7,11 @@
 use std::cmp::Ordering;
 
 use globset::{GlobBuilder, GlobMatcher};
-use node_semver::{Range, Version};
+use node_semver::Version;
 use regex::Regex;
 
 use super::error::GitDiscoveryError;
-use crate::discovery::image::constraint::parse_range;
+use crate::discovery::image::constraint::Constraint;
 
 /// The trailer that marks commits Dray wrote itself.
 pub const PROMOTION_TRAILER: &str = "Dray-Promotion";
@@ -20,7 +20,8 @@ pub const PROMOTION_TRAILER: &str = "Dray-Promotion";
 /// `regexp:`, as Kargo accepts both).
 #[derive(Clone, Debug)]
 enum PathPattern {
-    /// A plain string prefix, as Kargo compares (`apps/` matches `apps/a.yaml`).
+    /// A plain path, as Kargo compares: the path itself or anything under it (`apps`
+    /// matches `apps` and `apps/a.yaml`, not `apps2/x`), without a trailing `/`.
     Prefix(String),
     /// A glob where `*` does not cross `/` (use `**` for that).
     Glob(GlobMatcher),
@@ -49,9 +50,12 @@ impl PathPattern {
                 Regex::new(regex).map_err(|e| invalid(e.to_string()))?,
             ))
         } else {
-            let prefix = pattern.trim_start_matches("./").trim_start_matches('/');
+            let prefix = pattern
+                .trim_start_matches("./")
+                .trim_start_matches('/')
+                .trim_end_matches('/');
             if prefix.is_empty() {
-                return Err(invalid("an empty prefix would match every path".to_owned()));
+                return Err(invalid("an empty path would match every path".to_owned()));
             }
             Ok(Self::Prefix(prefix.to_owned()))
         }
@@ -59,7 +63,9 @@ impl PathPattern {
 
     fn is_match(&self, path: &str) -> bool {
         match self {
-            Self::Prefix(prefix) => path.starts_with(prefix.as_str()),
+            Self::Prefix(prefix) => path
+                .strip_prefix(prefix.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/')),
             Self::Glob(glob) => glob.is_match(path),
             Self::Regex(regex) => regex.is_match(path),
         }
@@ -93,13 +99,13 @@ impl PathFilter {
     /// Literal pathspecs whose matches include every path `includePaths` matches (a
     /// superset: the exact check is [`is_relevant`](Self::is_relevant)), so that `git log`
     /// can skip other commits with the changed-path Bloom filters. `None` when no literal
-    /// directory bounds them: no `includePaths`, a `regex:`, a glob starting with a
-    /// wildcard, or a plain prefix at the top level without a trailing `/`.
+    /// directory bounds them: no `includePaths`, a `regex:`, or a glob starting with a
+    /// wildcard at the top level.
     ///
-    /// A plain prefix is a string prefix (`apps/a` also matches `apps/ab.yaml`), so it is
-    /// narrowed to its directory (`apps/`); one ending in `/` is its own directory. A glob
-    /// is narrowed to the directory before its first wildcard. `excludePaths` only ever
-    /// remove commits, so they are left to the exact check.
+    /// A plain path is its own pathspec (git's literal pathspec matches the path and what
+    /// is under it, as Kargo's path filter does). A glob is narrowed to the directory
+    /// before its first wildcard. `excludePaths` only ever remove commits, so they are left
+    /// to the exact check.
     pub(crate) fn pathspecs(&self) -> Option<Vec<String>> {
         if self.include.is_empty() {
             return None;
@@ -107,7 +113,13 @@ impl PathFilter {
         let mut specs: Vec<String> = Vec::new();
         for pattern in &self.include {
             let literal = match pattern {
-                PathPattern::Prefix(prefix) => prefix.as_str(),
+                PathPattern::Prefix(path) => {
+                    let spec = format!(":(literal){path}");
+                    if !specs.contains(&spec) {
+                        specs.push(spec);
+                    }
+                    continue;
+                }
                 PathPattern::Glob(glob) => {
                     let text = glob.glob().glob();
                     &text[..text.find(['*', '?', '[', '{', '\\']).unwrap_or(text.len())]
@@ -183,7 +195,7 @@ impl TagFilter {
 #[derive(Clone, Debug)]
 pub(crate) struct SemverConstraint {
     text: String,
-    range: Option<Range>,
+    constraint: Option<Constraint>,
 }
 
 impl SemverConstraint {
@@ -191,15 +203,21 @@ impl SemverConstraint {
     pub(crate) fn new(constraint: Option<&str>) -> Result<Self, GitDiscoveryError> {
         let text = constraint.map(str::trim).unwrap_or_default().to_owned();
         if text.is_empty() {
-            return Ok(Self { text, range: None });
+            return Ok(Self {
+                text,
+                constraint: None,
+            });
         }
-        let range = parse_range(&text).map_err(|reason| GitDiscoveryError::InvalidConstraint {
-            constraint: text.clone(),
-            reason,
-        })?;
+        // One reading of constraints for images and git (Masterminds' forms: `,` joins,
+        // `!=` excludes), so `>= 1.2, < 3.0.0` never drops a comparator.
+        let constraint =
+            Constraint::parse(&text).map_err(|reason| GitDiscoveryError::InvalidConstraint {
+                constraint: text.clone(),
+                reason,
+            })?;
         Ok(Self {
             text,
-            range: Some(range),
+            constraint: Some(constraint),
         })
     }
 
@@ -215,8 +233,8 @@ impl SemverConstraint {
     /// Whether `version` is acceptable. Pre-releases only when the range names one with
     /// the same `major.minor.patch`.
     pub(crate) fn allows(&self, version: &Version) -> bool {
-        match &self.range {
-            Some(range) => range.satisfies(version),
+        match &self.constraint {
+            Some(constraint) => constraint.matches(version),
             None => !version.is_prerelease(),
         }
     }

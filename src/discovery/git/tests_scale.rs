@@ -143,13 +143,15 @@ async fn the_deep_commit_is_found_and_both_searches_agree_with_git_log() {
             }
         }
     }
-    // A plain prefix is a string prefix (as Kargo compares): `app` also takes `apps/abc`.
+    // A plain path is a path (as Kargo compares): `app` takes `app/…`, not `apps/abc`, and
+    // is its own pathspec.
     let found = discoverer
         .discover(&sub(&origin, "app", 20), None, None)
         .await
         .unwrap();
-    assert_eq!(ids(&found), git_log(&origin, 20, ":(glob)app*/**"));
-    assert_eq!(found.commits.len(), 4);
+    assert_eq!(ids(&found), git_log(&origin, 20, "app"));
+    assert_ne!(ids(&found), git_log(&origin, 20, ":(glob)app*/**"));
+    assert!(found.stats.narrowed, "{:?}", found.stats);
 
     // The mirror carries a split commit-graph with changed-path Bloom filters.
     let mirror = discoverer.mirrors().mirror_path(&origin.url());
