@@ -1225,6 +1225,14 @@ spec:
     assert_eq!(found.len(), expect.len(), "{}", found.join("\n"));
 }
 
+/// What `dray apply` of `files` alone says, one line per error.
+fn said(files: &[SourceFile]) -> Vec<String> {
+    load_new_errors(files)
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// The seed article's Kargo project (e2e/src/fixtures/kargo-seed), as written.
 fn kargo_seed() -> Vec<SourceFile> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/e2e/src/fixtures/kargo-seed");
@@ -1293,8 +1301,7 @@ fn a_kargo_document_is_checked_in_kargos_language_and_field_names() {
             "branch: stage/${{ ctx.stage }}",
             "branch: stage/${{ ctx.stag }}",
         );
-    let errors = load_new_errors(&files);
-    let found: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    let found = said(&files);
     assert!(
         found
             .iter()
@@ -1318,10 +1325,7 @@ fn a_kargo_document_is_checked_in_kargos_language_and_field_names() {
         .replace(".Digest", ".digest")
         .replace("[0:7]", "")
         .replace("ctx.targetFreight.name", "ctx.targetFreight.alias");
-    let found: Vec<String> = load_new_errors(&mixed)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&mixed);
     assert_eq!(found.len(), 3, "{found:#?}");
     assert!(
         found
@@ -1343,10 +1347,7 @@ fn a_generic_receiver_targets_warehouses_that_exist() {
         "              - kind: Warehouse\n                name: myapp",
         "              - kind: Warehouse\n                name: myap",
     );
-    let found: Vec<String> = load_new_errors(&files)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&files);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
         found[0].contains("targetSelectionCriteria[0].name: Warehouse `myap` does not exist"),
@@ -1383,10 +1384,7 @@ fn a_cluster_task_is_shared_by_every_project_and_named_by_its_kind() {
     stages.content = stages
         .content
         .replacen(", kind: ClusterPromotionTask }", " }", 1);
-    let found: Vec<String> = load_new_errors(&files)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&files);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
         found[0]
@@ -1399,10 +1397,7 @@ fn a_cluster_task_is_shared_by_every_project_and_named_by_its_kind() {
         "  name: render-to-stage-branch\n",
         "  name: render-to-stage-branch\n  namespace: myapp\n",
     );
-    let found: Vec<String> = load_new_errors(&files)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&files);
     assert!(
         found
             .iter()
@@ -1450,28 +1445,22 @@ spec:
     let good = template("size(result) > 0 && result[0] < 0.05");
     load_new(&[file("a.yaml", &good)]).unwrap_or_else(|e| panic!("{e}"));
     // Argo Rollouts' `len` in a CEL template, and a misspelt variable.
-    for (condition, said) in [
+    for (condition, message) in [
         (
             "len(result) > 0 && result[0] < 0.05",
             "no function `len` in CEL",
         ),
         ("results[0] < 0.05", "no variable `results`"),
     ] {
-        let found: Vec<String> = load_new_errors(&[file("a.yaml", &template(condition))])
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let found = said(&[file("a.yaml", &template(condition))]);
         assert_eq!(found.len(), 1, "{found:#?}");
         assert!(
-            found[0].contains("successCondition") && found[0].contains(said),
+            found[0].contains("successCondition") && found[0].contains(message),
             "{found:#?}"
         );
     }
     let wrong_kind = good.replace("kind: ClusterAnalysisTemplate", "kind: Rollout");
-    let found: Vec<String> = load_new_errors(&[file("a.yaml", &wrong_kind)])
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&[file("a.yaml", &wrong_kind)]);
     assert!(
         found[0].contains("`Rollout` is not a kind of analysis template"),
         "{found:#?}"
@@ -1486,10 +1475,7 @@ fn a_kargo_function_dray_cannot_serve_is_refused_at_apply() {
         "releaseName: myapp",
         "releaseName: ${{ secret('release').name }}",
     );
-    let found: Vec<String> = load_new_errors(&files)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let found = said(&files);
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(
         found[0].contains("config.releaseName")
