@@ -374,6 +374,11 @@ fn write_askpass_script() -> Result<PathBuf, String> {
 }
 
 /// `text` with the user info of a URL (`https://user:token@host/…`) replaced by `***`.
+/// The first 12 characters of a commit id, as messages show it.
+pub(crate) fn short_sha(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
 pub(crate) fn redact_url(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;

@@ -138,7 +138,7 @@ impl TypedStep for GitClone {
                 Some(sha) => format!(
                     "{how} `{url}` {} at {} in `{}`",
                     plan.target,
-                    short(sha),
+                    crate::git::short_sha(sha),
                     plan.path
                 ),
                 None => format!(
@@ -459,10 +459,6 @@ fn path_hash(path: &Path) -> u64 {
 /// `path` as an argument; paths are checked to be UTF-8 before any git runs.
 fn path_str(path: &Path) -> &str {
     path.to_str().unwrap_or(".invalid-non-utf8-path")
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
 }
 
 #[cfg(test)]

@@ -367,8 +367,11 @@ impl Push<'_> {
                 .resolve(self.dir, "HEAD")
                 .await?
                 .unwrap_or_else(|| head.to_string());
-            self.ctx
-                .log(&format!("rebased onto {} of `{}`", short(tip), self.branch));
+            self.ctx.log(&format!(
+                "rebased onto {} of `{}`",
+                crate::git::short_sha(tip),
+                self.branch
+            ));
             return Ok(Ok(new_head));
         }
         let conflicts = git
@@ -497,7 +500,10 @@ async fn push_tag(ctx: &StepContext, config: &Config, tag: &str) -> StepOutcome 
     let url = redact_url(&record.repo_url);
     match tag_push(ctx, &git, &dir, &record.repo_url, tag).await {
         Ok(Ok((commit, said))) => {
-            ctx.log(&format!("tag `{tag}` ({}) {said} `{url}`", short(&commit)));
+            ctx.log(&format!(
+                "tag `{tag}` ({}) {said} `{url}`",
+                crate::git::short_sha(&commit)
+            ));
             let mut outputs = Map::new();
             outputs.insert("commit".into(), Value::String(commit.clone()));
             outputs.insert("tag".into(), Value::String(tag.to_string()));
@@ -562,8 +568,8 @@ async fn tag_push(
     let refused = |theirs: &str| {
         format!(
             "tag `{tag}` already exists in `{url}` at commit {}, not at {} of `{{path}}`; hint: tags are not moved: choose another tag name for this promotion, or delete the tag from the repository first",
-            short(theirs),
-            short(&commit)
+            crate::git::short_sha(theirs),
+            crate::git::short_sha(&commit)
         )
     };
     match remote_at(&listed) {
@@ -610,10 +616,6 @@ fn done(repo_url: &str, branch: &str, commit: &str) -> StepOutcome {
 /// The pause before retry `n` (1-based): 100 ms · 2^(n-1), at most [`MAX_BACKOFF`].
 fn backoff(n: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << (n - 1).min(16))).min(MAX_BACKOFF)
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ impl TypedStep for GitTag {
                     "tag `{}` already exists in `{}` at commit {elsewhere}, not at HEAD {} of `{}`; hint: choose a tag name of its own for this promotion (e.g. with `${{{{ ctx.promotion }}}}` or the Freight's version in it), or delete the tag from the repository first",
                     config.tag,
                     crate::git::redact_url(&record.repo_url),
-                    short(&head),
+                    crate::git::short_sha(&head),
                     config.path
                 ));
             }
@@ -106,7 +106,7 @@ impl TypedStep for GitTag {
         }
         ctx.log(&format!(
             "tagged {} of `{}` as `{}` (pushed by `git-push` with `tag: {}`)",
-            short(&head),
+            crate::git::short_sha(&head),
             config.path,
             config.tag,
             config.tag
@@ -159,10 +159,6 @@ async fn tag(
     )
     .await?;
     Ok(Ok(()))
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
 }
 
 #[cfg(test)]

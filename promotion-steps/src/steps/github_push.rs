@@ -324,10 +324,10 @@ impl Replay<'_> {
                 Ok(Attempt::Done(commit)) => {
                     push.ctx.log(&format!(
                         "pushed {} to `{}` of `{}` through GitHub's API (was {})",
-                        short(&commit),
+                        crate::git::short_sha(&commit),
                         push.branch,
                         push.url,
-                        short(&head)
+                        crate::git::short_sha(&head)
                     ));
                     return Ok(Ok(commit));
                 }
@@ -388,8 +388,8 @@ impl Replay<'_> {
             other => {
                 return Ok(Err(format!(
                     "GitHub compared {}...{} as `{other}`, which Dray does not know; hint: report this",
-                    short(&base),
-                    short(head)
+                    crate::git::short_sha(&base),
+                    crate::git::short_sha(head)
                 )));
             }
         };
@@ -525,10 +525,6 @@ fn commit_url(repo_url: &str, commit: &str) -> String {
 /// The pause before retry `n` (1-based): 200 ms · 2^(n-1), at most [`MAX_BACKOFF`].
 fn backoff(n: u32) -> Duration {
     Duration::from_millis(200u64.saturating_mul(1 << (n - 1).min(16))).min(MAX_BACKOFF)
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
 }
 
 #[cfg(test)]
