@@ -614,7 +614,7 @@ fn done(repo_url: &str, branch: &str, commit: &str) -> StepOutcome {
 }
 
 /// The pause before retry `n` (1-based): 100 ms · 2^(n-1), at most [`MAX_BACKOFF`].
-fn backoff(n: u32) -> Duration {
+pub(crate) fn backoff(n: u32) -> Duration {
     Duration::from_millis(100u64.saturating_mul(1 << (n - 1).min(16))).min(MAX_BACKOFF)
 }
 

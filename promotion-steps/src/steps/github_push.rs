@@ -24,7 +24,6 @@
 //! Idempotent: when the branch already carries our change (a re-run after the push), the
 //! rebase in step 1 finds it and nothing is replayed.
 
-use std::time::Duration;
 
 use async_trait::async_trait;
 use schemars::JsonSchema;
@@ -45,9 +44,6 @@ pub(crate) const KIND: &str = "github-push";
 
 /// How many commits one push replays at most (Kargo's default cap).
 pub(crate) const MAX_REVISIONS: usize = 10;
-
-/// The longest pause between two attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The configuration of `github-push` (Kargo's fields, and Dray's `apiURL`).
 #[derive(Deserialize, JsonSchema, Debug)]
@@ -290,7 +286,8 @@ impl Replay<'_> {
         let mut why = String::new();
         for attempt in 1..=max_attempts {
             if attempt > 1 {
-                let pause = backoff(attempt - 1);
+                // git-push's backoff one step on (200 ms · 2^(n-1)): each retry is an API round trip.
+                let pause = super::git_push::backoff(attempt);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = push.ctx.cancel.cancelled() => {
@@ -520,11 +517,6 @@ fn commit_url(repo_url: &str, commit: &str) -> String {
         (None, None) => web.to_string(),
     };
     format!("{web}/commit/{commit}")
-}
-
-/// The pause before retry `n` (1-based): 200 ms · 2^(n-1), at most [`MAX_BACKOFF`].
-fn backoff(n: u32) -> Duration {
-    Duration::from_millis(200u64.saturating_mul(1 << (n - 1).min(16))).min(MAX_BACKOFF)
 }
 
 #[cfg(test)]
