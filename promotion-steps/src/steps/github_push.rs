@@ -24,7 +24,6 @@
 //! Idempotent: when the branch already carries our change (a re-run after the push), the
 //! rebase in step 1 finds it and nothing is replayed.
 
-
 use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
