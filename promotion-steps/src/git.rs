@@ -596,9 +596,44 @@ impl MirrorLocks {
 
     /// Waits for, and takes, the lock of the mirror at `mirror` (the path the
     /// [`crate::RepoCache`] returns).
+    /// Whoever takes it finds the mirror's half-made worktree registrations removed.
     pub async fn lock(&self, mirror: &Path) -> OwnedMutexGuard<()> {
-        self.locks.lock(&mirror.to_string_lossy(), "").await
+        let guard = self.locks.lock(&mirror.to_string_lossy(), "").await;
+        if let Err(e) = remove_half_made_registrations(mirror).await {
+            tracing::warn!(mirror = %mirror.display(), error = %e, "cannot remove half-made worktree registrations");
+        }
+        guard
     }
+}
+
+/// Removes the registrations (`<mirror>/worktrees/<id>`) that a `git worktree add` killed
+/// part-way left behind (say, by `kill -9` of Dray): still locked as `initializing`, or
+/// without their `gitdir`, `commondir` or `HEAD`. git's own `worktree prune` keeps locked
+/// ones, and every later `worktree add` dies reading an empty `commondir`. Called with the
+/// mirror's lock held ([`MirrorLocks::lock`]), so no registration is being made meanwhile.
+async fn remove_half_made_registrations(mirror: &Path) -> std::io::Result<()> {
+    let Ok(mut entries) = tokio::fs::read_dir(mirror.join("worktrees")).await else {
+        return Ok(());
+    };
+    let non_empty = |path: PathBuf| async move {
+        tokio::fs::metadata(&path)
+            .await
+            .is_ok_and(|m| m.is_file() && m.len() > 0)
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let admin = entry.path();
+        let initializing = tokio::fs::read_to_string(admin.join("locked"))
+            .await
+            .is_ok_and(|reason| reason.trim() == "initializing");
+        let whole = non_empty(admin.join("gitdir")).await
+            && non_empty(admin.join("commondir")).await
+            && non_empty(admin.join("HEAD")).await;
+        if initializing || !whole {
+            tracing::warn!(registration = %admin.display(), "removing a half-made worktree registration");
+            tokio::fs::remove_dir_all(&admin).await?;
+        }
+    }
+    Ok(())
 }
 
 /// A repository URL (without a trailing `/`) and a branch.

@@ -22,9 +22,12 @@ impl RepoCache for SharedMirrors {
     ) -> Result<PathBuf, String> {
         let creds =
             credentials.map(|c| git::GitCredentials::new(c.username.clone(), c.password.clone()));
-        self.0
-            .fetch(repo_url, creds.as_ref())
+        // Its own task: a promotion aborted meanwhile must not kill git mid-fetch (leaving
+        // lock files in the mirror); the fetch has its own deadline.
+        let (cache, url) = (self.0.clone(), repo_url.to_owned());
+        tokio::spawn(async move { cache.fetch(&url, creds.as_ref()).await })
             .await
+            .map_err(|e| format!("the mirror fetch ended abnormally: {e}"))?
             .map_err(|e| e.to_string())
     }
 }

@@ -347,11 +347,6 @@ async fn ensure_worktree(
     want: Option<&str>,
     sparse: &[String],
 ) -> Result<bool, GitError> {
-    let worktree = |args: &[&'static str]| {
-        let mut all = vec!["--git-dir", path_str(mirror), "worktree"];
-        all.extend_from_slice(args);
-        all
-    };
     let existing = inspect(git, mirror, dir).await?;
     if existing == Existing::Worktree(want.map(str::to_string)) {
         if want.is_some() {
@@ -362,40 +357,68 @@ async fn ensure_worktree(
         git.run(dir, &["clean", "-q", "-ffdx"]).await?;
         return Ok(true);
     }
-    // The unborn branch of an orphan only names HEAD until the first commit, which
-    // `git-commit` detaches: it never becomes a branch in the shared mirror.
-    let unborn = format!("dray/unborn/{:016x}", path_hash(dir));
-    {
-        let _mirror = MirrorLocks::global().lock(mirror).await;
-        match existing {
-            Existing::Worktree(_) => {
-                let mut args = worktree(&["remove", "--force", "--force"]);
-                args.push(path_str(dir));
-                if git.run(mirror, &args).await.is_err() {
-                    remove_path(dir).await?;
-                }
-            }
-            Existing::Other => remove_path(dir).await?,
-            Existing::Nothing => {}
-        }
-        // Forget worktrees whose directories are gone (old promotions' work dirs).
-        git.run(mirror, &worktree(&["prune"])).await?;
-        // `-f` replaces a stale registration of this very path.
-        let mut args = match want {
-            Some(_) => worktree(&["add", "-q", "-f", "--no-checkout", "--detach"]),
-            None => worktree(&["add", "-q", "-f", "--orphan", "-b"]),
-        };
-        match want {
-            Some(sha) => args.extend([path_str(dir), sha]),
-            None => args.extend([unborn.as_str(), path_str(dir)]),
-        }
-        git.run(mirror, &args).await?;
-    }
+    register(git, mirror, dir, existing, want).await?;
     // Files are checked out outside the mirror lock, so checkouts run in parallel.
     if want.is_some() {
         checkout_files(git, dir, sparse).await?;
     }
     Ok(false)
+}
+
+/// Registers `dir` as a worktree of `mirror` at `want` (`None`: an empty orphan), replacing
+/// what `existing` found there, while holding the mirror's lock.
+///
+/// The registration runs in a task of its own and finishes even when the promotion is
+/// aborted meanwhile: dropping the step would kill git half-way through
+/// `git worktree add`, leave `<mirror>/worktrees/<id>` half made and, while the killed
+/// git still wrote, let the next registration read it unlocked.
+async fn register(
+    git: &Git,
+    mirror: &Path,
+    dir: &Path,
+    existing: Existing,
+    want: Option<&str>,
+) -> Result<(), GitError> {
+    let (git, mirror, dir) = (git.clone(), mirror.to_owned(), dir.to_owned());
+    let want = want.map(str::to_owned);
+    let task = tokio::spawn(async move {
+        let _mirror = MirrorLocks::global().lock(&mirror).await;
+        let worktree = |args: &[&'static str]| {
+            let mut all = vec!["--git-dir", path_str(&mirror), "worktree"];
+            all.extend_from_slice(args);
+            all
+        };
+        match existing {
+            Existing::Worktree(_) => {
+                let mut args = worktree(&["remove", "--force", "--force"]);
+                args.push(path_str(&dir));
+                if git.run(&mirror, &args).await.is_err() {
+                    remove_path(&dir).await?;
+                }
+            }
+            Existing::Other => remove_path(&dir).await?,
+            Existing::Nothing => {}
+        }
+        // Forget worktrees whose directories are gone (old promotions' work dirs).
+        git.run(&mirror, &worktree(&["prune"])).await?;
+        // The unborn branch of an orphan only names HEAD until the first commit, which
+        // `git-commit` detaches: it never becomes a branch in the shared mirror.
+        let unborn = format!("dray/unborn/{:016x}", path_hash(&dir));
+        // `-f` replaces a stale registration of this very path.
+        let mut args = match want {
+            Some(_) => worktree(&["add", "-q", "-f", "--no-checkout", "--detach"]),
+            None => worktree(&["add", "-q", "-f", "--orphan", "-b"]),
+        };
+        match &want {
+            Some(sha) => args.extend([path_str(&dir), sha.as_str()]),
+            None => args.extend([unborn.as_str(), path_str(&dir)]),
+        }
+        git.run(&mirror, &args).await.map(drop)
+    });
+    task.await.map_err(|e| GitError::Io {
+        what: "register the worktree".into(),
+        source: std::io::Error::other(e.to_string()),
+    })?
 }
 
 /// Writes the worktree's files from its HEAD: all of them, or only the `sparse`
@@ -713,5 +736,99 @@ mod tests {
                 .await,
         );
         assert!(reason.contains("cannot fetch"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_half_made_registration_left_by_a_killed_git_is_cleared() {
+        let w = world();
+        let one = push_files(&w.url, "main", &[("a", "1")], "one");
+        let ctx = git_context(&w.work, w.repos.clone());
+        let config =
+            |path: &str| json!({"repoURL": w.url, "checkout": [{"commit": one, "path": path}]});
+        outputs(GitClone.run(&ctx, config("first")).await);
+        // What `git worktree add` leaves when it is killed between creating `commondir` and
+        // writing it: locked as initializing, `commondir` empty.
+        let mirror = ctx.repos.fetch(&w.url, None).await.unwrap();
+        let junk = mirror.join("worktrees/out");
+        std::fs::create_dir_all(&junk).unwrap();
+        std::fs::write(junk.join("locked"), "initializing").unwrap();
+        std::fs::write(
+            junk.join("gitdir"),
+            format!("{}\n", w.work.join("out/.git").display()),
+        )
+        .unwrap();
+        std::fs::write(junk.join("commondir"), "").unwrap();
+        let got = outputs(GitClone.run(&ctx, config("second")).await);
+        assert_eq!(got["commit"], json!(one));
+        assert!(!junk.exists(), "the half-made registration is still there");
+        assert_eq!(
+            std::fs::read_to_string(w.work.join("second/a")).unwrap(),
+            "1"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_aborted_clone_still_finishes_registering_its_worktree() {
+        let w = world();
+        let one = push_files(&w.url, "main", &[("a", "1")], "one");
+        let mut ctx = git_context(&w.work, w.repos.clone());
+        let mirror = ctx.repos.fetch(&w.url, None).await.unwrap();
+        // A git that, at `worktree add`, says so and waits to be let go.
+        let gate = tempfile::tempdir().unwrap();
+        let (started, go) = (gate.path().join("started"), gate.path().join("go"));
+        for fifo in [&started, &go] {
+            let made = std::process::Command::new("mkfifo")
+                .arg(fifo)
+                .status()
+                .unwrap();
+            assert!(made.success());
+        }
+        let wrapper = gate.path().join("git");
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\ncase \"$*\" in *' worktree add '*) echo > '{}'; read _ < '{}';; esac\nexec git \"$@\"\n",
+                started.display(),
+                go.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ctx.tools.git = wrapper;
+        let config = json!({"repoURL": w.url, "checkout": [{"commit": one, "path": "src"}]});
+
+        // Threads, not blocking tasks: a FIFO nobody opens any more must not keep the
+        // test's runtime from ending when the test fails.
+        let (tell_started, has_started) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || tell_started.send(std::fs::read(started).is_ok()));
+        let run = GitClone.run(&ctx, config.clone());
+        tokio::select! {
+            _ = run => panic!("the clone ended before `git worktree add`"),
+            started = has_started => assert!(started.unwrap()),
+        }
+        // The step was dropped (the promotion aborted) while git registers the worktree.
+        let (tell_let_go, let_go) = tokio::sync::oneshot::channel();
+        std::thread::spawn(move || tell_let_go.send(std::fs::write(go, "\n").is_ok()));
+        let let_go = tokio::time::timeout(std::time::Duration::from_secs(60), let_go).await;
+        assert!(
+            matches!(let_go, Ok(Ok(true))),
+            "the aborted step killed git half-way through `git worktree add`"
+        );
+        let _registered = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            MirrorLocks::global().lock(&mirror),
+        )
+        .await
+        .expect("the registration never released the mirror's lock");
+        let list = git(&mirror, &["worktree", "list", "--porcelain"]);
+        assert!(
+            list.contains(&*w.work.join("src").to_string_lossy()),
+            "{list}"
+        );
+        drop(_registered);
+        ctx.tools.git = "git".into();
+        let got = outputs(GitClone.run(&ctx, config).await);
+        assert_eq!(got["commit"], json!(one));
     }
 }
