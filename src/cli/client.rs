@@ -105,3 +105,16 @@ fn describe_transport_error(error: &reqwest::Error) -> String {
         cause
     }
 }
+
+/// An id as one path segment: anything but letters, digits, `-` and `_` is escaped.
+pub(crate) fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}

@@ -7,6 +7,7 @@ pub mod audit;
 mod credentials;
 pub mod engine;
 pub mod exprs;
+pub mod freight_diff;
 pub mod metadata;
 pub mod plan;
 pub mod record;

@@ -20,6 +20,7 @@ mod credentials;
 #[cfg(test)]
 mod door_tests;
 pub mod error;
+pub(crate) mod freight_diff;
 pub mod freight_names;
 pub mod gates;
 pub mod hold;
@@ -209,6 +210,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/freight/assemble",
             Door::Api,
             warehouses::assemble_freight,
+        ),
+        Route::new(
+            M::GET,
+            "/projects/{project}/freight/{name}/diff",
+            Door::Api,
+            freight_diff::freight_diff,
         ),
         Route::new(
             M::POST,

@@ -113,6 +113,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("PUT /api/v1/projects/{project}/promotions/{name}/status", [401, 403, 403, 403, 405]),
     ("POST /api/v1/projects/{project}/warehouses/{name}/refresh", [401, 403, 403, 403, 200]),
     ("POST /api/v1/projects/{project}/freight/assemble", [401, 403, 403, 403, 400]),
+    ("GET /api/v1/projects/{project}/freight/{name}/diff", [401, 200, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/promote", [401, 403, 201, 201, 201]),
     ("GET /api/v1/projects/{project}/stages/{stage}/audit", [401, 404, 404, 403, 404]),
     ("POST /api/v1/projects/{project}/stages/{stage}/approve", [401, 403, 200, 403, 200]),
@@ -139,6 +140,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("GET /ui/events", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/live", [303, 200, 200, 403, 200]),
+    ("GET /projects/{project}/diff", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}/confirm", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}", [303, 200, 200, 403, 200]),
@@ -395,6 +397,7 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
     let path = match path.as_str() {
         "/ui/events" => "/ui/events?project=demo".to_owned(),
         "/projects/demo/stages/dev/confirm" => format!("{path}?action=promote&freight=f1"),
+        diff if diff.ends_with("/diff") => format!("{path}?to={name}"),
         _ => path,
     };
     let plural = segments.get(5).copied().unwrap_or_default();

@@ -28,6 +28,7 @@ mod board;
 #[cfg(test)]
 mod board_tests;
 mod events;
+mod freight_diff;
 mod graph;
 mod layout;
 mod login;
@@ -66,6 +67,12 @@ pub fn routes() -> Vec<Route> {
             "/projects/{project}/live",
             Door::Ui,
             project_page::live,
+        ),
+        Route::new(
+            M::GET,
+            "/projects/{project}/diff",
+            Door::Ui,
+            freight_diff::page,
         ),
         Route::new(
             M::GET,

@@ -1,4 +1,4 @@
-//! `dray freight create`: the hotfix path — Freight assembled by hand from exact versions,
+//! `dray freight create` (and `dray freight diff`, in [`super::freight_diff`]): the hotfix path — Freight assembled by hand from exact versions,
 //! each checked against its registry or repository before anything is stored; or, with
 //! `--newest`, the newest artifacts the Warehouse discovered (how a `Manual` Warehouse's
 //! Freight is made).
@@ -22,6 +22,8 @@ pub struct FreightArgs {
 pub enum FreightCommand {
     /// Assemble Freight from chosen versions (checked in the registry and the repository).
     Create(CreateArgs),
+    /// Show what differs between two Freight: artifacts, commits, rendered manifests.
+    Diff(super::freight_diff::DiffArgs),
 }
 
 /// Arguments of `dray freight create`.
@@ -90,7 +92,10 @@ pub fn parse_commit(text: &str) -> Result<FreightCommit, CliError> {
 
 /// Runs `dray freight`.
 pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
-    let FreightCommand::Create(args) = args.command;
+    let args = match args.command {
+        FreightCommand::Create(args) => args,
+        FreightCommand::Diff(args) => return super::freight_diff::run(ctx, args).await,
+    };
     let request_alias = args.alias.clone();
     let request = AssembleRequest {
         warehouse: args.warehouse,

@@ -13,6 +13,7 @@ pub mod crds;
 pub mod delete;
 pub mod durations;
 pub mod freight;
+pub mod freight_diff;
 pub mod freight_names;
 pub mod get;
 pub mod hold;

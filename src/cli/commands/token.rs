@@ -247,7 +247,10 @@ async fn bindings(ctx: &Context, args: ListArgs) -> Result<(), CliError> {
 }
 
 async fn revoke(ctx: &Context, args: RevokeArgs) -> Result<(), CliError> {
-    let path = format!("/api/v1/tokens/{}", urlencoding(&args.id));
+    let path = format!(
+        "/api/v1/tokens/{}",
+        crate::cli::client::path_segment(&args.id)
+    );
     let answer: RevokeResponse = ctx.client.send(Method::DELETE, &path, None::<&()>).await?;
     println!(
         "token `{}` of user `{}` revoked",
@@ -257,17 +260,4 @@ async fn revoke(ctx: &Context, args: RevokeArgs) -> Result<(), CliError> {
         eprintln!("warning: {warning}");
     }
     Ok(())
-}
-
-/// An id as one path segment: anything but letters, digits, `-` and `_` is escaped.
-fn urlencoding(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
 }

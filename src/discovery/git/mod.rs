@@ -42,6 +42,7 @@
 //! ```
 
 mod cli;
+pub mod compare;
 pub mod error;
 pub mod filter;
 mod history;

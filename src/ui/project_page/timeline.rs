@@ -10,14 +10,30 @@ use super::ProjectData;
 const IN_SHOWN: usize = 8;
 
 pub(super) fn timeline(data: &ProjectData) -> Markup {
+    let project = &data.project;
+    // Each row's diff link compares it with the next older Freight from its Warehouse.
+    let previous: Vec<Option<&str>> = data
+        .timeline
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            data.timeline[i + 1..]
+                .iter()
+                .find(|o| o.spec.origin.name == f.spec.origin.name)
+                .and_then(|o| o.metadata.name.as_deref())
+        })
+        .collect();
     html! {
         section #timeline {
             h2 { "Freight" }
             @if data.timeline.is_empty() {
                 p.empty { "No Freight yet. A Warehouse mints it when it finds new artifacts." }
             }
+            @if data.timeline.len() > 1 {
+                p { a.compare href={ "/projects/" (project) "/diff" } { "Compare two Freight…" } }
+            }
             ol.freight-list {
-                @for f in &data.timeline {
+                @for (f, previous) in data.timeline.iter().zip(&previous) {
                     @let id = f.metadata.name.clone().unwrap_or_default();
                     @let here: Vec<&String> = f.status.as_ref().map(|s| s.currently_in.keys().collect()).unwrap_or_default();
                     li data-freight=(id) class=[(data.selected.as_deref() == Some(id.as_str())).then_some("selected")] {
@@ -35,6 +51,11 @@ pub(super) fn timeline(data: &ProjectData) -> Markup {
                                 }
                                 @if here.len() > IN_SHOWN { " and " (here.len() - IN_SHOWN) " more" }
                             }
+                        }
+                        @if let Some(previous) = previous {
+                            " "
+                            a.diff href={ "/projects/" (project) "/diff?from=" (previous) "&to=" (id) }
+                                title="what changed since the previous Freight from this Warehouse" { "diff" }
                         }
                     }
                 }
