@@ -110,6 +110,26 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
             .collect())
     }
 
+    /// [`Store::list_newest`] narrowed to the resources whose `origin.name` is `origin`
+    /// (Freight of one Warehouse: the UI's Freight lanes).
+    async fn list_newest_of_origin(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        origin: &str,
+        limit: usize,
+        before: Option<(&str, &str)>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let all = self
+            .list_newest(kind, namespace, usize::MAX, before)
+            .await?;
+        Ok(all
+            .into_iter()
+            .filter(|o| o.object.pointer("/origin/name").and_then(|v| v.as_str()) == Some(origin))
+            .take(limit)
+            .collect())
+    }
+
     /// The resources of a kind in one project with these names (missing ones are left
     /// out), in one read rather than one per name.
     async fn get_many(

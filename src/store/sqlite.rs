@@ -117,6 +117,47 @@ struct Inner {
 }
 
 impl SqliteStore {
+    /// `list_newest`, and `list_newest_of_origin` when `origin` is given: one query
+    /// through the `objects_newest` index, newest first.
+    async fn newest(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        origin: Option<&str>,
+        limit: usize,
+        before: Option<(&str, &str)>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        let namespace = namespace.to_owned();
+        let origin = origin.map(str::to_owned);
+        let before =
+            before.map(|(ts, name)| (ts.trim_end_matches('Z').to_owned(), name.to_owned()));
+        self.with_reader(move |c| {
+            let sql = format!(
+                "SELECT name, resource_version, body FROM objects
+                 WHERE kind = ?1 AND namespace = ?2
+                   AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
+                   AND (?6 IS NULL OR json_extract(body, '$.origin.name') = ?6)
+                 ORDER BY {NEWEST_ORDER} DESC, name DESC LIMIT ?5"
+            );
+            let mut statement = c.prepare_cached(&sql)?;
+            let (ts, name) = before.unzip();
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = statement.query_map(
+                params![kind.as_str(), namespace, ts, name, limit, origin],
+                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?)),
+            )?;
+            let mut objects = Vec::new();
+            for row in rows {
+                let (name, resource_version, body) = row?;
+                let key = ObjectKey::namespaced(kind, &namespace, &name);
+                objects.push(parse_row(key, resource_version, &body)?);
+            }
+            super::stats::record_read(objects.len());
+            Ok(objects)
+        })
+        .await
+    }
+
     /// Opens (creating if needed) the store in a data directory and migrates it.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
         let open_error = |cause: String| StoreError::Open {
@@ -454,32 +495,19 @@ impl Store for SqliteStore {
         limit: usize,
         before: Option<(&str, &str)>,
     ) -> Result<Vec<StoredObject>, StoreError> {
-        let namespace = namespace.to_owned();
-        let before =
-            before.map(|(ts, name)| (ts.trim_end_matches('Z').to_owned(), name.to_owned()));
-        self.with_reader(move |c| {
-            let sql = format!(
-                "SELECT name, resource_version, body FROM objects
-                 WHERE kind = ?1 AND namespace = ?2
-                   AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
-                 ORDER BY {NEWEST_ORDER} DESC, name DESC LIMIT ?5"
-            );
-            let mut statement = c.prepare_cached(&sql)?;
-            let (ts, name) = before.unzip();
-            let rows = statement.query_map(
-                params![kind.as_str(), namespace, ts, name, limit as i64],
-                |r| Ok((r.get::<_, String>(0)?, r.get(1)?, r.get::<_, String>(2)?)),
-            )?;
-            let mut objects = Vec::new();
-            for row in rows {
-                let (name, resource_version, body) = row?;
-                let key = ObjectKey::namespaced(kind, &namespace, &name);
-                objects.push(parse_row(key, resource_version, &body)?);
-            }
-            super::stats::record_read(objects.len());
-            Ok(objects)
-        })
-        .await
+        self.newest(kind, namespace, None, limit, before).await
+    }
+
+    async fn list_newest_of_origin(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        origin: &str,
+        limit: usize,
+        before: Option<(&str, &str)>,
+    ) -> Result<Vec<StoredObject>, StoreError> {
+        self.newest(kind, namespace, Some(origin), limit, before)
+            .await
     }
 
     async fn get_many(
@@ -864,6 +892,38 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(names(&next), ["z", "a", "m"]);
+        // Narrowed to one origin (a Freight lane): the same order and cursor.
+        for (name, origin) in [
+            ("m", "app"),
+            ("a", "web"),
+            ("z", "app"),
+            ("c", "web"),
+            ("b", "app"),
+        ] {
+            let mut object = stage(name, None);
+            object["origin"] = json!({"kind": "Warehouse", "name": origin});
+            let key = ObjectKey::namespaced(Kind::Stage, "demo", name);
+            let stored = store.get(&key).await.unwrap().unwrap();
+            object["metadata"] = stored.object["metadata"].clone();
+            store.update(object).await.unwrap();
+        }
+        let app = store
+            .list_newest_of_origin(Kind::Stage, "demo", "app", 2, None)
+            .await
+            .unwrap();
+        assert_eq!(names(&app), ["b", "z"]);
+        let z = &app[1];
+        let created = z.object["metadata"]["creationTimestamp"].as_str().unwrap();
+        let older = store
+            .list_newest_of_origin(Kind::Stage, "demo", "app", 10, Some((created, "z")))
+            .await
+            .unwrap();
+        assert_eq!(names(&older), ["m"]);
+        let web = store
+            .list_newest_of_origin(Kind::Stage, "demo", "web", 10, None)
+            .await
+            .unwrap();
+        assert_eq!(names(&web), ["c", "a"]);
         assert!(
             store
                 .list_newest(Kind::Stage, "other", 10, None)

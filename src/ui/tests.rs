@@ -576,6 +576,61 @@ async fn the_timeline_shows_the_newest_fifty_and_pages_back() {
 }
 
 #[tokio::test]
+async fn freight_lanes_show_each_warehouse_and_page_one_lane() {
+    let ui = Ui::new(AuthMode::None).await;
+    ui.store()
+        .create(
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Warehouse",
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {"subscriptions": [{"image": {"repoURL": "127.0.0.1:5000/demo/web"}}]}}),
+        )
+        .await
+        .unwrap();
+    for i in 0..60 {
+        ui.add_freight(&format!("a{i:02}"), &format!("app-{i:02}"), "1.0.0")
+            .await;
+    }
+    for i in 0..3 {
+        let mut web = freight(&format!("w{i:02}"), &format!("web-{i:02}"), "2.0.0");
+        web["origin"]["name"] = json!("web");
+        ui.store().create(web).await.unwrap();
+    }
+    let items = |page: &str| page.matches("<li data-freight=").count();
+    // Every lane: the newest few of each Warehouse, however many the other one has.
+    let page = ui.body("/projects/demo", None).await;
+    let lane = |page: &str, w: &str| {
+        let start = page
+            .find(&format!("data-lane=\"{w}\""))
+            .unwrap_or_else(|| panic!("no lane {w}"));
+        let rest = &page[start..];
+        rest[..rest.find("</section>").unwrap()].to_owned()
+    };
+    let (app, web) = (lane(&page, "app"), lane(&page, "web"));
+    assert_eq!(items(&app), super::project_page::LANE_PAGE);
+    assert!(app.contains("<li data-freight=\"a59\""));
+    assert!(app.contains("href=\"?lane=app\""), "{app}");
+    assert_eq!(items(&web), 3);
+    assert!(!web.contains("?lane=web"), "all of web is shown");
+    // Each row links to its diff with the previous Freight of its Warehouse.
+    assert!(
+        web.contains("/projects/demo/diff?from=w01&amp;to=w02"),
+        "{web}"
+    );
+    // One lane, paged newest first within it.
+    let one = ui.body("/projects/demo?lane=app", None).await;
+    assert_eq!(items(&one), 50);
+    assert!(!one.contains("data-freight=\"w0"));
+    assert!(
+        one.contains("href=\"?before=a10&amp;lane=app\""),
+        "the cursor stays in the lane"
+    );
+    let older = ui.body("/projects/demo?lane=app&before=a10", None).await;
+    assert_eq!(items(&older), 10);
+    assert!(older.contains("<li data-freight=\"a00\""));
+    assert!(!older.contains("data-freight=\"w0"));
+}
+
+#[tokio::test]
 async fn the_promote_confirmation_shows_what_changes_and_who_you_are() {
     let ui = Ui::new(AuthMode::Token).await;
     ui.add_freight("f1", "first", "1.0.0").await;

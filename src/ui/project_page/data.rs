@@ -16,17 +16,18 @@ use super::super::{UiError, Viewer};
 use super::heights::node_heights;
 use super::pipeline::upstreams;
 use super::scope::{self, Scope};
-use super::{ProjectQuery, TIMELINE_PAGE};
+use super::{LANE_PAGE, MAX_LANES, ProjectQuery, TIMELINE_PAGE};
 
 /// Everything the project page shows, read in a bounded number of queries.
 pub(crate) struct ProjectData {
     pub project: String,
     pub warehouses: Vec<Warehouse>,
     pub stages: Vec<Stage>,
-    /// The timeline page, newest first.
+    /// The Freight the lanes show, lane after lane.
     pub timeline: Vec<Freight>,
-    /// The id to pass as `before` for the next page, when there is one.
-    pub older: Option<String>,
+    /// The Freight lanes: one per Warehouse, or one lane (a project with one Warehouse,
+    /// or `?lane=W`) paged with `before`.
+    pub lanes: Lanes,
     /// The Freight Stages hold and the timeline, by id.
     pub freight: HashMap<String, Freight>,
     /// The Promotions Stages are running now (`status.currentPromotion`), by name.
@@ -89,30 +90,8 @@ pub(crate) async fn load(
         .iter()
         .filter_map(|s| s.to_typed().ok())
         .collect();
-    let cursor = match &query.before {
-        Some(name) => store
-            .get(&ObjectKey::namespaced(Kind::Freight, project, name))
-            .await?
-            .map(|f| {
-                let created = f.object.creation_timestamp().unwrap_or_default().to_owned();
-                (created, name.clone())
-            }),
-        None => None,
-    };
-    let mut page = store
-        .list_newest(
-            Kind::Freight,
-            project,
-            TIMELINE_PAGE + 1,
-            cursor.as_ref().map(|(t, n)| (t.as_str(), n.as_str())),
-        )
-        .await?;
-    let more = page.len() > TIMELINE_PAGE;
-    page.truncate(TIMELINE_PAGE);
-    let timeline: Vec<Freight> = page.iter().filter_map(|f| f.to_typed().ok()).collect();
-    let older = more
-        .then(|| timeline.last().and_then(|f| f.metadata.name.clone()))
-        .flatten();
+    let lanes = read_lanes(store, project, &warehouses, query).await?;
+    let timeline: Vec<Freight> = lanes.shown.iter().flat_map(|l| l.freight.clone()).collect();
     let mut freight: HashMap<String, Freight> = timeline
         .iter()
         .filter_map(|f| Some((f.metadata.name.clone()?, f.clone())))
@@ -192,7 +171,7 @@ pub(crate) async fn load(
         warehouses,
         stages,
         timeline,
-        older,
+        lanes,
         freight,
         selected,
         boards,
@@ -203,4 +182,105 @@ pub(crate) async fn load(
     let heights = node_heights(&data);
     data.layout.size(&heights);
     Ok(data)
+}
+
+/// The Freight lanes of the page.
+#[derive(Debug, Default)]
+pub(crate) struct Lanes {
+    /// The lanes shown, each newest first.
+    pub shown: Vec<Lane>,
+    /// Warehouses beyond [`MAX_LANES`], offered as links (`?lane=W`).
+    pub more: Vec<String>,
+    /// Whether one Warehouse's lane was asked for (`?lane=W`).
+    pub one_asked: bool,
+}
+
+/// One lane: a page of a Warehouse's Freight (`warehouse: None`: the project's).
+#[derive(Debug)]
+pub(crate) struct Lane {
+    pub warehouse: Option<String>,
+    pub freight: Vec<Freight>,
+    /// The id to pass as `before` for this lane's next page, when there is one.
+    pub older: Option<String>,
+}
+
+/// Reads the lanes: `?lane=W` or a project with at most one Warehouse gets one lane of
+/// [`TIMELINE_PAGE`] from the `before` cursor; otherwise the first [`MAX_LANES`]
+/// Warehouses (by name) get their newest [`LANE_PAGE`] each — one indexed read per lane.
+async fn read_lanes(
+    store: &dyn crate::store::Store,
+    project: &str,
+    warehouses: &[Warehouse],
+    query: &ProjectQuery,
+) -> Result<Lanes, UiError> {
+    let mut names: Vec<String> = warehouses
+        .iter()
+        .filter_map(|w| w.metadata.name.clone())
+        .collect();
+    names.sort();
+    let asked = query.lane.clone().filter(|l| names.contains(l));
+    let page = |freight: Vec<crate::store::StoredObject>, size: usize| {
+        let more = freight.len() > size;
+        let freight: Vec<Freight> = freight
+            .iter()
+            .take(size)
+            .filter_map(|f| f.to_typed().ok())
+            .collect();
+        let older = more
+            .then(|| freight.last().and_then(|f| f.metadata.name.clone()))
+            .flatten();
+        (freight, older)
+    };
+    if asked.is_some() || names.len() <= 1 {
+        let cursor = match &query.before {
+            Some(name) => store
+                .get(&ObjectKey::namespaced(Kind::Freight, project, name))
+                .await?
+                .map(|f| {
+                    let created = f.object.creation_timestamp().unwrap_or_default().to_owned();
+                    (created, name.clone())
+                }),
+            None => None,
+        };
+        let cursor = cursor.as_ref().map(|(t, n)| (t.as_str(), n.as_str()));
+        let read = match &asked {
+            Some(lane) => {
+                store
+                    .list_newest_of_origin(Kind::Freight, project, lane, TIMELINE_PAGE + 1, cursor)
+                    .await?
+            }
+            None => {
+                store
+                    .list_newest(Kind::Freight, project, TIMELINE_PAGE + 1, cursor)
+                    .await?
+            }
+        };
+        let (freight, older) = page(read, TIMELINE_PAGE);
+        return Ok(Lanes {
+            shown: vec![Lane {
+                warehouse: asked.clone(),
+                freight,
+                older,
+            }],
+            more: Vec::new(),
+            one_asked: asked.is_some(),
+        });
+    }
+    let mut lanes = Lanes::default();
+    for (i, name) in names.into_iter().enumerate() {
+        if i >= MAX_LANES {
+            lanes.more.push(name);
+            continue;
+        }
+        let read = store
+            .list_newest_of_origin(Kind::Freight, project, &name, LANE_PAGE + 1, None)
+            .await?;
+        let (freight, older) = page(read, LANE_PAGE);
+        lanes.shown.push(Lane {
+            warehouse: Some(name),
+            freight,
+            older,
+        });
+    }
+    Ok(lanes)
 }

@@ -44,8 +44,12 @@ use super::{UiError, Viewer, layout};
 pub(crate) use data::ProjectData;
 use data::load;
 
-/// How many Freight the timeline shows per page.
+/// How many Freight the timeline shows per page (one lane).
 pub(crate) const TIMELINE_PAGE: usize = 50;
+/// How many Freight each Warehouse's lane shows when every lane is shown.
+pub(crate) const LANE_PAGE: usize = 6;
+/// The most lanes shown at once; the other Warehouses are links to their lane.
+pub(crate) const MAX_LANES: usize = 12;
 
 /// The query of the project page.
 #[derive(Deserialize, Debug, Default)]
@@ -56,6 +60,9 @@ pub(crate) struct ProjectQuery {
     /// Show Freight older than this one (id).
     #[serde(default)]
     pub(crate) before: Option<String>,
+    /// Show only this Warehouse's Freight lane, paged.
+    #[serde(default)]
+    pub(crate) lane: Option<String>,
     /// Draw only the Stages whose name contains this.
     #[serde(default)]
     pub(crate) q: Option<String>,

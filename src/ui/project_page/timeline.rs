@@ -1,28 +1,21 @@
-//! The Freight timeline of the project page: newest first, a page at a time, each with its
-//! artifacts, origin, age and the Stages it is in; the selected one marked.
+//! The Freight timeline of the project page, in lanes: one per Warehouse (its newest few,
+//! with a link to the whole lane), or, for a project with one Warehouse or one lane asked
+//! for (`?lane=W`), one lane paged newest first. Each row has its artifacts, origin, age,
+//! the Stages it is in and a link to its diff with the previous Freight of its Warehouse;
+//! the selected one is marked.
 
 use maud::{Markup, html};
 
 use super::super::view::{self, artifacts, freight_label};
 use super::ProjectData;
+use super::data::Lane;
 
 /// How many of the Stages a Freight is in its row names (the rest are counted).
 const IN_SHOWN: usize = 8;
 
 pub(super) fn timeline(data: &ProjectData) -> Markup {
     let project = &data.project;
-    // Each row's diff link compares it with the next older Freight from its Warehouse.
-    let previous: Vec<Option<&str>> = data
-        .timeline
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            data.timeline[i + 1..]
-                .iter()
-                .find(|o| o.spec.origin.name == f.spec.origin.name)
-                .and_then(|o| o.metadata.name.as_deref())
-        })
-        .collect();
+    let one_lane = data.lanes.shown.len() == 1;
     html! {
         section #timeline {
             h2 { "Freight" }
@@ -32,42 +25,93 @@ pub(super) fn timeline(data: &ProjectData) -> Markup {
             @if data.timeline.len() > 1 {
                 p { a.compare href={ "/projects/" (project) "/diff" } { "Compare two Freight…" } }
             }
-            ol.freight-list {
-                @for (f, previous) in data.timeline.iter().zip(&previous) {
-                    @let id = f.metadata.name.clone().unwrap_or_default();
-                    @let here: Vec<&String> = f.status.as_ref().map(|s| s.currently_in.keys().collect()).unwrap_or_default();
-                    li data-freight=(id) class=[(data.selected.as_deref() == Some(id.as_str())).then_some("selected")] {
-                        a href={ "?freight=" (id) @if let Some(b) = &data.before { "&before=" (b) } } {
-                            span.alias { (freight_label(f)) }
-                        }
-                        " " (artifacts(f))
-                        span.meta {
-                            "from " (f.spec.origin.name) ", " (view::time(f.metadata.creation_timestamp.as_ref()))
-                            @if !here.is_empty() {
-                                " · in "
-                                @for (i, s) in here.iter().take(IN_SHOWN).enumerate() {
-                                    @if i > 0 { ", " }
-                                    (s)
-                                }
-                                @if here.len() > IN_SHOWN { " and " (here.len() - IN_SHOWN) " more" }
-                            }
-                        }
-                        @if let Some(previous) = previous {
-                            " "
-                            a.diff href={ "/projects/" (project) "/diff?from=" (previous) "&to=" (id) }
-                                title="what changed since the previous Freight from this Warehouse" { "diff" }
-                        }
+            @if data.lanes.one_asked {
+                p.lane-scope { "One Warehouse's lane · " a href="?" { "every lane" } }
+            }
+            @for lane in &data.lanes.shown {
+                @if one_lane && !data.lanes.one_asked {
+                    (rows(data, lane))
+                } @else {
+                    section.lane data-lane=[lane.warehouse.as_deref()] {
+                        h3 { "Warehouse " (lane.warehouse.as_deref().unwrap_or_default()) }
+                        @if lane.freight.is_empty() { p.empty { "No Freight from it yet." } }
+                        (rows(data, lane))
                     }
                 }
             }
-            nav.pages {
+            @if !data.lanes.more.is_empty() {
+                p.more-lanes {
+                    "More Warehouses: "
+                    @for (i, w) in data.lanes.more.iter().enumerate() {
+                        @if i > 0 { ", " }
+                        a href={ "?lane=" (w) } { (w) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A lane's rows and its paging.
+fn rows(data: &ProjectData, lane: &Lane) -> Markup {
+    let project = &data.project;
+    let paged = data.lanes.one_asked || data.lanes.shown.len() == 1;
+    // Each row's diff link compares it with the next older Freight from its Warehouse.
+    let previous: Vec<Option<&str>> = lane
+        .freight
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            lane.freight[i + 1..]
+                .iter()
+                .find(|o| o.spec.origin.name == f.spec.origin.name)
+                .and_then(|o| o.metadata.name.as_deref())
+        })
+        .collect();
+    let lane_query = match (&lane.warehouse, data.lanes.one_asked) {
+        (Some(w), true) => format!("&lane={w}"),
+        _ => String::new(),
+    };
+    html! {
+        ol.freight-list {
+            @for (f, previous) in lane.freight.iter().zip(&previous) {
+                @let id = f.metadata.name.clone().unwrap_or_default();
+                @let here: Vec<&String> = f.status.as_ref().map(|s| s.currently_in.keys().collect()).unwrap_or_default();
+                li data-freight=(id) class=[(data.selected.as_deref() == Some(id.as_str())).then_some("selected")] {
+                    a href={ "?freight=" (id) (lane_query) @if let Some(b) = &data.before { "&before=" (b) } } {
+                        span.alias { (freight_label(f)) }
+                    }
+                    " " (artifacts(f))
+                    span.meta {
+                        "from " (f.spec.origin.name) ", " (view::time(f.metadata.creation_timestamp.as_ref()))
+                        @if !here.is_empty() {
+                            " · in "
+                            @for (i, s) in here.iter().take(IN_SHOWN).enumerate() {
+                                @if i > 0 { ", " }
+                                (s)
+                            }
+                            @if here.len() > IN_SHOWN { " and " (here.len() - IN_SHOWN) " more" }
+                        }
+                    }
+                    @if let Some(previous) = previous {
+                        " "
+                        a.diff href={ "/projects/" (project) "/diff?from=" (previous) "&to=" (id) }
+                            title="what changed since the previous Freight from this Warehouse" { "diff" }
+                    }
+                }
+            }
+        }
+        nav.pages {
+            @if paged {
                 @if data.before.is_some() {
-                    a.newest href="?" { "← newest" }
+                    a.newest href={ "?" (lane_query.trim_start_matches('&')) } { "← newest" }
                 }
-                @if let Some(older) = &data.older {
+                @if let Some(older) = &lane.older {
                     " "
-                    a.older href={ "?before=" (older) } { "older →" }
+                    a.older href={ "?before=" (older) (lane_query) } { "older →" }
                 }
+            } @else if let (Some(w), Some(_)) = (&lane.warehouse, &lane.older) {
+                a.older href={ "?lane=" (w) } { "all of " (w) "'s Freight →" }
             }
         }
     }
