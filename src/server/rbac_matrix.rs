@@ -141,6 +141,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("GET /projects/{project}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/live", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/diff", [303, 200, 200, 403, 200]),
+    ("GET /projects/{project}/minimap.svg", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}/confirm", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}", [303, 200, 200, 403, 200]),

@@ -70,6 +70,12 @@ pub fn routes() -> Vec<Route> {
         ),
         Route::new(
             M::GET,
+            "/projects/{project}/minimap.svg",
+            Door::Ui,
+            project_page::minimap,
+        ),
+        Route::new(
+            M::GET,
             "/projects/{project}/diff",
             Door::Ui,
             freight_diff::page,

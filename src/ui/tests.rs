@@ -840,7 +840,109 @@ async fn the_project_page_at_scale_reads_one_page_of_freight() {
             page.body.contains("<li data-freight=\"f09999\""),
             "the newest first"
         );
+        assert!(
+            page.body
+                .contains("src=\"/projects/demo/minimap.svg\" loading=\"lazy\""),
+            "the overview is loaded apart from the page"
+        );
     }
+    // Columns taller than the overview draws are cut and counted.
+    let map = ui.body("/projects/demo/minimap.svg", None).await;
+    let cut: usize = map
+        .split(">+")
+        .skip(1)
+        .filter_map(|t| t.split('<').next()?.parse::<usize>().ok())
+        .sum();
+    assert_eq!(
+        map.matches("data-stage=").count() + cut,
+        1003,
+        "every Stage, drawn or counted"
+    );
+}
+
+#[tokio::test]
+async fn the_overview_minimap_draws_every_stage_coloured_by_health() {
+    use crate::store::Write;
+    let ui = Ui::new(AuthMode::None).await;
+    let writes = (0..150)
+        .map(|i| {
+            let upstream = if i == 0 {
+                "dev".to_owned()
+            } else {
+                format!("s{:03}", (i - 1) / 2)
+            };
+            Write::Create(json!({
+                "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                "metadata": {"name": format!("s{i:03}"), "namespace": "demo"},
+                "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                         "sources": {"stages": [upstream]}}]}
+            }))
+        })
+        .collect();
+    ui.store().commit(writes).await.unwrap();
+    ui.set_stage_status("s001", json!({"health": {"status": "Healthy"}}))
+        .await;
+    ui.set_stage_status(
+        "s002",
+        json!({"health": {"status": "Unhealthy", "message": "x"}}),
+    )
+    .await;
+    let page = ui.body("/projects/demo", None).await;
+    assert!(
+        page.contains("src=\"/projects/demo/minimap.svg\" loading=\"lazy\""),
+        "the overview is loaded apart from the page"
+    );
+    assert!(!page.contains("<svg xmlns"), "and not inlined into it");
+    let map = ui.get("/projects/demo/minimap.svg", None).await;
+    assert_eq!(map.status, StatusCode::OK);
+    assert_eq!(
+        map.headers.get(axum::http::header::CONTENT_TYPE).unwrap(),
+        "image/svg+xml; charset=utf-8"
+    );
+    // The fixture's 3 Stages and these 150, one mark each.
+    assert_eq!(map.body.matches("data-stage=").count(), 153, "every Stage");
+    assert!(
+        map.body.contains("fill=\"#1a7f37\" data-stage=\"s001\""),
+        "healthy is green"
+    );
+    assert!(
+        map.body.contains("fill=\"#cf222e\" data-stage=\"s002\""),
+        "unhealthy is red"
+    );
+    assert!(
+        map.body
+            .contains("<title>Pipeline of demo: 1 Warehouses, 153 Stages</title>")
+    );
+    // Marks do not overlap: each (x, y) once.
+    let mut places: Vec<(String, String)> = map
+        .body
+        .split("<rect ")
+        .skip(1)
+        .map(|r| {
+            let attr = |name: &str| {
+                r.split(&format!("{name}=\""))
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap()
+                    .to_owned()
+            };
+            (attr("x"), attr("y"))
+        })
+        .collect();
+    let all = places.len();
+    places.sort();
+    places.dedup();
+    assert_eq!(places.len(), all, "two marks share a place");
+    // A small project has no overview.
+    let small = Ui::new(AuthMode::None).await;
+    assert!(
+        !small
+            .body("/projects/demo", None)
+            .await
+            .contains("minimap.svg")
+    );
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@
 mod availability;
 mod data;
 mod heights;
+mod minimap;
 mod pipeline;
 mod scope;
 mod stage_node;
@@ -43,6 +44,7 @@ use super::{UiError, Viewer, layout};
 
 pub(crate) use data::ProjectData;
 use data::load;
+pub(crate) use minimap::minimap;
 
 /// How many Freight the timeline shows per page (one lane).
 pub(crate) const TIMELINE_PAGE: usize = 50;

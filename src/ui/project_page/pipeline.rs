@@ -25,6 +25,9 @@ pub(super) fn upstreams(stage: &Stage) -> Vec<Upstream> {
     ups
 }
 
+/// From how many Stages the page shows the overview minimap.
+const MINIMAP_FROM: usize = 12;
+
 pub(super) fn pipeline(data: &ProjectData) -> Markup {
     let by_name: HashMap<&str, &Stage> = data
         .stages
@@ -41,6 +44,13 @@ pub(super) fn pipeline(data: &ProjectData) -> Markup {
         section #pipeline {
             h2 { "Pipeline" }
             (scope_bar(data))
+            @if data.scope.total > MINIMAP_FROM {
+                figure.minimap {
+                    img src={ "/projects/" (data.project) "/minimap.svg" } loading="lazy"
+                        alt={ "Overview of all " (data.scope.total) " Stages, by column, coloured by health" };
+                    figcaption { "All " (data.scope.total) " Stages: green healthy, amber progressing, red unhealthy, grey holding Freight, pale empty." }
+                }
+            }
             @if layout.nodes.is_empty() {
                 p.empty { "No Warehouses or Stages yet." }
             }
