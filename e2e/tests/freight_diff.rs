@@ -3,7 +3,8 @@
 //! them, compared with `dray freight diff` (the image, the config commit's subject, the
 //! rendered manifests' unified diff read from `stage/dev`), a Freight never promoted (the
 //! manifests are not compared, and the answer says why), and the same page in a real
-//! headless Chromium, reached from the project page's `diff` link.
+//! headless Chromium, reached from the project page's `diff` link in the Freight lanes (one
+//! per Warehouse once there are two).
 
 use anyhow::{Context, Result, bail};
 use dray_e2e::browser::Browser;
@@ -159,6 +160,20 @@ async fn the_diff_page_opens_from_the_timeline_with_a_section_per_file() -> Resu
         bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
     }
     let (p, [first, second, _]) = three_freight().await?;
+    // A second Warehouse: the timeline becomes one lane per Warehouse.
+    dray_e2e::oci::push_image(&p.registry, "demo/web", "2.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        p.apply(&format!(
+            "apiVersion: dray.dev/v1alpha1\nkind: Warehouse\nmetadata: {{name: web, namespace: demo}}\n\
+             spec:\n  interval: 1h\n  subscriptions:\n    - image: {{repoURL: {}/demo/web, insecure: true}}\n",
+            p.registry.host()
+        ))?;
+        let refreshed = p.cli(&["refresh", "warehouse", "web", "--wait"])?;
+        if !refreshed.status.success() {
+            bail!("refresh of web failed: {}", text(&refreshed));
+        }
+        Ok(())
+    })?;
     let base = p.dray.url();
     let browser = Browser::start().await?;
     browser.goto(&format!("{base}/login")).await?;
@@ -177,6 +192,22 @@ async fn the_diff_page_opens_from_the_timeline_with_a_section_per_file() -> Resu
     };
     let (first_id, second_id) =
         tokio::task::block_in_place(|| Ok::<_, anyhow::Error>((id_of(&first)?, id_of(&second)?)))?;
+    browser
+        .wait_for(
+            "section.lane[data-lane=\"web\"] li[data-freight]",
+            "web's lane and its Freight",
+        )
+        .await?;
+    browser
+        .wait_for_text("section.lane[data-lane=\"app\"] h3", "Warehouse app")
+        .await?;
+    let in_web = browser
+        .client()
+        .find_all(Locator::Css(&format!(
+            "section.lane[data-lane=\"web\"] li[data-freight=\"{second_id}\"]"
+        )))
+        .await?;
+    assert!(in_web.is_empty(), "app's Freight is in web's lane");
     browser
         .wait_for(
             &format!("li[data-freight=\"{second_id}\"] a.diff"),
