@@ -9,8 +9,8 @@
 use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail, ensure};
-use dray_e2e::browser::Browser;
 use dray_e2e::DrayOptions;
+use dray_e2e::browser::Browser;
 use dray_e2e::oci::{self, ImageOptions};
 use dray_e2e::pipeline::Pipeline;
 use dray_e2e::{free_port, loopback};
@@ -83,40 +83,75 @@ async fn metrics_on_their_own_address_count_a_promotion_and_the_project_page_cha
         .get(format!("http://{metrics_addr}/metrics"))
         .send()
         .await?;
-    ensure!(page.status() == 200, "GET /metrics on --metrics-listen: {}", page.status());
+    ensure!(
+        page.status() == 200,
+        "GET /metrics on --metrics-listen: {}",
+        page.status()
+    );
     let page = page.text().await?;
     let scraped = samples(&page);
     let dev = r#"{project="demo",stage="dev"}"#;
     ensure!(
-        value(&scraped, r#"dray_promotions_total{project="demo",stage="dev",phase="Succeeded"}"#, &page)? == 1.0,
+        value(
+            &scraped,
+            r#"dray_promotions_total{project="demo",stage="dev",phase="Succeeded"}"#,
+            &page
+        )? == 1.0,
         "one Succeeded promotion into dev:\n{page}"
     );
     ensure!(
-        value(&scraped, &format!("dray_promotion_duration_seconds_count{dev}"), &page)? == 1.0,
+        value(
+            &scraped,
+            &format!("dray_promotion_duration_seconds_count{dev}"),
+            &page
+        )? == 1.0,
         "{page}"
     );
     ensure!(
-        value(&scraped, r#"dray_discovery_duration_seconds_count{project="demo",warehouse="app"}"#, &page)? >= 1.0,
+        value(
+            &scraped,
+            r#"dray_discovery_duration_seconds_count{project="demo",warehouse="app"}"#,
+            &page
+        )? >= 1.0,
         "{page}"
     );
     ensure!(
-        value(&scraped, &format!("dray_dora_deployment_frequency{dev}"), &page)? == 1.0 / 30.0,
+        value(
+            &scraped,
+            &format!("dray_dora_deployment_frequency{dev}"),
+            &page
+        )? == 1.0 / 30.0,
         "{page}"
     );
-    let lead = value(&scraped, &format!("dray_dora_lead_time_seconds{dev}"), &page)?;
+    let lead = value(
+        &scraped,
+        &format!("dray_dora_lead_time_seconds{dev}"),
+        &page,
+    )?;
     ensure!(
         lead >= BUILT_AGO_SECONDS as f64 && lead < (BUILT_AGO_SECONDS + 600) as f64,
         "the lead time runs from the image's build an hour ago: {lead}"
     );
     ensure!(
-        value(&scraped, &format!("dray_promotion_queue_length{dev}"), &page)? == 0.0,
+        value(
+            &scraped,
+            &format!("dray_promotion_queue_length{dev}"),
+            &page
+        )? == 0.0,
         "{page}"
     );
-    ensure!(!page.contains(p.dray.token()), "the token is not on the page");
+    ensure!(
+        !page.contains(p.dray.token()),
+        "the token is not on the page"
+    );
 
     // The main listener no longer serves it.
     let main = http.get(format!("{}/metrics", p.dray.url())).send().await?;
-    ensure!(main.status() == 404, "GET /metrics on --listen: {}", main.status());
+    ensure!(
+        main.status() == 404,
+        "GET /metrics on --listen: {}",
+        main.status()
+    );
 
     // The API answers the same numbers, to a caller with a token.
     let dora: serde_json::Value = http
@@ -138,7 +173,11 @@ async fn metrics_on_their_own_address_count_a_promotion_and_the_project_page_cha
         .get(format!("{}/api/v1/projects/demo/dora", p.dray.url()))
         .send()
         .await?;
-    ensure!(unauthenticated.status() == 401, "{}", unauthenticated.status());
+    ensure!(
+        unauthenticated.status() == 401,
+        "{}",
+        unauthenticated.status()
+    );
 
     // The project page's panel, in Chromium: dev's bar for today and its numbers.
     let browser = Browser::start().await?;
@@ -149,7 +188,11 @@ async fn metrics_on_their_own_address_count_a_promotion_and_the_project_page_cha
         .await?
         .send_keys(p.dray.token())
         .await?;
-    browser.wait_for("#login", "the Log in button").await?.click().await?;
+    browser
+        .wait_for("#login", "the Log in button")
+        .await?
+        .click()
+        .await?;
     browser
         .wait_for("[data-warehouse=\"app\"]", "the pipeline after logging in")
         .await?;
@@ -162,9 +205,15 @@ async fn metrics_on_their_own_address_count_a_promotion_and_the_project_page_cha
         .wait_for_text(&format!("{row} .frequency"), "(1)")
         .await?;
     let bar = browser
-        .wait_for(&format!("{row} svg.dora-chart rect.bar"), "dev's bar for today")
+        .wait_for(
+            &format!("{row} svg.dora-chart rect.bar"),
+            "dev's bar for today",
+        )
         .await?;
-    ensure!(bar.attr("data-count").await?.as_deref() == Some("1"), "one deployment today");
+    ensure!(
+        bar.attr("data-count").await?.as_deref() == Some("1"),
+        "one deployment today"
+    );
     let chart = browser
         .wait_for(&format!("{row} svg.dora-chart"), "dev's chart")
         .await?;

@@ -266,9 +266,11 @@ async fn start_metrics(
     state: AppState,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| {
-        format!("cannot listen on --metrics-listen {listen}; choose a free address")
-    })?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("cannot listen on --metrics-listen {listen}; choose a free address")
+        })?;
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}/metrics"), "metrics are served on their own address");
     let app = crate::server::metrics::own_router(state);

@@ -142,7 +142,12 @@ mod tests {
     #[test]
     fn histograms_are_cumulative_and_labels_keep_series_apart() {
         let project = "instruments-test-project";
-        record_promotion(project, "dev", "Succeeded", Some(Duration::from_millis(300)));
+        record_promotion(
+            project,
+            "dev",
+            "Succeeded",
+            Some(Duration::from_millis(300)),
+        );
         record_promotion(project, "dev", "Succeeded", Some(Duration::from_secs(40)));
         record_promotion(project, "prod", "Failed", None);
         let now = snapshot();
@@ -153,8 +158,13 @@ mod tests {
         let seconds = &now.promotion_seconds[&vec![project.to_owned(), "dev".to_owned()]];
         assert_eq!(seconds.count, 2);
         assert!((seconds.sum - 40.3).abs() < 1e-9, "{seconds:?}");
-        let at = |bound: f64| seconds.buckets[DURATION_BUCKETS.iter().position(|b| *b == bound).unwrap()];
-        assert_eq!((at(0.25), at(0.5), at(30.0), at(60.0), at(3600.0)), (0, 1, 1, 2, 2));
+        let at = |bound: f64| {
+            seconds.buckets[DURATION_BUCKETS.iter().position(|b| *b == bound).unwrap()]
+        };
+        assert_eq!(
+            (at(0.25), at(0.5), at(30.0), at(60.0), at(3600.0)),
+            (0, 1, 1, 2, 2)
+        );
         assert!(
             !now.promotion_seconds
                 .contains_key(&vec![project.to_owned(), "prod".to_owned()]),

@@ -63,8 +63,10 @@ pub(crate) async fn project_dora(
         .await?
         .is_none()
     {
-        return Err(ApiError::not_found(format!("project `{project}` does not exist"))
-            .with_hint("run `dray get projects` to list projects"));
+        return Err(
+            ApiError::not_found(format!("project `{project}` does not exist"))
+                .with_hint("run `dray get projects` to list projects"),
+        );
     }
     let numbers = dora::read::project_numbers(
         state.store.as_ref(),

@@ -182,12 +182,12 @@ pub fn process_families() -> Vec<Family> {
             .map(|(values, count)| (labelled(names, &values), count))
             .collect()
     };
-    let histogram =
-        |map: std::collections::BTreeMap<LabelValues, HistogramSnapshot>, names: &[&'static str]| {
-            map.into_iter()
-                .map(|(values, h)| (labelled(names, &values), h))
-                .collect()
-        };
+    let histogram = |map: std::collections::BTreeMap<LabelValues, HistogramSnapshot>,
+                     names: &[&'static str]| {
+        map.into_iter()
+            .map(|(values, h)| (labelled(names, &values), h))
+            .collect()
+    };
     vec![
         Family::single(
             "dray_store_reads_total",
@@ -324,7 +324,8 @@ pub fn render(families: &[Family]) -> String {
 /// The handler of `GET /metrics`.
 pub async fn serve(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     let mut families = process_families();
-    families.extend(stored_families(state.store.as_ref()).await?);
+    // The scrape's own reads are not counted: it must not move what it reports.
+    families.extend(stats::uncounted(stored_families(state.store.as_ref())).await?);
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], render(&families)))
 }
 
@@ -385,7 +386,10 @@ pub(crate) mod tests {
             Family::gauge(
                 "dray_dora_change_failure_ratio",
                 "Share.",
-                vec![(vec![("project", "demo".into()), ("stage", "prod".into())], 0.25)],
+                vec![(
+                    vec![("project", "demo".into()), ("stage", "prod".into())],
+                    0.25,
+                )],
             ),
         ];
         assert_eq!(
@@ -422,12 +426,30 @@ pub(crate) mod tests {
             )],
         );
         let text = render(&[family]);
-        assert!(text.contains("# TYPE dray_step_duration_seconds histogram\n"), "{text}");
-        assert!(text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"0.5\"} 0\n"), "{text}");
-        assert!(text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"1\"} 1\n"), "{text}");
-        assert!(text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"+Inf\"} 2\n"), "{text}");
-        assert!(text.contains("dray_step_duration_seconds_sum{step=\"git-clone\"} 7200.5\n"), "{text}");
-        assert!(text.contains("dray_step_duration_seconds_count{step=\"git-clone\"} 2\n"), "{text}");
+        assert!(
+            text.contains("# TYPE dray_step_duration_seconds histogram\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"0.5\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"1\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dray_step_duration_seconds_bucket{step=\"git-clone\",le=\"+Inf\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dray_step_duration_seconds_sum{step=\"git-clone\"} 7200.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("dray_step_duration_seconds_count{step=\"git-clone\"} 2\n"),
+            "{text}"
+        );
     }
 
     /// One sample of a scraped page.
@@ -459,7 +481,9 @@ pub(crate) mod tests {
                 continue;
             }
             let (series, value) = line.rsplit_once(' ').expect("`series value`");
-            let value: f64 = value.parse().unwrap_or_else(|_| panic!("not a number: {line}"));
+            let value: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("not a number: {line}"));
             let (name, labels) = match series.split_once('{') {
                 None => (series.to_owned(), BTreeMap::new()),
                 Some((name, rest)) => {
@@ -493,10 +517,14 @@ pub(crate) mod tests {
                 .iter()
                 .find_map(|suffix| {
                     let base = name.strip_suffix(suffix)?;
-                    (types.get(base).map(String::as_str) == Some("histogram")).then(|| base.to_owned())
+                    (types.get(base).map(String::as_str) == Some("histogram"))
+                        .then(|| base.to_owned())
                 })
                 .unwrap_or_else(|| name.clone());
-            assert!(types.contains_key(&family), "a sample of no declared family: {line}");
+            assert!(
+                types.contains_key(&family),
+                "a sample of no declared family: {line}"
+            );
             samples.push(Scraped {
                 name,
                 labels,
@@ -513,7 +541,9 @@ pub(crate) mod tests {
             .find(|s| {
                 s.name == name
                     && s.labels.len() == labels.len()
-                    && labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+                    && labels
+                        .iter()
+                        .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
             })
             .map(|s| s.value)
     }
@@ -535,14 +565,13 @@ pub(crate) mod tests {
         (status, kind, String::from_utf8(body.to_vec()).unwrap())
     }
 
-    fn at(hours_ago: i64) -> String {
-        (Timestamp::now() - SignedDuration::from_hours(hours_ago)).to_string()
-    }
-
     async fn put(store: &dyn Store, object: Value, status: Option<Value>) {
         let stored = store.create(object).await.unwrap();
         if let Some(status) = status {
-            store.update_status(&stored.key, status, None).await.unwrap();
+            store
+                .update_status(&stored.key, status, None)
+                .await
+                .unwrap();
         }
     }
 
@@ -550,27 +579,52 @@ pub(crate) mod tests {
     /// built 5h before its promotion 30h ago, and `f2`, promoted 10h ago), one pending,
     /// and a verification of `f1` that failed 29h ago, restored by `f2`'s 9h ago.
     pub(crate) async fn plant_history(store: &dyn Store, project: &str) {
+        let now = Timestamp::now();
+        let at = |hours_ago: i64| (now - SignedDuration::from_hours(hours_ago)).to_string();
         let meta = |name: &str| json!({"name": name, "namespace": project});
-        put(store, json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Project",
-                          "metadata": {"name": project}, "spec": {}}), None).await;
-        put(store, json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage", "metadata": meta("prod"),
+        put(
+            store,
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Project",
+                          "metadata": {"name": project}, "spec": {}}),
+            None,
+        )
+        .await;
+        put(
+            store,
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage", "metadata": meta("prod"),
             "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
                                            "sources": {"direct": true}}]}}),
             Some(json!({"verificationHistory": [
                 {"id": "v2", "freight": "f2", "phase": "Successful", "finishTime": at(9)},
                 {"id": "v1", "freight": "f1", "phase": "Failed", "finishTime": at(29)},
-            ]}))).await;
+            ]})),
+        )
+        .await;
         for (name, built) in [("f1", Some(at(35))), ("f2", None)] {
-            let mut image = json!({"repoURL": "reg/app", "tag": name, "digest": format!("sha256:{name}")});
+            let mut image =
+                json!({"repoURL": "reg/app", "tag": name, "digest": format!("sha256:{name}")});
             if let Some(built) = built {
                 image["createdAt"] = json!(built);
             }
-            put(store, json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight", "metadata": meta(name),
-                "alias": name, "origin": {"kind": "Warehouse", "name": "app"}, "images": [image]}), None).await;
+            put(
+                store,
+                json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight", "metadata": meta(name),
+                "alias": name, "origin": {"kind": "Warehouse", "name": "app"}, "images": [image]}),
+                None,
+            )
+            .await;
         }
         for (name, freight, status) in [
-            ("p1", "f1", json!({"phase": "Succeeded", "startedAt": at(31), "finishedAt": at(30)})),
-            ("p2", "f2", json!({"phase": "Succeeded", "startedAt": at(11), "finishedAt": at(10)})),
+            (
+                "p1",
+                "f1",
+                json!({"phase": "Succeeded", "startedAt": at(31), "finishedAt": at(30)}),
+            ),
+            (
+                "p2",
+                "f2",
+                json!({"phase": "Succeeded", "startedAt": at(11), "finishedAt": at(10)}),
+            ),
             ("p3", "f2", json!({"phase": "Pending"})),
         ] {
             put(store, json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion", "metadata": meta(name),
@@ -607,15 +661,24 @@ pub(crate) mod tests {
             ("dray_dora_change_failure_ratio", "gauge"),
             ("dray_dora_time_to_restore_seconds", "gauge"),
         ] {
-            assert_eq!(types.get(name).map(String::as_str), Some(kind), "{name} in:\n{before}");
+            assert_eq!(
+                types.get(name).map(String::as_str),
+                Some(kind),
+                "{name} in:\n{before}"
+            );
         }
 
         let project = "metrics-test-project";
         plant_history(store.as_ref(), project).await;
-        put(store.as_ref(), json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Credential",
+        put(
+            store.as_ref(),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Credential",
             "metadata": {"name": "registry", "namespace": project},
             "spec": {"type": "image", "repoURL": "reg/app", "username": "robot-user-planted",
-                     "password": "planted-secret-value"}}), None).await;
+                     "password": "planted-secret-value"}}),
+            None,
+        )
+        .await;
         // What the engine records when a promotion of `prod` ends.
         crate::runtime::instruments::record_promotion(
             project,
@@ -627,30 +690,58 @@ pub(crate) mod tests {
         let (_, samples) = parse(&after);
         let value = |s: &[Scraped], name| sample(s, name, &[]).unwrap_or_else(|| panic!("{name}"));
         assert!(
-            value(&samples, "dray_store_writes_total") > value(&samples_before, "dray_store_writes_total"),
+            value(&samples, "dray_store_writes_total")
+                > value(&samples_before, "dray_store_writes_total"),
             "{before}\n→\n{after}"
         );
         let prod = [("project", project), ("stage", "prod")];
-        assert_eq!(sample(&samples, "dray_promotion_queue_length", &prod), Some(1.0), "{after}");
+        assert_eq!(
+            sample(&samples, "dray_promotion_queue_length", &prod),
+            Some(1.0),
+            "{after}"
+        );
         assert_eq!(
             sample(&samples, "dray_dora_deployment_frequency", &prod),
             Some(2.0 / f64::from(DORA_DAYS)),
             "{after}"
         );
-        assert_eq!(sample(&samples, "dray_dora_lead_time_seconds", &prod), Some(5.0 * 3600.0));
-        assert_eq!(sample(&samples, "dray_dora_change_failure_ratio", &prod), Some(0.5));
+        assert_eq!(
+            sample(&samples, "dray_dora_lead_time_seconds", &prod),
+            Some(5.0 * 3600.0)
+        );
+        assert_eq!(
+            sample(&samples, "dray_dora_change_failure_ratio", &prod),
+            Some(0.5)
+        );
         let restore = sample(&samples, "dray_dora_time_to_restore_seconds", &prod).unwrap();
         assert!((restore - 20.0 * 3600.0).abs() < 1.0, "{restore}");
-        let succeeded = [("project", project), ("stage", "prod"), ("phase", "Succeeded")];
-        assert_eq!(sample(&samples, "dray_promotions_total", &succeeded), Some(1.0), "{after}");
+        let succeeded = [
+            ("project", project),
+            ("stage", "prod"),
+            ("phase", "Succeeded"),
+        ];
+        assert_eq!(
+            sample(&samples, "dray_promotions_total", &succeeded),
+            Some(1.0),
+            "{after}"
+        );
         assert_eq!(
             sample(&samples, "dray_promotion_duration_seconds_count", &prod),
             Some(1.0),
             "{after}"
         );
         for hidden in ["planted-secret-value", "robot-user-planted", "admin"] {
-            assert!(!after.contains(hidden), "`{hidden}` is on the page:\n{after}");
+            assert!(
+                !after.contains(hidden),
+                "`{hidden}` is on the page:\n{after}"
+            );
         }
-        assert!(store.get(&ObjectKey::cluster(Kind::Project, project)).await.unwrap().is_some());
+        assert!(
+            store
+                .get(&ObjectKey::cluster(Kind::Project, project))
+                .await
+                .unwrap()
+                .is_some()
+        );
     }
 }

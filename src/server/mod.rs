@@ -342,9 +342,8 @@ pub fn without_metrics(app: Router) -> Router {
             if request.uri().path() == "/metrics" {
                 let uri = request.uri().clone();
                 return axum::response::IntoResponse::into_response(
-                    ApiError::not_found(format!("no route for `{}`", uri.path())).with_hint(
-                        "this server serves /metrics on its --metrics-listen address",
-                    ),
+                    ApiError::not_found(format!("no route for `{}`", uri.path()))
+                        .with_hint("this server serves /metrics on its --metrics-listen address"),
                 );
             }
             next.run(request).await

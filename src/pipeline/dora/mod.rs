@@ -96,7 +96,12 @@ pub struct StageNumbers {
 }
 
 /// The numbers of each of `stages` (in their order) over the `days` up to `now`.
-pub fn compute(history: &History, stages: &[String], now: Timestamp, days: u32) -> Vec<StageNumbers> {
+pub fn compute(
+    history: &History,
+    stages: &[String],
+    now: Timestamp,
+    days: u32,
+) -> Vec<StageNumbers> {
     stages
         .iter()
         .map(|stage| stage_numbers(history, stage, now, days))
@@ -258,10 +263,16 @@ mod tests {
         };
         let week = numbers(&history, 7);
         assert_eq!(week.deployments, 3);
-        assert!((week.deployment_frequency - 3.0 / 7.0).abs() < 1e-12, "{week:?}");
+        assert!(
+            (week.deployment_frequency - 3.0 / 7.0).abs() < 1e-12,
+            "{week:?}"
+        );
         let month = numbers(&history, 30);
         assert_eq!(month.deployments, 5);
-        assert!((month.deployment_frequency - 5.0 / 30.0).abs() < 1e-12, "{month:?}");
+        assert!(
+            (month.deployment_frequency - 5.0 / 30.0).abs() < 1e-12,
+            "{month:?}"
+        );
 
         let mut chart = vec![0; CHART_DAYS];
         chart[CHART_DAYS - 1] = 2; // today: a and b
@@ -347,7 +358,13 @@ mod tests {
             ],
             ..Default::default()
         };
-        assert_eq!(numbers(&history, 7).time_to_restore_seconds, Some(4.0 * 3600.0));
-        assert_eq!(numbers(&History::default(), 7).time_to_restore_seconds, None);
+        assert_eq!(
+            numbers(&history, 7).time_to_restore_seconds,
+            Some(4.0 * 3600.0)
+        );
+        assert_eq!(
+            numbers(&History::default(), 7).time_to_restore_seconds,
+            None
+        );
     }
 }

@@ -8,9 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use jiff::Timestamp;
 
 use super::{Deployment, History, StageNumbers, Verdict, Verification, compute};
-use crate::api::{
-    Freight, Kind, Promotion, PromotionPhase, Stage, VerificationPhase,
-};
+use crate::api::{Freight, Kind, Promotion, PromotionPhase, Stage, VerificationPhase};
 use crate::store::{Store, StoreError};
 
 /// How many of a project's newest Promotions the numbers are computed from: enough for
@@ -53,7 +51,11 @@ pub async fn project_numbers(
     let mut queued: BTreeMap<String, u32> = names.iter().map(|n| (n.clone(), 0)).collect();
     let mut history = History::default();
     for promotion in &promotions {
-        let phase = promotion.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        let phase = promotion
+            .status
+            .as_ref()
+            .map(|s| s.phase)
+            .unwrap_or_default();
         match phase {
             PromotionPhase::Pending => {
                 if let Some(count) = queued.get_mut(&promotion.spec.stage) {
@@ -61,7 +63,11 @@ pub async fn project_numbers(
                 }
             }
             PromotionPhase::Succeeded => {
-                if let Some(at) = promotion.status.as_ref().and_then(|s| s.finished_at.as_ref()) {
+                if let Some(at) = promotion
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.finished_at.as_ref())
+                {
                     history.deployments.push(Deployment {
                         stage: promotion.spec.stage.clone(),
                         freight: promotion.spec.freight.clone(),
@@ -74,9 +80,15 @@ pub async fn project_numbers(
     }
     for stage in &stages {
         let name = stage.metadata.name.clone().unwrap_or_default();
-        let Some(status) = &stage.status else { continue };
+        let Some(status) = &stage.status else {
+            continue;
+        };
         let mut seen = BTreeSet::new();
-        for run in status.verification.iter().chain(&status.verification_history) {
+        for run in status
+            .verification
+            .iter()
+            .chain(&status.verification_history)
+        {
             let verdict = match run.phase {
                 VerificationPhase::Successful => Verdict::Passed,
                 VerificationPhase::Failed => Verdict::Failed,

@@ -34,8 +34,7 @@ pub(crate) async fn load(
         Err(refused) if refused.status() == axum::http::StatusCode::FORBIDDEN => return Ok(None),
         Err(error) => return Err(error.into()),
     }
-    let numbers =
-        dora::read::project_numbers(store, project, jiff::Timestamp::now(), DAYS).await?;
+    let numbers = dora::read::project_numbers(store, project, jiff::Timestamp::now(), DAYS).await?;
     Ok(Some(numbers.stages))
 }
 
@@ -160,7 +159,9 @@ mod tests {
         assert_eq!(html.matches("<rect").count(), 2, "{html}");
         assert!(html.contains(r#"data-count="2""#), "{html}");
         assert!(
-            html.contains("3 deployments to prod in the last 14 days; per day, oldest first: 0, 0, 0, 1,"),
+            html.contains(
+                "3 deployments to prod in the last 14 days; per day, oldest first: 0, 0, 0, 1,"
+            ),
             "{html}"
         );
         assert!(html.contains("<title id=\"dora-chart-prod\">"), "{html}");
