@@ -38,8 +38,18 @@ pub(crate) async fn load(
     Ok(Some(numbers.stages))
 }
 
-/// The panel.
-pub(crate) fn panel(stages: &[StageNumbers]) -> Markup {
+/// At most this many Stages get a row; a huge project's quiet Stages are counted instead.
+pub(crate) const ROW_LIMIT: usize = 50;
+
+/// The panel: a row for each Stage with something to show (a deployment or a restore in
+/// the window), at most [`ROW_LIMIT`], and how many Stages were left out.
+pub(crate) fn panel(all: &[StageNumbers]) -> Markup {
+    let stages: Vec<&StageNumbers> = all
+        .iter()
+        .filter(|s| s.deployments > 0 || s.time_to_restore_seconds.is_some())
+        .take(ROW_LIMIT)
+        .collect();
+    let left_out = all.len() - stages.len();
     let tallest = stages
         .iter()
         .flat_map(|s| s.daily.iter().copied())
@@ -50,7 +60,7 @@ pub(crate) fn panel(stages: &[StageNumbers]) -> Markup {
         section #dora aria-labelledby="dora-title" {
             h2 #dora-title { "Delivery (DORA, last " (DAYS) " days)" }
             @if stages.is_empty() {
-                p.muted { "No Stages yet." }
+                p.muted { "No promotion into any Stage in the last " (DAYS) " days." }
             } @else {
                 table {
                     thead { tr {
@@ -62,7 +72,7 @@ pub(crate) fn panel(stages: &[StageNumbers]) -> Markup {
                         th scope="col" { "Time to restore" }
                     } }
                     tbody {
-                        @for stage in stages {
+                        @for stage in &stages {
                             tr data-dora-stage=(stage.stage) {
                                 th scope="row" { (stage.stage) }
                                 td { (chart(stage, tallest)) }
@@ -74,6 +84,9 @@ pub(crate) fn panel(stages: &[StageNumbers]) -> Markup {
                         }
                     }
                 }
+            }
+            @if left_out > 0 && !stages.is_empty() {
+                p.muted.dora-left-out { (left_out) " more Stages without a promotion in the last " (DAYS) " days." }
             }
         }
     }
@@ -155,7 +168,18 @@ mod tests {
     /// with nothing to measure.
     #[test]
     fn the_panel_draws_bars_and_words_and_the_four_numbers() {
-        let html = panel(&[numbers()]).into_string();
+        let quiet = StageNumbers {
+            stage: "qa".into(),
+            deployments: 0,
+            deployment_frequency: 0.0,
+            lead_time_seconds: None,
+            change_failure_ratio: None,
+            daily: vec![0; CHART_DAYS],
+            ..numbers()
+        };
+        let html = panel(&[numbers(), quiet]).into_string();
+        assert!(!html.contains("data-dora-stage=\"qa\""), "{html}");
+        assert!(html.contains("1 more Stages without a promotion"), "{html}");
         assert_eq!(html.matches("<rect").count(), 2, "{html}");
         assert!(html.contains(r#"data-count="2""#), "{html}");
         assert!(
