@@ -201,7 +201,7 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
     values.sort_by(f64::total_cmp);
     let middle = values.len() / 2;
-    Some(if values.len().is_multiple_of(2) {
+    Some(if values.len() % 2 == 0 {
         (values[middle - 1] + values[middle]) / 2.0
     } else {
         values[middle]
