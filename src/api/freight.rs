@@ -47,7 +47,7 @@ pub struct FreightFields {
 }
 
 /// An image pinned by digest.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FreightImage {
     /// The repository, e.g. `registry.example.com/team/app`.
@@ -58,6 +58,17 @@ pub struct FreightImage {
     pub tag: String,
     /// The content digest, `sha256:…`.
     pub digest: String,
+    /// When the image was built (its config's `created`), when discovery read it: where
+    /// DORA's lead time starts. Not part of the Freight's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Time>,
+}
+
+/// Hashes what identifies the image (`Time` has no `Hash`; equal images hash alike).
+impl std::hash::Hash for FreightImage {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.repo_url, &self.tag, &self.digest).hash(state);
+    }
 }
 
 /// A config commit.

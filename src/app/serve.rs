@@ -30,6 +30,8 @@ pub struct ServeOptions {
     pub data_dir: PathBuf,
     /// The address to listen on.
     pub listen: SocketAddr,
+    /// Where `GET /metrics` is served instead of on `listen`, when it is.
+    pub metrics_listen: Option<SocketAddr>,
     /// YAML files or directories applied at start-up.
     pub config: Vec<PathBuf>,
     /// Where `git`, `kubectl`, `kustomize` and `helm` are.
@@ -222,7 +224,14 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(url = %format!("http://{address}"), "dray is serving");
     let stopping = shutdown.clone();
-    let app = router(state, crate::ui::router());
+    let app = router(state.clone(), crate::ui::router());
+    let app = match options.metrics_listen {
+        None => app,
+        Some(metrics_listen) => {
+            start_metrics(metrics_listen, state, shutdown.clone()).await?;
+            crate::server::without_metrics(app)
+        }
+    };
     let served = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown_signal().await;
         stopping.cancel();
@@ -248,6 +257,31 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     served.context("the HTTP server failed")?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// Serves `GET /metrics` on its own address (`--metrics-listen`) until `shutdown`.
+async fn start_metrics(
+    listen: SocketAddr,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| {
+            format!("cannot listen on --metrics-listen {listen}; choose a free address")
+        })?;
+    let address = listener.local_addr()?;
+    tracing::info!(url = %format!("http://{address}/metrics"), "metrics are served on their own address");
+    let app = crate::server::metrics::own_router(state);
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "the metrics listener stopped");
+        }
+    });
     Ok(())
 }
 

@@ -115,6 +115,7 @@ impl WarehouseController {
 
     /// Discovers one Warehouse, mints Freight and writes its status.
     pub async fn reconcile(&self, stored: StoredObject) {
+        let began = std::time::Instant::now();
         let key = stored.key.clone();
         let warehouse: Warehouse = match stored.to_typed() {
             Ok(w) => w,
@@ -204,6 +205,11 @@ impl WarehouseController {
             ));
             status.warnings = previous.warnings.clone();
         }
+        let failed = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status != "True");
+        crate::runtime::instruments::record_discovery(&project, &key.name, began.elapsed(), failed);
         let status = match serde_json::to_value(&status) {
             Ok(value) => value,
             Err(error) => {

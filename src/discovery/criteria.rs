@@ -77,6 +77,7 @@ pub fn newest(subscriptions: &[SubscriptionStatus]) -> Option<Candidate> {
                     repo_url: sub.repo_url.clone(),
                     tag: newest.tag.clone(),
                     digest: newest.digest.clone(),
+                    created_at: newest.created_at.clone(),
                 });
             }
             SubscriptionKind::Git => {

@@ -5,13 +5,14 @@
 //! gates and windows say now ([`board`], which the API and the web UI show), and what runs
 //! where across projects ([`release_board`], the release board of the API, the UI and
 //! `dray get board`); [`unblock`] words what would lift each reason a promotion is
-//! refused. It decides; `promotion` executes; `store` remembers.
+//! refused; [`dora`] measures each Stage's delivery (the four DORA numbers). It decides; `promotion` executes; `store` remembers.
 
 pub mod auto;
 pub mod availability;
 pub mod board;
 pub mod cascade;
 pub mod door;
+pub mod dora;
 pub mod hold;
 pub mod in_use;
 pub mod policy;

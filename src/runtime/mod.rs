@@ -24,6 +24,7 @@
 mod action;
 mod cache;
 mod controller;
+pub mod instruments;
 pub mod metrics;
 pub mod reflector;
 mod resource;

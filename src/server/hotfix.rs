@@ -142,6 +142,7 @@ pub(crate) fn judge_tag(
         repo_url,
         tag,
         digest,
+        ..
     } = image;
     if tag.is_empty() || now == Some(digest.as_str()) {
         return TagCheck::Agrees;
@@ -234,6 +235,7 @@ mod tests {
             repo_url: repo.into(),
             tag: tag.into(),
             digest: digest.into(),
+            created_at: None,
         }
     }
 

@@ -19,6 +19,7 @@ pub mod board;
 mod credentials;
 #[cfg(test)]
 mod door_tests;
+pub mod dora;
 pub mod error;
 pub(crate) mod freight_diff;
 pub mod freight_names;
@@ -162,6 +163,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{name}",
             Door::Api,
             resources::delete_project,
+        ),
+        Route::new(
+            M::GET,
+            "/projects/{project}/dora",
+            Door::Api,
+            dora::project_dora,
         ),
         Route::new(
             M::GET,
@@ -332,6 +339,23 @@ pub fn router(state: AppState, pages: Router<AppState>) -> Router {
                 },
             ),
         )
+}
+
+/// `app` without `GET /metrics`, for `dray serve --metrics-listen`, where the numbers are
+/// served on their own address ([`metrics::own_router`]): the main listener answers 404.
+pub fn without_metrics(app: Router) -> Router {
+    app.layer(axum::middleware::from_fn(
+        |request: axum::http::Request<axum::body::Body>, next: axum::middleware::Next| async move {
+            if request.uri().path() == "/metrics" {
+                let uri = request.uri().clone();
+                return axum::response::IntoResponse::into_response(
+                    ApiError::not_found(format!("no route for `{}`", uri.path()))
+                        .with_hint("this server serves /metrics on its --metrics-listen address"),
+                );
+            }
+            next.run(request).await
+        },
+    ))
 }
 
 /// A request path as logs may show it: a generic webhook's secret path segment is hidden.

@@ -51,6 +51,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("GET /api/v1/projects/{name}", [401, 200, 200, 403, 200]),
     ("PUT /api/v1/projects/{name}", [401, 403, 403, 403, 200]),
     ("DELETE /api/v1/projects/{name}", [401, 403, 403, 403, 409]),
+    ("GET /api/v1/projects/{project}/dora", [401, 200, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/projectconfigs", [401, 200, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/credentials", [401, 200, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/roles", [401, 200, 200, 403, 200]),

@@ -215,7 +215,11 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        self.inner.readers.run(work).await
+        let counting = super::stats::Counting::current();
+        self.inner
+            .readers
+            .run(move |connection| counting.enter(|| work(connection)))
+            .await
     }
 }
 

@@ -9,6 +9,10 @@
 //! status update or delete). The counters are process-wide, like a Prometheus client's
 //! default registry: `dray serve` has one store, so they are that store's; in a test
 //! process with many stores they add up, and only grow.
+//!
+//! Reads made inside [`uncounted`] are not counted: `GET /metrics` reads the store to
+//! compute queue lengths and DORA numbers, and a scrape must not move the counters it
+//! reports (the controller benchmark counts reads per write between two scrapes).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,8 +31,51 @@ pub struct StoreCounts {
     pub writes: u64,
 }
 
+tokio::task_local! {
+    /// Set while a future runs inside [`uncounted`].
+    static UNCOUNTED: ();
+}
+
+thread_local! {
+    /// Set while a blocking read runs for an uncounted caller ([`Counting::enter`]).
+    static UNCOUNTED_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `work` with the store reads it makes left out of the counters.
+pub async fn uncounted<F: std::future::Future>(work: F) -> F::Output {
+    UNCOUNTED.scope((), work).await
+}
+
+/// Whether the current task counts its reads, captured before a read moves to a blocking
+/// thread (where task-locals are not seen) and entered there.
+#[derive(Clone, Copy, Debug)]
+pub struct Counting(bool);
+
+impl Counting {
+    /// The current task's.
+    pub fn current() -> Self {
+        Counting(UNCOUNTED.try_with(|_| ()).is_err())
+    }
+
+    /// Runs `work` on this thread counting as the task that captured `self` does.
+    pub fn enter<T>(self, work: impl FnOnce() -> T) -> T {
+        /// Puts the thread's flag back, even when `work` panics.
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                UNCOUNTED_HERE.with(|u| u.set(self.0));
+            }
+        }
+        let _restore = Restore(UNCOUNTED_HERE.with(|u| u.replace(!self.0)));
+        work()
+    }
+}
+
 /// Counts one read call that returned `objects` objects (or changes).
 pub fn record_read(objects: usize) {
+    if UNCOUNTED.try_with(|_| ()).is_ok() || UNCOUNTED_HERE.with(std::cell::Cell::get) {
+        return;
+    }
     READS.fetch_add(1, Ordering::Relaxed);
     OBJECTS_READ.fetch_add(objects as u64, Ordering::Relaxed);
 }

@@ -1,6 +1,7 @@
 //! `dray controller`'s health endpoints: `/healthz` (the process answers), `/readyz` (200
 //! once it leads and its caches are listed, or while it stands by — a standby is ready to
-//! take over; 503 while it starts), and `/metrics` (the counters `dray serve` exports).
+//! take over; 503 while it starts), and `/metrics` (the process's counters and histograms `dray serve` exports; the
+//! queues and DORA numbers are `dray serve`'s).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub(super) async fn serve(
     let app = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .route("/metrics", get(crate::server::metrics::serve))
+        .route("/metrics", get(crate::server::metrics::serve_process))
         .with_state(Arc::new(phase));
     tokio::spawn(async move {
         let served = axum::serve(listener, app)

@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
+    /// Serve `GET /metrics` (Prometheus, no token) on this address instead of on --listen,
+    /// which then answers 404 for it: e.g. `127.0.0.1:9090`, reachable by the scraper only.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
@@ -165,6 +169,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let options = ServeOptions {
         data_dir: args.data_dir,
         listen: args.listen,
+        metrics_listen: args.metrics_listen,
         config: args.config,
         tools,
         auth: match args.auth {

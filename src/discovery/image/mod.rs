@@ -198,6 +198,7 @@ impl DiscoveredImage {
             repo_url: self.repo_url.clone(),
             tag: self.tag.clone(),
             digest: self.digest.clone(),
+            created_at: self.created.map(crate::api::Time),
         }
     }
 }

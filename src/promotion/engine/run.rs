@@ -17,6 +17,7 @@ use crate::api::{
 };
 use crate::expr::{DEFAULT_CONDITION, MetadataView};
 use crate::promotion::{StepExprs, metadata, record};
+use crate::runtime::instruments;
 use crate::store::StoreError;
 
 impl Engine {
@@ -95,6 +96,7 @@ impl Engine {
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
             let metadata = self.metadata_view(&run, &project, &step).await?;
+            let began = std::time::Instant::now();
             let outcome = match self.expr_context(&run, &base, &view, &step) {
                 Err(reason) => StepOutcome::failed(reason),
                 Ok(mut expr_ctx) => {
@@ -130,6 +132,14 @@ impl Engine {
                 return self.abort(&mut run).await;
             }
             run.settle(index, &alias, outcome);
+            if run
+                .status
+                .step_execution_metadata
+                .get(index)
+                .is_some_and(|meta| meta.status != StepPhase::Skipped)
+            {
+                instruments::record_step(step.uses.as_deref().unwrap_or("task"), began.elapsed());
+            }
             self.save(&mut run).await?;
             step_barrier(&key.name, BarrierPoint::Recorded, index).await;
         }
@@ -211,6 +221,18 @@ impl Engine {
         run.status.finished_at = now();
         self.save(run).await?;
         tracing::info!(promotion = %run.key, ?phase, message = %run.status.message, "promotion finished");
+        let ran = match (&run.status.started_at, &run.status.finished_at) {
+            (Some(started), Some(finished)) => {
+                std::time::Duration::try_from(finished.0.duration_since(started.0)).ok()
+            }
+            _ => None,
+        };
+        instruments::record_promotion(
+            run.key.namespace.as_deref().unwrap_or_default(),
+            &run.promotion.spec.stage,
+            phase.as_str(),
+            ran,
+        );
         Ok(phase)
     }
 

@@ -23,10 +23,14 @@
 //! - `stage_node`: one Stage's node (Freight, health, verification, badges, buttons);
 //! - `heights`: each node's height, estimated for the first layout;
 //! - `timeline`: the Freight timeline;
-//! - `availability`: where the selected Freight may go, and why not.
+//! - `availability`: where the selected Freight may go, and why not;
+//! - `dora`: the DORA panel (deployments per day as bars, the four numbers per Stage),
+//!   below the live part: it reads the project's newest Promotions (bounded, see
+//!   `pipeline::dora::read`) once per page load, not on every live update.
 
 mod availability;
 mod data;
+mod dora;
 mod heights;
 mod minimap;
 mod pipeline;
@@ -81,12 +85,14 @@ pub(crate) async fn page(
     Query(query): Query<ProjectQuery>,
 ) -> Result<Markup, UiError> {
     let data = load(&state, &viewer, &project, &query).await?;
+    let numbers = dora::load(&state, &viewer, &project).await?;
     Ok(layout::page(
         &project,
         Some(&viewer),
         Some(&project),
         html! {
             div #live data-selected=[data.selected.as_deref()] { (live_body(&data)) }
+            @if let Some(numbers) = &numbers { (dora::panel(numbers)) }
             div #promotion-slot {}
             dialog #confirm {
                 div.confirm-body {}
