@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::api::{Freight, Kind, ObjectKey, ResourceBody as _, Stage, Verb};
 use crate::pipeline::board::{self, StageWindow};
 use crate::pipeline::request::{self, PromoteRequest};
+use crate::pipeline::signoff;
 
 use super::AppState;
 use super::auth::Caller;
@@ -101,6 +102,14 @@ pub(crate) async fn stage_freight(
             "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
             "approvedBy": gates.approved_by,
         });
+        if let (Some(policy), Ok(typed)) = (&stage.spec.signoff, serde_json::from_value::<Freight>(object.clone())) {
+            let signed = signoff::counted(policy, signoff::signoffs(&typed, &stage_name), None);
+            object["availability"]["signoffs"] = json!({
+                "required": policy.required,
+                "signedOffBy": signed.iter().map(|s| s.user.as_str()).collect::<Vec<_>>(),
+                "groups": policy.groups,
+            });
+        }
         listed.push(object);
     }
     listed

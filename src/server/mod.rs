@@ -31,6 +31,7 @@ mod rbac_matrix;
 pub mod refresh;
 pub mod resources;
 pub mod routes;
+pub mod signoffs;
 #[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
@@ -227,6 +228,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/approve",
             Door::Api,
             gates::approve,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/stages/{stage}/signoffs",
+            Door::Api,
+            signoffs::sign_off,
         ),
         Route::new(
             M::POST,
