@@ -250,3 +250,212 @@ pub async fn sign_off(
     .await?;
     signed.ok_or_else(|| StoreError::Internal(format!("{key} was not signed off")).into())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::api::{API_VERSION, Actor, annotations};
+    use crate::pipeline::availability::availability;
+    use crate::pipeline::door::{AuthorizeError, AutoPromotion};
+    use crate::pipeline::request::{approve, request_promotion};
+    use crate::store::SqliteStore;
+
+    /// A person in `groups` who may do anything.
+    struct Person(&'static str, &'static [&'static str]);
+
+    #[async_trait]
+    impl Authorizer for Person {
+        fn actor(&self) -> Actor {
+            Actor::Person(self.0.to_owned())
+        }
+
+        fn groups(&self) -> Vec<String> {
+            self.1.iter().map(|g| (*g).to_owned()).collect()
+        }
+
+        async fn authorize(
+            &self,
+            _: &dyn Store,
+            _: Verb,
+            _: &str,
+            _: &str,
+            _: &str,
+        ) -> Result<(), AuthorizeError> {
+            Ok(())
+        }
+    }
+
+    /// Project `demo`, Stage `prod` (direct from `app`) with `signoff`, Freight `f1`.
+    async fn world(signoff: Value) -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let objects = [
+            json!({"apiVersion": API_VERSION, "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
+            json!({"apiVersion": API_VERSION, "kind": "Stage",
+                   "metadata": {"name": "prod", "namespace": "demo"},
+                   "spec": {"signoff": signoff,
+                            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                                                  "sources": {"direct": true}}],
+                            "promotionTemplate": {"spec": {"steps": [
+                                {"uses": "git-push", "as": "push", "config": {"path": "./out"}}]}}}}),
+            json!({"apiVersion": API_VERSION, "kind": "Freight",
+                "metadata": {"name": "f1", "namespace": "demo"},
+                "alias": "one", "origin": {"kind": "Warehouse", "name": "app"},
+                "images": [{"repoURL": "reg/app", "tag": "1.0.0", "digest": "sha256:aa"}]}),
+        ];
+        for object in objects {
+            store.create(object).await.unwrap();
+        }
+        (dir, store)
+    }
+
+    fn f1() -> PromoteRequest {
+        PromoteRequest {
+            stage: "prod".into(),
+            alias: Some("one".into()),
+            ..Default::default()
+        }
+    }
+
+    async fn sign(store: &dyn Store, who: &Person, reason: &str) -> Result<(), SignoffError> {
+        sign_off(store, who, "demo", "prod", &f1(), reason)
+            .await
+            .map(|_| ())
+    }
+
+    /// The refusal's reasons, or the Promotion made.
+    async fn promote(store: &dyn Store, who: &dyn Authorizer) -> Result<Value, Vec<String>> {
+        match request_promotion(store, who, "demo", &f1()).await {
+            Ok(made) => Ok(made.object),
+            Err(PromoteError::Refused { reasons, .. }) => Err(reasons),
+            Err(other) => panic!("unexpected error: {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn n_distinct_people_from_the_groups_let_freight_in() {
+        let (_dir, store) = world(json!({"required": 2, "groups": ["sre", "qa"]})).await;
+        let store = store.as_ref();
+        let dee = Person("dee", &[]);
+        let refused = promote(store, &dee).await.unwrap_err();
+        assert!(
+            refused[0].starts_with(
+                "needs sign-offs from 2 people in `sre`, `qa`, has none — ask 2 more people (members of `sre`, `qa`) to run `dray signoff one -p demo --stage prod --reason …`"
+            ),
+            "{refused:?}"
+        );
+        let ann = Person("ann", &["sre", "dev"]);
+        sign(store, &ann, "first").await.unwrap();
+        sign(store, &ann, "again").await.unwrap();
+        let refused = promote(store, &dee).await.unwrap_err();
+        assert!(
+            refused[0].starts_with("needs sign-offs from 2 people in `sre`, `qa`, has 1 (`ann`)"),
+            "one person signing twice counts once: {refused:?}"
+        );
+        let bob = Person("bob", &["dev"]);
+        let outside = sign(store, &bob, "").await.unwrap_err();
+        assert_eq!(
+            outside.to_string(),
+            "user `bob` may not sign off for Stage `prod`: only members of groups `sre`, `qa` count, and `bob` is in group `dev`"
+        );
+        assert!(matches!(outside, SignoffError::NotInGroups { .. }));
+        sign(store, &Person("cy", &["qa"]), "").await.unwrap();
+        let made = promote(store, &dee).await.unwrap();
+        assert_eq!(
+            made.pointer(&format!(
+                "/metadata/annotations/{}",
+                annotations::SIGNED_OFF_BY.replace('/', "~1")
+            )),
+            Some(&json!("ann (again)\ncy")),
+            "one trailer value per person, with the latest reason"
+        );
+        let stored = store
+            .get(&ObjectKey::namespaced(Kind::Freight, "demo", "f1"))
+            .await
+            .unwrap()
+            .unwrap();
+        let freight: Freight = stored.to_typed().unwrap();
+        let users: Vec<_> = signoffs(&freight, "prod").iter().map(|s| &s.user).collect();
+        assert_eq!(users, ["ann", "cy"]);
+        assert_eq!(signoffs(&freight, "prod")[0].groups, ["sre"]);
+    }
+
+    #[tokio::test]
+    async fn the_promoters_own_signoff_counts_only_with_allow_self() {
+        let (_dir, store) = world(json!({"required": 1})).await;
+        let store = store.as_ref();
+        let ann = Person("ann", &[]);
+        sign(store, &ann, "").await.unwrap();
+        let refused = promote(store, &ann).await.unwrap_err();
+        assert!(
+            refused[0].starts_with(
+                "needs sign-offs from 1 person, has none; `ann` signed off too, but your own sign-off does not count"
+            ),
+            "{refused:?}"
+        );
+        promote(store, &Person("bob", &[])).await.unwrap();
+
+        let (_dir, store) = world(json!({"required": 1, "allowSelf": true})).await;
+        let store = store.as_ref();
+        sign(store, &ann, "").await.unwrap();
+        promote(store, &ann).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_approval_does_not_bypass_signoffs() {
+        let (_dir, store) = world(json!({"required": 1})).await;
+        let store = store.as_ref();
+        let ann = Person("ann", &[]);
+        approve(store, &ann, "demo", "prod", &f1(), "hotfix")
+            .await
+            .unwrap();
+        let refused = promote(store, &Person("bob", &[])).await.unwrap_err();
+        assert!(refused[0].contains("an approval does not lift this gate"), "{refused:?}");
+        let stage: Stage = store
+            .get(&ObjectKey::namespaced(Kind::Stage, "demo", "prod"))
+            .await
+            .unwrap()
+            .unwrap()
+            .to_typed()
+            .unwrap();
+        let freight: Freight = store
+            .get(&ObjectKey::namespaced(Kind::Freight, "demo", "f1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .to_typed()
+            .unwrap();
+        let gates = availability(&stage, &freight, jiff::Timestamp::now());
+        assert_eq!(gates.approved_by.as_deref(), Some("ann"));
+        assert!(!gates.is_available(), "approved, still not signed off");
+    }
+
+    #[tokio::test]
+    async fn auto_promotion_waits_for_signoffs_and_may_not_sign() {
+        let (_dir, store) = world(json!({"required": 1})).await;
+        let store = store.as_ref();
+        assert!(promote(store, &AutoPromotion).await.is_err());
+        let refused = sign_off(store, &AutoPromotion, "demo", "prod", &f1(), "")
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, SignoffError::Promote(PromoteError::Forbidden { .. })), "{refused}");
+        sign(store, &Person("ann", &[]), "").await.unwrap();
+        let made = promote(store, &AutoPromotion).await.unwrap();
+        assert_eq!(made["metadata"]["annotations"][annotations::SIGNED_OFF_BY], json!("ann"));
+    }
+
+    #[tokio::test]
+    async fn a_stage_without_signoff_asks_for_none() {
+        let (_dir, store) = world(Value::Null).await;
+        let refused = sign(store.as_ref(), &Person("ann", &[]), "")
+            .await
+            .unwrap_err();
+        assert!(matches!(refused, SignoffError::NotAsked { .. }), "{refused}");
+        assert!(refused.hint().contains("signoff: {required: N}"));
+    }
+}
