@@ -1,11 +1,14 @@
 //! Sign-offs end to end (issue #17, item 4): a Stage with `spec.signoff` takes Freight only
 //! once enough distinct people in its groups ran `dray signoff`; the promoter's own does
 //! not count; the stage branch commit carries one `Dray-Signed-Off-By` trailer per person,
-//! read back with real git and by `dray audit`. Real binary, real git, real registry.
+//! read back with real git and by `dray audit`. Real binary, real git, real registry; and
+//! in a real headless Chromium, a release manager clicks Sign off and the confirmation
+//! lists the gate and who signed.
 
 use std::process::Output;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
+use dray_e2e::browser::Browser;
 use dray_e2e::oci;
 use dray_e2e::pipeline::{Pipeline, text};
 
@@ -149,4 +152,101 @@ async fn two_people_sign_off_a_third_promotes_and_the_commit_names_both() -> Res
         );
         Ok(())
     })
+}
+
+async fn log_in(browser: &Browser, base: &str, token: &str) -> Result<()> {
+    browser.goto(&format!("{base}/login")).await?;
+    let field = browser.wait_for("#token", "the token field").await?;
+    field.send_keys(token).await?;
+    browser
+        .wait_for("#login", "the Log in button")
+        .await?
+        .click()
+        .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_manager_clicks_sign_off_and_the_freight_may_go() -> Result<()> {
+    if !Browser::is_available() {
+        bail!("this test needs chromium and chromedriver (e2e/test.sh installs them)");
+    }
+    let p = tokio::task::block_in_place(|| -> Result<Pipeline> {
+        let p = Pipeline::start()?;
+        p.apply_quickstart(prod_with_signoffs)?;
+        Ok(p)
+    })?;
+    oci::push_image(&p.registry, "demo/app", "1.0.0").await?;
+    let (id, alias, bob) = tokio::task::block_in_place(|| -> Result<(String, String, String)> {
+        p.refresh()?;
+        let (id, alias) = p.newest_freight()?;
+        let ann = token(&p, "ann", "dray-promoter", &["release"])?;
+        let signed = signoff(&p, &ann, &alias, "tested")?;
+        anyhow::ensure!(signed.status.success(), "{}", text(&signed));
+        Ok((id, alias, token(&p, "bob", "dray-promoter", &["release"])?))
+    })?;
+    let base = p.dray.url();
+    let browser = Browser::start().await?;
+    log_in(&browser, &base, &bob).await?;
+    browser.wait_for_text("#user", "bob").await?;
+    browser
+        .wait_for(
+            &format!("[data-freight=\"{id}\"] a"),
+            "the Freight in the timeline",
+        )
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_text(
+            "#availability [data-stage=\"prod\"]",
+            "needs sign-offs from 2 people in `release`, has 1 (`ann`)",
+        )
+        .await?;
+    browser
+        .wait_for(
+            "button[data-action=\"signoff\"][data-stage=\"prod\"]:not([disabled])",
+            "Sign off on prod, enabled",
+        )
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_text("#confirm h2", &format!("Sign off {alias}"))
+        .await?;
+    browser
+        .wait_for_text(
+            "#confirm .gates .signoffs",
+            "sign-offs: 1 of 2 (members of release); the promoter's own does not count, signed off by ann (tested)",
+        )
+        .await?;
+    browser.screenshot("signoff-confirmation").await?;
+    browser
+        .wait_for("#confirm-reason", "the reason field")
+        .await?
+        .send_keys("canary looked fine")
+        .await?;
+    browser
+        .wait_for("#confirm-go:not([disabled])", "the Confirm button, enabled")
+        .await?
+        .click()
+        .await?;
+    // Two sign-offs now: prod may take it (the page reloads its availability).
+    browser
+        .wait_for_text("#availability [data-stage=\"prod\"]", "available")
+        .await?;
+    browser.screenshot("signoff-done").await?;
+    let listed = tokio::task::block_in_place(|| p.cli(&["get", "freight", "--stage", "prod"]))?;
+    assert!(
+        text(&listed).contains("2/2 (ann, bob)"),
+        "{}",
+        text(&listed)
+    );
+    let freight = tokio::task::block_in_place(|| p.freight_named(&id))?;
+    assert_eq!(
+        freight["status"]["signedOffFor"]["prod"][1]["reason"],
+        "canary looked fine",
+        "{freight:#}"
+    );
+    Ok(())
 }
