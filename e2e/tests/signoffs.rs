@@ -49,7 +49,10 @@ fn token(p: &Pipeline, user: &str, role: &str, groups: &[&str]) -> Result<String
 /// `dray -p demo ARGS` as the holder of `token`.
 fn as_user(p: &Pipeline, token: &str, args: &[&str]) -> Result<Output> {
     let mut command = p.dray.cli_command();
-    command.env("DRAY_TOKEN", token).args(["-p", "demo"]).args(args);
+    command
+        .env("DRAY_TOKEN", token)
+        .args(["-p", "demo"])
+        .args(args);
     Ok(command.output()?)
 }
 
@@ -88,7 +91,8 @@ async fn two_people_sign_off_a_third_promotes_and_the_commit_names_both() -> Res
         let outside = signoff(&p, &cy, &alias, "")?;
         assert!(!outside.status.success(), "{}", text(&outside));
         assert!(
-            text(&outside).contains("only members of group `release` count, and `cy` is in no group"),
+            text(&outside)
+                .contains("only members of group `release` count, and `cy` is in no group"),
             "{}",
             text(&outside)
         );
@@ -110,7 +114,10 @@ async fn two_people_sign_off_a_third_promotes_and_the_commit_names_both() -> Res
             text(&signed)
         );
         let listed = text(&p.cli(&["get", "freight", "--stage", "prod"])?);
-        assert!(listed.contains("SIGN-OFFS") && listed.contains("1/2 (ann)"), "{listed}");
+        assert!(
+            listed.contains("SIGN-OFFS") && listed.contains("1/2 (ann)"),
+            "{listed}"
+        );
         let refused = as_user(&p, &cy, &["promote", "--stage", "prod", "--alias", &alias])?;
         assert!(
             text(&refused).contains("needs sign-offs from 2 people in `release`, has 1 (`ann`)"),
@@ -132,7 +139,14 @@ async fn two_people_sign_off_a_third_promotes_and_the_commit_names_both() -> Res
             &p,
             &cy,
             &[
-                "promote", "--stage", "prod", "--alias", &alias, "--wait", "--timeout", "2m",
+                "promote",
+                "--stage",
+                "prod",
+                "--alias",
+                &alias,
+                "--wait",
+                "--timeout",
+                "2m",
             ],
         )?;
         assert!(promoted.status.success(), "{}", text(&promoted));
@@ -244,8 +258,7 @@ async fn a_release_manager_clicks_sign_off_and_the_freight_may_go() -> Result<()
     );
     let freight = tokio::task::block_in_place(|| p.freight_named(&id))?;
     assert_eq!(
-        freight["status"]["signedOffFor"]["prod"][1]["reason"],
-        "canary looked fine",
+        freight["status"]["signedOffFor"]["prod"][1]["reason"], "canary looked fine",
         "{freight:#}"
     );
     Ok(())

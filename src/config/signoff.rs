@@ -14,18 +14,20 @@ pub(super) fn policy(policy: &SignoffPolicy) -> Vec<Issue> {
     let mut issues = Vec::new();
     if policy.required == 0 {
         issues.push(
-            Issue::new(at.key("required"), "`required` is 0: the gate would ask nobody")
-                .hint("set `required: 1` or more, or remove `signoff`"),
+            Issue::new(
+                at.key("required"),
+                "`required` is 0: the gate would ask nobody",
+            )
+            .hint("set `required: 1` or more, or remove `signoff`"),
         );
     }
     let mut seen = BTreeSet::new();
     for (i, group) in policy.groups.iter().enumerate() {
         let path = at.key("groups").index(i);
         if group.trim().is_empty() {
-            issues.push(
-                Issue::new(path, "a group name is empty")
-                    .hint("name a group as the identity provider or `dray token create --group` spells it"),
-            );
+            issues.push(Issue::new(path, "a group name is empty").hint(
+                "name a group as the identity provider or `dray token create --group` spells it",
+            ));
         } else if !seen.insert(group.as_str()) {
             issues.push(
                 Issue::new(path, format!("group `{group}` is listed twice")).hint("list it once"),

@@ -23,7 +23,9 @@ use crate::store::Store;
 #[derive(Debug, thiserror::Error)]
 pub enum SignoffError {
     /// The Stage has no `spec.signoff`.
-    #[error("Stage `{stage}` in project `{project}` asks for no sign-offs (it has no `spec.signoff`)")]
+    #[error(
+        "Stage `{stage}` in project `{project}` asks for no sign-offs (it has no `spec.signoff`)"
+    )]
     NotAsked {
         /// The project.
         project: String,
@@ -415,7 +417,10 @@ mod tests {
             .await
             .unwrap();
         let refused = promote(store, &Person("bob", &[])).await.unwrap_err();
-        assert!(refused[0].contains("an approval does not lift this gate"), "{refused:?}");
+        assert!(
+            refused[0].contains("an approval does not lift this gate"),
+            "{refused:?}"
+        );
         let stage: Stage = store
             .get(&ObjectKey::namespaced(Kind::Stage, "demo", "prod"))
             .await
@@ -443,10 +448,19 @@ mod tests {
         let refused = sign_off(store, &AutoPromotion, "demo", "prod", &f1(), "")
             .await
             .unwrap_err();
-        assert!(matches!(refused, SignoffError::Promote(PromoteError::Forbidden { .. })), "{refused}");
+        assert!(
+            matches!(
+                refused,
+                SignoffError::Promote(PromoteError::Forbidden { .. })
+            ),
+            "{refused}"
+        );
         sign(store, &Person("ann", &[]), "").await.unwrap();
         let made = promote(store, &AutoPromotion).await.unwrap();
-        assert_eq!(made["metadata"]["annotations"][annotations::SIGNED_OFF_BY], json!("ann"));
+        assert_eq!(
+            made["metadata"]["annotations"][annotations::SIGNED_OFF_BY],
+            json!("ann")
+        );
     }
 
     #[tokio::test]
@@ -455,7 +469,10 @@ mod tests {
         let refused = sign(store.as_ref(), &Person("ann", &[]), "")
             .await
             .unwrap_err();
-        assert!(matches!(refused, SignoffError::NotAsked { .. }), "{refused}");
+        assert!(
+            matches!(refused, SignoffError::NotAsked { .. }),
+            "{refused}"
+        );
         assert!(refused.hint().contains("signoff: {required: N}"));
     }
 }

@@ -102,7 +102,10 @@ pub(crate) async fn stage_freight(
             "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
             "approvedBy": gates.approved_by,
         });
-        if let (Some(policy), Ok(typed)) = (&stage.spec.signoff, serde_json::from_value::<Freight>(object.clone())) {
+        if let (Some(policy), Ok(typed)) = (
+            &stage.spec.signoff,
+            serde_json::from_value::<Freight>(object.clone()),
+        ) {
             let signed = signoff::counted(policy, signoff::signoffs(&typed, &stage_name), None);
             object["availability"]["signoffs"] = json!({
                 "required": policy.required,

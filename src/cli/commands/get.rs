@@ -346,7 +346,10 @@ async fn table(
             row.push(availability_cell(item));
         }
     }
-    if items.iter().any(|i| i.pointer("/availability/signoffs").is_some()) {
+    if items
+        .iter()
+        .any(|i| i.pointer("/availability/signoffs").is_some())
+    {
         header.push("SIGN-OFFS");
         for (row, item) in rows.iter_mut().zip(items) {
             row.push(signoffs_cell(item));
