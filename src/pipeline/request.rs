@@ -614,8 +614,8 @@ pub async fn abort_promotion(
 }
 
 /// Approves `freight` for `stage` once `who` may `approve` it: it becomes available there
-/// regardless of verification and soak (not of sign-offs: [`signoff`]), on the record (who, when, why). Returns the updated
-/// Freight.
+/// regardless of verification and soak (not of sign-offs: [`signoff`]), on the record
+/// (who, when, why). Returns the updated Freight.
 pub async fn approve(
     store: &dyn Store,
     who: &dyn Authorizer,

@@ -91,7 +91,7 @@ pub(crate) async fn stage_freight(
     let stage_board = board::stage_board(&stage, &refs, &windows, jiff::Timestamp::now());
     let window = window_refusal(&stage_board.window);
     let mut listed = Vec::new();
-    for (object, entry) in objects.into_iter().zip(&stage_board.freight) {
+    for ((object, typed), entry) in objects.into_iter().zip(&freight).zip(&stage_board.freight) {
         let gates = &entry.availability;
         let mut reasons: Vec<String> = gates.reasons.iter().map(ToString::to_string).collect();
         reasons.extend(window.clone());
@@ -102,11 +102,8 @@ pub(crate) async fn stage_freight(
             "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
             "approvedBy": gates.approved_by,
         });
-        if let (Some(policy), Ok(typed)) = (
-            &stage.spec.signoff,
-            serde_json::from_value::<Freight>(object.clone()),
-        ) {
-            let signed = signoff::counted(policy, signoff::signoffs(&typed, &stage_name), None);
+        if let Some(policy) = &stage.spec.signoff {
+            let signed = signoff::counted(policy, signoff::signoffs(typed, &stage_name), None);
             object["availability"]["signoffs"] = json!({
                 "required": policy.required,
                 "signedOffBy": signed.iter().map(|s| s.user.as_str()).collect::<Vec<_>>(),

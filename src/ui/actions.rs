@@ -3,8 +3,9 @@
 //! - `GET /projects/{p}/stages/{s}/confirm?action=…&freight=…`: the confirmation dialog's
 //!   body. For Promote: per image `tag@digest → tag@digest`, per config repo
 //!   `sha subject → sha subject`, the gates that apply (availability, window, approval,
-//!   sign-offs and who signed, hold); for Sign off the same gates and who you are. The `#confirm-go` button carries the API call (URL and JSON
-//!   body) the page's script makes; when RBAC refuses, it is disabled with the reason.
+//!   sign-offs and who signed, hold) and who you are; Sign off shows the same gates. The
+//!   `#confirm-go` button carries the API call (URL and JSON body) the page's script
+//!   makes; when RBAC refuses, it is disabled with the reason.
 //! - `GET /projects/{p}/promotions/{name}[/view]`: a Promotion's steps (phase, message,
 //!   attempts), the failed step's reason and pull requests its steps opened. Promotions
 //!   keep no step logs, so the step messages are what is shown.
