@@ -223,6 +223,9 @@ pub struct StepContext {
     pub approved_by: Option<String>,
     /// Who promoted through a closed promotion window, and why (`ann: incident 42`).
     pub window_override: Option<String>,
+    /// The people whose sign-offs counted for this promotion (the Stage's `spec.signoff`),
+    /// each `user` or `user (reason)`: one `Dray-Signed-Off-By` trailer each.
+    pub signed_off_by: Vec<String>,
     /// Credentials by repository.
     pub credentials: Arc<dyn CredentialProvider>,
     /// Bare mirrors of git repositories.

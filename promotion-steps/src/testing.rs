@@ -173,6 +173,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         freight: freight(),
         approved_by: None,
         window_override: None,
+        signed_off_by: Vec::new(),
         credentials: Arc::new(NoCredentials),
         repos: Arc::new(NoRepos),
         http: reqwest::Client::new(),

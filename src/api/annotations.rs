@@ -12,6 +12,9 @@ pub const ACTOR: &str = "dray.dev/actor";
 pub const REQUESTED_AT: &str = "dray.dev/requested-at";
 /// A promotion through a closed window: `<user>: <reason> (window `<name>`)`.
 pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
+/// The sign-offs that counted when a promotion was requested, one per line
+/// (`<user>` or `<user> (<reason>)`): each becomes a `Dray-Signed-Off-By` trailer.
+pub const SIGNED_OFF_BY: &str = "dray.dev/signed-off-by";
 /// Wakes a waiting promotion at once (set by webhooks); any new value.
 pub const WAKE: &str = "dray.dev/wake";
 /// Asks a Warehouse to look again; any new value.

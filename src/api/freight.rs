@@ -126,6 +126,10 @@ pub struct FreightStatus {
     /// Stages for which a person approved this Freight, bypassing verification and soak.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub approved_for: BTreeMap<String, ApprovedStage>,
+    /// Per Stage, the people who signed this Freight off for it (the Stage's
+    /// `spec.signoff` gate), one entry per person, in the order they signed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signed_off_for: BTreeMap<String, Vec<Signoff>>,
     /// What promotions recorded on this Freight with `set-metadata` (key → JSON value).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "super::free_form_object")]
@@ -166,4 +170,21 @@ pub struct ApprovedStage {
     /// Why.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+}
+
+/// One person's sign-off of Freight for a Stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Signoff {
+    /// Who signed off.
+    pub user: String,
+    /// The signer's groups that the Stage's policy names, when it names groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Why (kept on the record).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// When.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
 }

@@ -26,7 +26,7 @@ pub const WILDCARD: &str = "*";
 pub const TOKENS_RESOURCE: &str = "tokens";
 
 /// The built-in roles: `dray-admin` (everything), `dray-promoter` (read everything, promote,
-/// approve and abort) and `dray-viewer` (read everything).
+/// approve, abort and sign off) and `dray-viewer` (read everything).
 pub const BUILTIN_ROLES: [&str; 3] = ["dray-admin", "dray-promoter", "dray-viewer"];
 
 /// The label on the built-in roles the API shows.
@@ -55,11 +55,13 @@ pub enum Verb {
     Override,
     /// Run or skip verification.
     Verify,
+    /// Sign Freight off for a Stage (its `spec.signoff` gate).
+    Signoff,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 10] = [
+    pub const ALL: [Verb; 11] = [
         Verb::Get,
         Verb::List,
         Verb::Create,
@@ -70,6 +72,7 @@ impl Verb {
         Verb::Abort,
         Verb::Override,
         Verb::Verify,
+        Verb::Signoff,
     ];
 
     /// The verb as rules write it, e.g. `promote`.
@@ -85,6 +88,7 @@ impl Verb {
             Verb::Abort => "abort",
             Verb::Override => "override",
             Verb::Verify => "verify",
+            Verb::Signoff => "signoff",
         }
     }
 }
@@ -131,7 +135,7 @@ pub struct PolicyRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
     /// `get`, `list`, `create`, `update`, `delete`, `promote`, `approve`, `abort`,
-    /// `override`, `verify`, or `*`.
+    /// `override`, `verify`, `signoff`, or `*`.
     pub verbs: Vec<String>,
 }
 
@@ -163,7 +167,7 @@ impl Role {
             "dray-admin" => vec![PolicyRule::new(&[WILDCARD], &[WILDCARD])],
             "dray-promoter" => vec![
                 read(),
-                PolicyRule::new(&["promote", "approve", "abort"], &["stages"]),
+                PolicyRule::new(&["promote", "approve", "abort", "signoff"], &["stages"]),
                 PolicyRule::new(&["create", "abort"], &["promotions"]),
             ],
             "dray-viewer" => vec![read()],
@@ -255,6 +259,7 @@ mod tests {
         assert!(allows(Verb::Get, "credentials", Some("git")));
         assert!(allows(Verb::Promote, "stages", Some("prod")));
         assert!(allows(Verb::Abort, "promotions", Some("p-1")));
+        assert!(allows(Verb::Signoff, "stages", Some("prod")));
         assert!(!allows(Verb::Update, "stages", Some("prod")));
         assert!(!allows(Verb::Override, "stages", Some("prod")));
         assert!(Role::builtin("dray-viewer").is_some());

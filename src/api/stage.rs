@@ -36,6 +36,27 @@ pub struct StageSpec {
     /// How the Stage's current Freight is proven fit before it counts as verified here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// How many people must sign off Freight before it may be promoted here (a gate beside
+    /// verification; an approval does not bypass it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signoff: Option<SignoffPolicy>,
+}
+
+/// A Stage's sign-off gate: `required` distinct people (members of one of `groups`, when
+/// given) sign off Freight (`dray signoff`) before it may be promoted into the Stage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignoffPolicy {
+    /// How many distinct people must sign off (at least 1).
+    pub required: u32,
+    /// Only members of these groups (of the signer's identity: API token `--group`s, the
+    /// OIDC groups claim, Kubernetes user groups) may sign off; anyone with the `signoff`
+    /// verb when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Whether the promoter's own sign-off counts toward `required` (default: it does not).
+    #[serde(default)]
+    pub allow_self: bool,
 }
 
 /// How health is judged after a promotion.

@@ -53,6 +53,8 @@ pub enum Command {
     Promote(Client<commands::promote::PromoteArgs>),
     /// Approve Freight for a Stage (bypasses verification and soak, on the record).
     Approve(Client<commands::approve::ApproveArgs>),
+    /// Sign Freight off for a Stage whose `spec.signoff` asks for sign-offs.
+    Signoff(Client<commands::signoff::SignoffArgs>),
     /// Place or lift a Stage's hold on auto-promotion.
     Hold(Client<commands::hold::HoldArgs>),
     /// Re-run (or `--abort`) the verification of a Stage's current Freight.
@@ -161,6 +163,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Promote(c) => commands::promote::run(&ctx(c.client)?, c.args).await,
         Command::Abort(c) => commands::abort::run(&ctx(c.client)?, c.args).await,
         Command::Approve(c) => commands::approve::run(&ctx(c.client)?, c.args).await,
+        Command::Signoff(c) => commands::signoff::run(&ctx(c.client)?, c.args).await,
         Command::Hold(c) => commands::hold::run(&ctx(c.client)?, c.args).await,
         Command::Verify(c) => commands::verify::run(&ctx(c.client)?, c.args).await,
         Command::Audit(c) => commands::audit::run(&ctx(c.client)?, c.args).await,

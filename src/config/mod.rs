@@ -35,6 +35,7 @@ mod path;
 mod references;
 mod schema_check;
 mod semantics;
+mod signoff;
 mod steps;
 mod typed;
 pub mod webhook_secret;

@@ -1,6 +1,6 @@
 //! Rules about one resource that its type cannot express: Warehouse subscriptions (and
 //! their criteria and commit filters, compiled here so `dray apply` refuses a bad one), Stage
-//! requests, Credentials' fields (a webhook secret's length), durations, names used as
+//! requests (and sign-off policies), Credentials' fields (a webhook secret's length), durations, names used as
 //! references, Promotion targets, ProjectConfig naming.
 //! Rules that need other documents live in [`super::references`].
 
@@ -764,6 +764,9 @@ fn stage(stage: &Stage) -> Vec<Issue> {
     }
     if let Some(verification) = &stage.spec.verification {
         issues.extend(super::analysis::verification(verification));
+    }
+    if let Some(policy) = &stage.spec.signoff {
+        issues.extend(super::signoff::policy(policy));
     }
     issues
 }

@@ -13,8 +13,8 @@
 //! - writes a Promotion, through the promote path ([`request::request_promotion`], as
 //!   [`AutoPromotion`]), so every gate applies;
 //! - wakes on the Stage's changes, on Freight changes that can change what is available
-//!   to it ([`freight_stages`]: new Freight from its origin, or Freight verified, current
-//!   or approved in it or its upstream Stages), on its Promotions' changes, on its
+//!   to it ([`freight_stages`]: new Freight from its origin, or Freight verified, current,
+//!   approved or signed off in it or its upstream Stages), on its Promotions' changes, on its
 //!   upstream Stages' current Freight changing and on ProjectConfig changes — only Stages
 //!   a policy auto-promotes are ever woken by another object's change; it requeues at the soak end it
 //!   waits for, and after [`REFUSED_RETRY`] when the promote path refused (a window that
@@ -291,6 +291,7 @@ fn touched_stages(
     differing(&before.currently_in, &after.currently_in, &mut touched);
     differing(&before.verified_in, &after.verified_in, &mut touched);
     differing(&before.approved_for, &after.approved_for, &mut touched);
+    differing(&before.signed_off_for, &after.signed_off_for, &mut touched);
     touched
 }
 
@@ -345,6 +346,57 @@ mod tests {
             decide(&stage, &cache, after_soak),
             Decision::Promote("f1".into()),
             "once the soak ended the Freight is wanted"
+        );
+        shutdown.cancel();
+    }
+
+    /// A Stage with `spec.signoff` is auto-promoted only once enough people signed the
+    /// Freight off: an approval does not stand in for them.
+    #[tokio::test]
+    async fn auto_promotion_waits_for_signoffs_and_not_for_an_approval() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let stage = |name: &str| {
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                   "metadata": {"name": name, "namespace": "demo"},
+                   "spec": {"signoff": {"required": 1},
+                            "requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                                                  "sources": {"direct": true}}]}})
+        };
+        let objects = [
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+                   "metadata": {"name": "demo", "namespace": "demo"},
+                   "spec": {"promotionPolicies": [
+                       {"stageSelector": {"name": "staging"}, "autoPromotionEnabled": true},
+                       {"stageSelector": {"name": "qa"}, "autoPromotionEnabled": true}]}}),
+            stage("staging"),
+            stage("qa"),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                   "metadata": {"name": "f1", "namespace": "demo"},
+                   "alias": "frosty-otter", "origin": {"kind": "Warehouse", "name": "app"},
+                   "images": [{"repoURL": "reg/app", "tag": "1.0.0", "digest": "sha256:aa"}],
+                   "status": {"approvedFor": {"staging": {"by": "ann", "reason": "hotfix"}},
+                              "signedOffFor": {"qa": [{"user": "ann"}]}}}),
+        ];
+        for object in objects {
+            store.create(object).await.unwrap();
+        }
+        let shutdown = CancellationToken::new();
+        let cache = reflector::start(store.clone(), Kinds::all(), shutdown.clone())
+            .await
+            .unwrap();
+        let staging = cache.get::<Stage>("demo", "staging").unwrap();
+        assert_eq!(
+            decide(&staging, &cache, Timestamp::now()),
+            Decision::Wait(None),
+            "approved, but nobody signed it off for staging"
+        );
+        let qa = cache.get::<Stage>("demo", "qa").unwrap();
+        assert_eq!(
+            decide(&qa, &cache, Timestamp::now()),
+            Decision::Promote("f1".into()),
+            "one sign-off for qa is enough"
         );
         shutdown.cancel();
     }

@@ -6,7 +6,9 @@
 //!    record (who, when, why);
 //! 3. from upstream Stages, the Freight must be verified there (`OneOf` by default, or
 //!    `All`);
-//! 4. and must have stayed there continuously for `requiredSoakTime`.
+//! 4. and must have stayed there continuously for `requiredSoakTime`;
+//! 5. and, when the Stage has `spec.signoff`, enough people must have signed it off — an
+//!    approval does not bypass this one ([`super::signoff`]).
 //!
 //! Promotion windows and permissions are checked by the caller, which adds their reasons
 //! to the same list. Each [`Reason`] reads as a sentence that names the gate.
@@ -68,6 +70,17 @@ pub enum Reason {
         verb: String,
         /// Which Stage.
         stage: String,
+    },
+    /// Fewer people than the Stage's `spec.signoff.required` have signed it off.
+    SignoffsMissing {
+        /// How many distinct people must sign off.
+        required: u32,
+        /// Who signed off and counts, in the order they signed.
+        have: Vec<String>,
+        /// The groups whose members count (anyone with `signoff` when empty).
+        groups: Vec<String>,
+        /// The promoter, when they signed off themselves and that does not count.
+        own: Option<String>,
     },
 }
 
@@ -138,6 +151,29 @@ impl fmt::Display for Reason {
             Reason::NotPermitted { user, verb, stage } => {
                 write!(f, "user `{user}` may not {verb} to `{stage}`")
             }
+            Reason::SignoffsMissing {
+                required,
+                have,
+                groups,
+                own,
+            } => {
+                let people = if *required == 1 { "person" } else { "people" };
+                write!(f, "needs sign-offs from {required} {people}")?;
+                if !groups.is_empty() {
+                    write!(f, " in {}", backticked(groups))?;
+                }
+                match have.len() {
+                    0 => write!(f, ", has none")?,
+                    n => write!(f, ", has {n} ({})", backticked(have))?,
+                }
+                if let Some(own) = own {
+                    write!(
+                        f,
+                        "; `{own}` signed off too, but your own sign-off does not count (the Stage does not set `allowSelf`)"
+                    )?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -187,8 +223,23 @@ fn soaked(freight: &Freight, upstream: &str, now: Timestamp) -> Duration {
     current.max(longest)
 }
 
-/// The gates for `freight` entering `stage` at `now` (windows and permissions aside).
+/// The gates for `freight` entering `stage` at `now` (windows and permissions aside),
+/// whoever promotes: the sign-off gate ([`super::signoff`]) counts every signer here; the
+/// promote path counts again without the promoter's own sign-off.
 pub fn availability(stage: &Stage, freight: &Freight, now: Timestamp) -> Availability {
+    let mut result = upstream_gates(stage, freight, now);
+    let requested = !matches!(
+        result.reasons.first(),
+        Some(Reason::OriginNotRequested { .. })
+    );
+    if requested && let Some(reason) = super::signoff::missing(stage, freight, None) {
+        result.reasons.push(reason);
+    }
+    result
+}
+
+/// Every gate but sign-offs: origin, approval, verification upstream, soak.
+fn upstream_gates(stage: &Stage, freight: &Freight, now: Timestamp) -> Availability {
     let stage_name = stage.metadata.name.clone().unwrap_or_default();
     let Some(request) = request(stage, freight) else {
         return Availability {

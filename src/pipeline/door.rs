@@ -52,6 +52,13 @@ pub trait Authorizer: Send + Sync {
     /// Who asks: recorded as the Promotion's actor and in its commit's `Dray-Actor` trailer.
     fn actor(&self) -> Actor;
 
+    /// The groups the caller's identity carries (an API token's `--group`s, the OIDC groups
+    /// claim, Kubernetes' user groups): what a Stage's sign-off `groups` are matched against.
+    /// Roles and bindings are not groups. None for auto-promotion.
+    fn groups(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Ok when they may `verb` the `resource` (a kind's plural) named `name` in `project`.
     async fn authorize(
         &self,

@@ -1,6 +1,6 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]; a hold placed by hand: [`hold`]), who holds a Freight that is about to be
+//! ([`request`]; a hold placed by hand: [`hold`]; sign-offs: [`signoff`]), who holds a Freight that is about to be
 //! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), what each Stage's
 //! gates and windows say now ([`board`], which the API and the web UI show), and what runs
 //! where across projects ([`release_board`], the release board of the API, the UI and
@@ -19,6 +19,7 @@ pub mod policy;
 pub mod queue;
 pub mod release_board;
 pub mod request;
+pub mod signoff;
 pub mod unblock;
 pub mod windows;
 
@@ -26,7 +27,8 @@ use crate::api::ResourceBody as _;
 
 pub use crate::api::annotations::{
     ABORT as ABORT_ANNOTATION, ACTOR as ACTOR_ANNOTATION, REQUESTED_AT as REQUESTED_AT_ANNOTATION,
-    WAKE as WAKE_ANNOTATION, WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION,
+    SIGNED_OFF_BY as SIGNED_OFF_BY_ANNOTATION, WAKE as WAKE_ANNOTATION,
+    WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION,
 };
 
 /// The phase of a stored Promotion (`Pending` when it has no status yet).

@@ -23,7 +23,8 @@ use super::door::{AuthorizeError, Authorizer};
 use super::unblock;
 use super::windows::{self, WindowError, WindowState};
 use super::{
-    ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION,
+    ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, SIGNED_OFF_BY_ANNOTATION,
+    WINDOW_OVERRIDE_ANNOTATION, signoff,
 };
 
 pub use super::door::PromoteRequest;
@@ -112,7 +113,7 @@ pub async fn no_stage(store: &dyn Store, project: &str, stage: &str) -> PromoteE
     }
 }
 
-async fn find_freight(
+pub(super) async fn find_freight(
     store: &dyn Store,
     project: &str,
     request: &PromoteRequest,
@@ -247,6 +248,11 @@ pub async fn request_promotion(
     let stage: Stage = stored.to_typed()?;
     let freight = find_freight(store, project, request).await?;
     let mut gates = availability(&stage, &freight, jiff::Timestamp::now()).reasons;
+    // The sign-offs again, now that the promoter is known: their own does not count.
+    gates.retain(|r| !matches!(r, Reason::SignoffsMissing { .. }));
+    if !matches!(gates.first(), Some(Reason::OriginNotRequested { .. })) {
+        gates.extend(signoff::missing(&stage, &freight, Some(actor.name())));
+    }
     let windows = window_state(store, project, &stage).await?;
     let mut window_override = None;
     match (&windows, &request.override_window) {
@@ -329,6 +335,11 @@ pub async fn request_promotion(
     let mut object = object;
     if let Some(window_override) = &window_override {
         object["metadata"]["annotations"][WINDOW_OVERRIDE_ANNOTATION] = json!(window_override);
+    }
+    let signed_off_by = signoff::trailer_values(&stage, &freight, actor.name());
+    if !signed_off_by.is_empty() {
+        object["metadata"]["annotations"][SIGNED_OFF_BY_ANNOTATION] =
+            json!(signed_off_by.join("\n"));
     }
     if plan.language != ExprLanguage::Cel {
         object["metadata"]["annotations"][ExprLanguage::ANNOTATION] = json!(plan.language.as_str());
@@ -603,8 +614,8 @@ pub async fn abort_promotion(
 }
 
 /// Approves `freight` for `stage` once `who` may `approve` it: it becomes available there
-/// regardless of verification and soak, on the record (who, when, why). Returns the updated
-/// Freight.
+/// regardless of verification and soak (not of sign-offs: [`signoff`]), on the record
+/// (who, when, why). Returns the updated Freight.
 pub async fn approve(
     store: &dyn Store,
     who: &dyn Authorizer,

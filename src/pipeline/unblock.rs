@@ -1,6 +1,6 @@
 //! What would unblock a refused promotion: each gate's [`Reason`] followed by the step that
 //! lifts it — the upstream promotion, `dray approve`, the wait for a soak or a window, a
-//! person with `override` — and, when the Freight's verification upstream is still running,
+//! person with `override`, more people's `dray signoff` — and, when the Freight's verification upstream is still running,
 //! that it is. The gates decide (`availability`, `windows`); this module only words the way
 //! out, for the refusal a person reads.
 
@@ -104,6 +104,30 @@ fn way_out(
         ),
         Reason::NotPermitted { verb, stage, .. } => {
             format!("ask someone with `{verb}` on stages/{stage}")
+        }
+        Reason::SignoffsMissing {
+            required,
+            have,
+            groups,
+            ..
+        } => {
+            let more = (*required as usize).saturating_sub(have.len());
+            let who = match groups.len() {
+                0 => String::new(),
+                _ => format!(
+                    " (members of {})",
+                    groups
+                        .iter()
+                        .map(|g| format!("`{g}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let people = if more == 1 { "person" } else { "people" };
+            format!(
+                "ask {more} more {people}{who} to run `dray signoff {} -p {} --stage {} --reason …`; an approval does not lift this gate",
+                target.alias, target.project, target.stage
+            )
         }
     }
 }

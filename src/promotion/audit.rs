@@ -33,6 +33,9 @@ pub struct AuditEntry {
     /// `Dray-Approved-By`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// `Dray-Signed-Off-By` trailers: the sign-offs that counted, one per person.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signed_off_by: Vec<String>,
     /// `Dray-Window-Override`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_override: Option<String>,
@@ -73,6 +76,7 @@ pub fn entry(commit: &LoggedCommit) -> AuditEntry {
             "Dray-Promotion" => entry.promotion = Some(value),
             "Dray-Actor" => entry.actor = Some(value),
             "Dray-Approved-By" => entry.approved_by = Some(value),
+            "Dray-Signed-Off-By" => entry.signed_off_by.push(value),
             "Dray-Window-Override" => entry.window_override = Some(value),
             "Dray-Image" => entry.images.push(value),
             "Dray-Config-Commit" => entry.config_commits.push(value),
@@ -95,7 +99,7 @@ mod tests {
     fn trailers_become_audit_fields() {
         let commit = LoggedCommit {
             id: "abc".into(),
-            message: "Promote frosty-otter to dev\n\nRendered.\n\nDray-Freight: 1234 (frosty-otter)\nDray-Promotion: dev-1\nDray-Stage: demo/dev\nDray-Actor: ann\nDray-Image: reg/app:1.0.0@sha256:aa\nDray-Image: reg/web:2.0.0@sha256:bb\nDray-Config-Commit: http://git/config.git@c0ffee\n".into(),
+            message: "Promote frosty-otter to dev\n\nRendered.\n\nDray-Freight: 1234 (frosty-otter)\nDray-Promotion: dev-1\nDray-Stage: demo/dev\nDray-Actor: ann\nDray-Signed-Off-By: bob (ok)\nDray-Signed-Off-By: cy\nDray-Image: reg/app:1.0.0@sha256:aa\nDray-Image: reg/web:2.0.0@sha256:bb\nDray-Config-Commit: http://git/config.git@c0ffee\n".into(),
             author: "Dray <dray@localhost>".into(),
             committed_at: jiff::Timestamp::UNIX_EPOCH,
         };
@@ -104,6 +108,7 @@ mod tests {
         assert_eq!(entry.freight.as_deref(), Some("1234 (frosty-otter)"));
         assert_eq!(freight_id(entry.freight.as_deref().unwrap()), "1234");
         assert_eq!(entry.actor.as_deref(), Some("ann"));
+        assert_eq!(entry.signed_off_by, ["bob (ok)", "cy"]);
         assert_eq!(entry.images.len(), 2);
         assert_eq!(entry.config_commits, ["http://git/config.git@c0ffee"]);
         assert_eq!(entry.subject, "Promote frosty-otter to dev");

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use crate::api::{Freight, Kind, ObjectKey, ResourceBody as _, Stage, Verb};
 use crate::pipeline::board::{self, StageWindow};
 use crate::pipeline::request::{self, PromoteRequest};
+use crate::pipeline::signoff;
 
 use super::AppState;
 use super::auth::Caller;
@@ -90,7 +91,7 @@ pub(crate) async fn stage_freight(
     let stage_board = board::stage_board(&stage, &refs, &windows, jiff::Timestamp::now());
     let window = window_refusal(&stage_board.window);
     let mut listed = Vec::new();
-    for (object, entry) in objects.into_iter().zip(&stage_board.freight) {
+    for ((object, typed), entry) in objects.into_iter().zip(&freight).zip(&stage_board.freight) {
         let gates = &entry.availability;
         let mut reasons: Vec<String> = gates.reasons.iter().map(ToString::to_string).collect();
         reasons.extend(window.clone());
@@ -101,6 +102,14 @@ pub(crate) async fn stage_freight(
             "soakEndsAt": gates.soak_ends_at.map(|t| t.to_string()),
             "approvedBy": gates.approved_by,
         });
+        if let Some(policy) = &stage.spec.signoff {
+            let signed = signoff::counted(policy, signoff::signoffs(typed, &stage_name), None);
+            object["availability"]["signoffs"] = json!({
+                "required": policy.required,
+                "signedOffBy": signed.iter().map(|s| s.user.as_str()).collect::<Vec<_>>(),
+                "groups": policy.groups,
+            });
+        }
         listed.push(object);
     }
     listed

@@ -33,6 +33,7 @@ mod rbac_matrix;
 pub mod refresh;
 pub mod resources;
 pub mod routes;
+pub mod signoffs;
 #[cfg(test)]
 pub(crate) mod test_support;
 #[cfg(test)]
@@ -241,6 +242,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/approve",
             Door::Api,
             gates::approve,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/stages/{stage}/signoffs",
+            Door::Api,
+            signoffs::sign_off,
         ),
         Route::new(
             M::POST,

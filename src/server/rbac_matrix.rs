@@ -118,6 +118,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/projects/{project}/stages/{stage}/promote", [401, 403, 201, 201, 201]),
     ("GET /api/v1/projects/{project}/stages/{stage}/audit", [401, 404, 404, 403, 404]),
     ("POST /api/v1/projects/{project}/stages/{stage}/approve", [401, 403, 200, 403, 200]),
+    ("POST /api/v1/projects/{project}/stages/{stage}/signoffs", [401, 403, 409, 403, 409]),
     ("POST /api/v1/projects/{project}/stages/{stage}/verify", [401, 403, 403, 403, 409]),
     ("POST /api/v1/projects/{project}/stages/{stage}/hold/lift", [401, 403, 200, 200, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/hold/set", [401, 403, 200, 200, 200]),
@@ -432,7 +433,8 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
             Some(json!({"warehouse": "app"}))
         }
         (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/promote")
-        | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/approve") => {
+        | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/approve")
+        | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/signoffs") => {
             Some(json!({"freight": "f1"}))
         }
         (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/hold/set") => {

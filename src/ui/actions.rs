@@ -3,8 +3,9 @@
 //! - `GET /projects/{p}/stages/{s}/confirm?action=…&freight=…`: the confirmation dialog's
 //!   body. For Promote: per image `tag@digest → tag@digest`, per config repo
 //!   `sha subject → sha subject`, the gates that apply (availability, window, approval,
-//!   hold) and who you are. The `#confirm-go` button carries the API call (URL and JSON
-//!   body) the page's script makes; when RBAC refuses, it is disabled with the reason.
+//!   sign-offs and who signed, hold) and who you are; Sign off shows the same gates. The
+//!   `#confirm-go` button carries the API call (URL and JSON body) the page's script
+//!   makes; when RBAC refuses, it is disabled with the reason.
 //! - `GET /projects/{p}/promotions/{name}[/view]`: a Promotion's steps (phase, message,
 //!   attempts), the failed step's reason and pull requests its steps opened. Promotions
 //!   keep no step logs, so the step messages are what is shown.
@@ -25,7 +26,8 @@ use super::{UiError, Viewer, layout};
 /// The query of the confirmation route.
 #[derive(Deserialize, Debug, Default)]
 pub(crate) struct ConfirmQuery {
-    /// `promote`, `approve`, `abort`, `verify`, `abort-verification` or `lift-hold`.
+    /// `promote`, `approve`, `signoff`, `abort`, `verify`, `abort-verification` or
+    /// `lift-hold`.
     #[serde(default)]
     action: String,
     /// The Freight (id) to promote or approve.
@@ -122,7 +124,7 @@ pub(crate) async fn confirm(
     let base = format!("/api/v1/projects/{project}/stages/{stage_name}");
     let you = html! { p.you { "you are " strong { (viewer.caller.user) } } };
     let (title, body, url, payload, refusal) = match query.action.as_str() {
-        "promote" | "approve" => {
+        "promote" | "approve" | "signoff" => {
             let target = load_freight(&state, &project, query.freight.as_deref())
                 .await?
                 .ok_or_else(|| {
@@ -141,8 +143,22 @@ pub(crate) async fn confirm(
                     "Freight `{id}` is not on the board of Stage `{stage_name}`; reload the page"
                 )))
             })?;
-            let gates = gates(&stage_board, entry);
-            if query.action == "promote" {
+            let gates = gates(&stage, &target, &stage_board, entry);
+            if query.action == "signoff" {
+                (
+                    format!("Sign off {} for {stage_name}", freight_label(&target)),
+                    html! {
+                        p { "Your sign-off counts toward the " strong { (stage_name) } " sign-off gate for "
+                            strong { (freight_label(&target)) } " (" (artifacts(&target)) "). It is kept on the record and in the promotion's commit." }
+                        (gates)
+                        label for="confirm-reason" { "Why (optional)" }
+                        input #confirm-reason type="text" name="reason";
+                    },
+                    format!("{base}/signoffs"),
+                    json!({"freight": id}),
+                    perms.refusal(Verb::Signoff, "stages", Some(&stage_name)),
+                )
+            } else if query.action == "promote" {
                 let closed = !stage_board.window.is_open();
                 let may_override = perms.allows(Verb::Override, "stages", Some(&stage_name));
                 (
@@ -245,7 +261,7 @@ pub(crate) async fn confirm(
         ),
         other => {
             return Err(UiError(ApiError::bad_request(format!(
-                "unknown action `{other}`; use promote, approve, abort, verify, abort-verification or lift-hold"
+                "unknown action `{other}`; use promote, approve, signoff, abort, verify, abort-verification or lift-hold"
             ))));
         }
     };
@@ -304,9 +320,10 @@ fn changes(current: Option<&Freight>, target: &Freight) -> Markup {
 }
 
 /// The gates that apply to the Freight of `entry` entering the Stage of `board`:
-/// availability, window, approval, hold.
-fn gates(board: &StageBoard, entry: &FreightGates) -> Markup {
+/// availability, window, approval, sign-offs (and who signed), hold.
+fn gates(stage: &Stage, target: &Freight, board: &StageBoard, entry: &FreightGates) -> Markup {
     let name = &board.stage;
+    let signed = crate::pipeline::signoff::signoffs(target, name);
     let gates = &entry.availability;
     let window = &board.window;
     html! {
@@ -329,6 +346,22 @@ fn gates(board: &StageBoard, entry: &FreightGates) -> Markup {
             @match &gates.approved_by {
                 Some(by) => { li.ok { "approved for " (name) " by " (by) } }
                 None => { li { "no approval for " (name) " (only needed to bypass verification and soak)" } }
+            }
+            @if let Some(policy) = &stage.spec.signoff {
+                @let counted = crate::pipeline::signoff::counted(policy, signed, None);
+                li.signoffs class=(if counted.len() >= policy.required as usize { "ok" } else { "refused" }) {
+                    "sign-offs: " (counted.len()) " of " (policy.required)
+                    @if !policy.groups.is_empty() { " (members of " (policy.groups.join(", ")) ")" }
+                    @if !policy.allow_self { "; the promoter's own does not count" }
+                    @if counted.is_empty() { ", none yet" } @else {
+                        ", signed off by "
+                        @for (i, s) in counted.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            span.signer { (s.user) }
+                            @if !s.reason.is_empty() { " (" (s.reason) ")" }
+                        }
+                    }
+                }
             }
             @if let Some(h) = &board.held {
                 li { "auto-promotion is held by " (h.by) " (" (h.reason) "); promoting the newest Freight lifts it" }

@@ -336,6 +336,7 @@ fn audit_section(repo: &str, audit: &Result<Vec<AuditEntry>, String>) -> Markup 
                                         (e.subject)
                                         @if !e.by_dray { " " span.refused { "(not made by Dray)" } }
                                         @if let Some(by) = &e.approved_by { " · approved by " (by) }
+                                        @if !e.signed_off_by.is_empty() { " · signed off by " (e.signed_off_by.join(", ")) }
                                         @if let Some(w) = &e.window_override { " · window override: " (w) }
                                     }
                                 }

@@ -1455,3 +1455,107 @@ async fn a_missing_promotion_or_stage_is_a_404_that_says_where_to_look() {
         answer.body
     );
 }
+
+/// Stage `staging` of [`Ui::new`]'s project asks for `required` sign-offs.
+async fn ask_for_signoffs(ui: &Ui, required: u32) {
+    let key = ObjectKey::namespaced(Kind::Stage, "demo", "staging");
+    let current = ui.store().get(&key).await.unwrap().unwrap();
+    let mut object = crate::store::desired_state(&current.object);
+    object["metadata"]["resourceVersion"] = json!(current.resource_version.to_string());
+    object["spec"]["signoff"] = json!({"required": required});
+    ui.store().update(object).await.unwrap();
+}
+
+#[tokio::test]
+async fn sign_off_is_offered_where_asked_refused_to_a_viewer_and_lists_who_signed() {
+    let ui = Ui::new(AuthMode::Token).await;
+    ui.add_freight("f1", "first", "1.0.0").await;
+    ask_for_signoffs(&ui, 2).await;
+    let viewer = ui.login(VIEWER_TOKEN).await;
+    let page = ui.body("/projects/demo", Some(&viewer)).await;
+    let button = tag_with(
+        &page,
+        &["data-action=\"signoff\"", "data-stage=\"staging\""],
+    )
+    .expect("a Sign off button for staging");
+    assert!(button.contains("disabled"), "{button}");
+    assert!(
+        button.contains("title=\"user `vic` may not signoff stages/staging\""),
+        "{button}"
+    );
+    assert!(
+        tag_with(&page, &["data-action=\"signoff\"", "data-stage=\"dev\""]).is_none(),
+        "dev asks for no sign-offs"
+    );
+    let confirm = ui
+        .get(
+            "/projects/demo/stages/staging/confirm?action=signoff&freight=f1",
+            Some(&viewer),
+        )
+        .await;
+    assert!(
+        confirm
+            .body
+            .contains("data-refused=\"user `vic` may not signoff stages/staging\""),
+        "{}",
+        confirm.body
+    );
+    // The API refuses the viewer too, and stores nothing.
+    let signoffs = "/api/v1/projects/demo/stages/staging/signoffs";
+    let csrf = csrf_of(&page);
+    let refused = ui
+        .post_json(signoffs, &viewer, Some(&csrf), json!({"freight": "f1"}))
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    assert!(
+        refused.body.contains("may not signoff stages/staging"),
+        "{}",
+        refused.body
+    );
+    let key = ObjectKey::namespaced(Kind::Freight, "demo", "f1");
+    let stored = ui.store().get(&key).await.unwrap().unwrap();
+    assert!(stored.object.pointer("/status/signedOffFor").is_none());
+
+    let admin = ui.login(&ui.admin).await;
+    let page = ui.body("/projects/demo", Some(&admin)).await;
+    let button = tag_with(
+        &page,
+        &["data-action=\"signoff\"", "data-stage=\"staging\""],
+    )
+    .unwrap();
+    assert!(!button.contains("disabled"), "{button}");
+    let csrf = csrf_of(&page);
+    let signed = ui
+        .post_json(
+            signoffs,
+            &admin,
+            Some(&csrf),
+            json!({"freight": "f1", "reason": "lgtm"}),
+        )
+        .await;
+    assert_eq!(signed.status, StatusCode::OK, "{}", signed.body);
+    let confirm = ui
+        .body(
+            "/projects/demo/stages/staging/confirm?action=signoff&freight=f1",
+            Some(&admin),
+        )
+        .await;
+    assert!(
+        confirm.contains("data-url=\"/api/v1/projects/demo/stages/staging/signoffs\""),
+        "{confirm}"
+    );
+    assert!(
+        confirm.contains("sign-offs: 1 of 2; the promoter's own does not count, signed off by <span class=\"signer\">admin</span> (lgtm)"),
+        "{confirm}"
+    );
+    let promote = ui
+        .body(
+            "/projects/demo/stages/staging/confirm?action=promote&freight=f1",
+            Some(&admin),
+        )
+        .await;
+    assert!(
+        promote.contains("needs sign-offs from 2 people, has 1 (`admin`)"),
+        "{promote}"
+    );
+}

@@ -26,12 +26,13 @@ use crate::{StepContext, StepOutcome, Writes};
 pub(crate) const KIND: &str = "git-commit";
 
 /// The trailers Dray writes itself; `trailers` may not set them.
-const RESERVED_TRAILERS: [&str; 7] = [
+const RESERVED_TRAILERS: [&str; 8] = [
     "Dray-Freight",
     "Dray-Promotion",
     "Dray-Stage",
     "Dray-Actor",
     "Dray-Approved-By",
+    "Dray-Signed-Off-By",
     "Dray-Image",
     "Dray-Config-Commit",
 ];
@@ -156,6 +157,9 @@ fn full_message(ctx: &StepContext, config: &Config) -> String {
     trailers.push(format!("Dray-Actor: {}", ctx.actor));
     if let Some(who) = &ctx.approved_by {
         trailers.push(format!("Dray-Approved-By: {who}"));
+    }
+    for who in &ctx.signed_off_by {
+        trailers.push(format!("Dray-Signed-Off-By: {who}"));
     }
     if let Some(window_override) = &ctx.window_override {
         trailers.push(format!("Dray-Window-Override: {window_override}"));
@@ -409,6 +413,7 @@ mod tests {
     async fn commits_with_every_trailer() {
         let (_dir, mut ctx, out) = checked_out().await;
         ctx.approved_by = Some("bob".into());
+        ctx.signed_off_by = vec!["cy (looks good)".into(), "dee".into()];
         std::fs::write(out.join("app.yaml"), "image: app:1.2.0\n").unwrap();
         let config = json!({
             "path": "./out",
@@ -427,6 +432,8 @@ mod tests {
              Dray-Stage: demo/staging\n\
              Dray-Actor: ada\n\
              Dray-Approved-By: bob\n\
+             Dray-Signed-Off-By: cy (looks good)\n\
+             Dray-Signed-Off-By: dee\n\
              Dray-Image: {}:{}@{}\n\
              Dray-Config-Commit: {}@{}\n\
              Dray-Window-Override: holiday by ann",

@@ -207,6 +207,9 @@ pub(crate) fn default_description(ctx: &StepContext) -> String {
     if let Some(who) = &ctx.approved_by {
         out.push_str(&format!(" Approved by {who}."));
     }
+    if !ctx.signed_off_by.is_empty() {
+        out.push_str(&format!(" Signed off by {}.", ctx.signed_off_by.join(", ")));
+    }
     out.push('\n');
     out
 }

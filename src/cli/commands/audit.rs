@@ -26,12 +26,15 @@ fn short(text: &str, n: usize) -> String {
     text.chars().take(n).collect()
 }
 
-/// What let the promotion through beyond the usual gates: an approval (who, and why) and a
-/// window override, as their trailers say; `-` when neither.
+/// What let the promotion through beyond the usual gates: an approval (who, and why), the
+/// sign-offs and a window override, as their trailers say; `-` when none.
 fn notes(entry: &AuditEntry) -> String {
     let mut notes = Vec::new();
     if let Some(by) = &entry.approved_by {
         notes.push(format!("approved by {by}"));
+    }
+    if !entry.signed_off_by.is_empty() {
+        notes.push(format!("signed off by {}", entry.signed_off_by.join(", ")));
     }
     if let Some(why) = &entry.window_override {
         notes.push(format!("window overridden: {why}"));

@@ -346,7 +346,34 @@ async fn table(
             row.push(availability_cell(item));
         }
     }
+    if items
+        .iter()
+        .any(|i| i.pointer("/availability/signoffs").is_some())
+    {
+        header.push("SIGN-OFFS");
+        for (row, item) in rows.iter_mut().zip(items) {
+            row.push(signoffs_cell(item));
+        }
+    }
     Ok((header, rows))
+}
+
+/// `have/required`, and who signed off: `1/2 (ann)`.
+fn signoffs_cell(item: &Value) -> String {
+    let Some(signoffs) = item.pointer("/availability/signoffs") else {
+        return "-".into();
+    };
+    let who: Vec<&str> = signoffs["signedOffBy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let required = signoffs["required"].as_u64().unwrap_or_default();
+    match who.is_empty() {
+        true => format!("0/{required}"),
+        false => format!("{}/{required} ({})", who.len(), who.join(", ")),
+    }
 }
 
 /// `available`, or every reason the Freight may not enter the Stage.

@@ -23,6 +23,7 @@ pub mod promote;
 pub mod promote_downstream;
 pub mod refresh;
 pub mod serve;
+pub mod signoff;
 pub mod stage_order;
 pub mod token;
 pub mod verify;

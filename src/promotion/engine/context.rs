@@ -63,6 +63,14 @@ impl Engine {
             .as_ref()
             .and_then(|a| a.get(annotations::WINDOW_OVERRIDE))
             .cloned();
+        let signed_off_by = run
+            .promotion
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::SIGNED_OFF_BY))
+            .map(|lines| lines.lines().map(str::to_owned).collect())
+            .unwrap_or_default();
         Ok(StepContext {
             work_dir,
             project,
@@ -73,6 +81,7 @@ impl Engine {
             freight: target_freight(freight),
             approved_by,
             window_override,
+            signed_off_by,
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),

@@ -50,13 +50,14 @@ enum Verdict {
 
 /// What a Kubernetes-mode [`Permissions`] snapshot asks, once per project: every
 /// `(verb, resource)` the web UI's pages check, for any name (see [`Permissions::allows`]).
-const SNAPSHOT_QUESTIONS: [(Verb, &str); 11] = [
+const SNAPSHOT_QUESTIONS: [(Verb, &str); 12] = [
     (Verb::Get, "stages"),
     (Verb::List, "stages"),
     (Verb::Promote, "stages"),
     (Verb::Approve, "stages"),
     (Verb::Override, "stages"),
     (Verb::Verify, "stages"),
+    (Verb::Signoff, "stages"),
     (Verb::Get, "promotions"),
     (Verb::List, "promotions"),
     (Verb::Abort, "promotions"),
@@ -398,6 +399,10 @@ impl Caller {
 impl Authorizer for Caller {
     fn actor(&self) -> Actor {
         Actor::Person(self.user.clone())
+    }
+
+    fn groups(&self) -> Vec<String> {
+        self.groups.clone()
     }
 
     async fn authorize(

@@ -148,12 +148,12 @@
     let body = JSON.parse(pending.body || "{}");
     const reason = document.getElementById("confirm-reason");
     if (reason) {
-      if (!reason.value.trim()) {
+      if (reason.required && !reason.value.trim()) {
         showError("say why you approve it", []);
         go.disabled = false;
         return;
       }
-      body.reason = reason.value.trim();
+      if (reason.value.trim()) body.reason = reason.value.trim();
     }
     const override = document.getElementById("confirm-override");
     if (override && override.value.trim()) {

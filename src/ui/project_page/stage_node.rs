@@ -95,7 +95,7 @@ pub(super) fn stage_actions(
         .or(no_freight.clone());
     let approve_refusal = perms
         .refusal(Verb::Approve, "stages", Some(&name))
-        .or(no_freight);
+        .or(no_freight.clone());
     let mut actions = vec![
         Action {
             action: "promote",
@@ -110,6 +110,16 @@ pub(super) fn stage_actions(
             promotion: None,
         },
     ];
+    if stage.spec.signoff.is_some() {
+        actions.push(Action {
+            action: "signoff",
+            label: "Sign off",
+            refusal: perms
+                .refusal(Verb::Signoff, "stages", Some(&name))
+                .or(no_freight),
+            promotion: None,
+        });
+    }
     if verifies(stage, status) {
         let verify_refusal = perms.refusal(Verb::Verify, "stages", Some(&name));
         actions.push(Action {

@@ -125,20 +125,20 @@ impl KubeAuth {
 
 /// The Kubernetes verb a ClusterRole names for Dray's `verb`: the same word. `get`, `list`,
 /// `create`, `update` and `delete` are Kubernetes' own; `promote`, `approve`, `override`,
-/// `verify` (on `stages`) and `abort` (on `promotions`) are custom verbs, which Kubernetes
+/// `verify`, `signoff` (on `stages`) and `abort` (on `promotions`) are custom verbs, which Kubernetes
 /// RBAC matches like any other.
 pub fn kubernetes_verb(verb: Verb) -> &'static str {
     verb.as_str()
 }
 
 /// The chart's ClusterRole that grants `verb` (the smallest one): `dray-viewer` (get,
-/// list), `dray-promoter` (promote, abort), `dray-approver` (approve, override), and
+/// list), `dray-promoter` (promote, abort), `dray-approver` (approve, override, signoff), and
 /// `dray-project-admin` for everything else.
 pub fn cluster_role_for(verb: Verb) -> &'static str {
     match verb {
         Verb::Get | Verb::List => "dray-viewer",
         Verb::Promote | Verb::Abort => "dray-promoter",
-        Verb::Approve | Verb::Override => "dray-approver",
+        Verb::Approve | Verb::Override | Verb::Signoff => "dray-approver",
         Verb::Create | Verb::Update | Verb::Delete | Verb::Verify => "dray-project-admin",
     }
 }

@@ -237,8 +237,8 @@ async fn a_permission_snapshot_asks_a_fixed_set_once_and_then_answers_from_memor
         asked,
         "the second snapshot asked nothing"
     );
-    // 11 for any name, then approve, override, get and verify per Stage (3 Stages).
-    assert_eq!(asked, 11 + 4 * 3);
+    // 12 for any name, then approve, override, get, verify and signoff per Stage (3 Stages).
+    assert_eq!(asked, 12 + 5 * 3);
 }
 
 #[tokio::test]
@@ -363,6 +363,7 @@ fn a_service_account_is_bound_as_one_and_cluster_questions_by_a_clusterrolebindi
         "{hint}"
     );
     assert_eq!(cluster_role_for(Verb::Override), "dray-approver");
+    assert_eq!(cluster_role_for(Verb::Signoff), "dray-approver");
     assert_eq!(cluster_role_for(Verb::List), "dray-viewer");
 }
 
@@ -377,7 +378,7 @@ fn every_verb_the_api_checks_is_the_kubernetes_verb_of_the_same_name() {
         asked,
         [
             "get", "list", "create", "update", "delete", "promote", "approve", "abort", "override",
-            "verify"
+            "verify", "signoff"
         ]
     );
 }
