@@ -445,6 +445,7 @@ mod tests {
                 repo_url: (*repo).into(),
                 tag: (*tag).into(),
                 digest: format!("sha256:{tag}"),
+                ..Default::default()
             })
             .collect();
         f.spec.commits = commit

@@ -87,6 +87,7 @@ fn seed() -> Result<Vec<Value>> {
                 repo_url: image_repo.clone(),
                 tag: tag.clone(),
                 digest: format!("sha256:{}", hex(&format!("{project} {tag}"))),
+                ..Default::default()
             }];
             let commits = vec![FreightCommit {
                 repo_url: repo.clone(),
