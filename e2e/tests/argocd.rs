@@ -90,6 +90,7 @@ fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> 
         freight: Default::default(),
         approved_by: None,
         window_override: None,
+        freeze_override: None,
         credentials: Arc::new(Token(argocd.base_url())),
         repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
             dir.path().join("mirrors"),

@@ -223,6 +223,9 @@ pub struct StepContext {
     pub approved_by: Option<String>,
     /// Who promoted through a closed promotion window, and why (`ann: incident 42`).
     pub window_override: Option<String>,
+    /// The freeze a person with `override` promoted through, and why
+    /// (`frozen by ann: incident 42 (Stage `prod`); overridden by bob: hotfix`).
+    pub freeze_override: Option<String>,
     /// Credentials by repository.
     pub credentials: Arc<dyn CredentialProvider>,
     /// Bare mirrors of git repositories.

@@ -173,6 +173,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         freight: freight(),
         approved_by: None,
         window_override: None,
+        freeze_override: None,
         credentials: Arc::new(NoCredentials),
         repos: Arc::new(NoRepos),
         http: reqwest::Client::new(),

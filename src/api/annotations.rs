@@ -12,6 +12,9 @@ pub const ACTOR: &str = "dray.dev/actor";
 pub const REQUESTED_AT: &str = "dray.dev/requested-at";
 /// A promotion through a closed window: `<user>: <reason> (window `<name>`)`.
 pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
+/// A promotion through a freeze (`dray freeze`): `frozen by <user>: <reason> (…);
+/// overridden by <user>: <reason>`, written to its commit as the `Dray-Override` trailer.
+pub const FREEZE_OVERRIDE: &str = "dray.dev/freeze-override";
 /// Wakes a waiting promotion at once (set by webhooks); any new value.
 pub const WAKE: &str = "dray.dev/wake";
 /// Asks a Warehouse to look again; any new value.

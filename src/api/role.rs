@@ -26,7 +26,8 @@ pub const WILDCARD: &str = "*";
 pub const TOKENS_RESOURCE: &str = "tokens";
 
 /// The built-in roles: `dray-admin` (everything), `dray-promoter` (read everything, promote,
-/// approve and abort) and `dray-viewer` (read everything).
+/// approve, abort, reject Freight and freeze Stages and projects) and `dray-viewer` (read
+/// everything).
 pub const BUILTIN_ROLES: [&str; 3] = ["dray-admin", "dray-promoter", "dray-viewer"];
 
 /// The label on the built-in roles the API shows.
@@ -55,11 +56,15 @@ pub enum Verb {
     Override,
     /// Run or skip verification.
     Verify,
+    /// Reject Freight (for a Stage, or everywhere) and lift a rejection.
+    Reject,
+    /// Stop the line: freeze a Stage or a whole project, and lift the freeze.
+    Freeze,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 10] = [
+    pub const ALL: [Verb; 12] = [
         Verb::Get,
         Verb::List,
         Verb::Create,
@@ -70,6 +75,8 @@ impl Verb {
         Verb::Abort,
         Verb::Override,
         Verb::Verify,
+        Verb::Reject,
+        Verb::Freeze,
     ];
 
     /// The verb as rules write it, e.g. `promote`.
@@ -85,6 +92,8 @@ impl Verb {
             Verb::Abort => "abort",
             Verb::Override => "override",
             Verb::Verify => "verify",
+            Verb::Reject => "reject",
+            Verb::Freeze => "freeze",
         }
     }
 }
@@ -131,7 +140,7 @@ pub struct PolicyRule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
     /// `get`, `list`, `create`, `update`, `delete`, `promote`, `approve`, `abort`,
-    /// `override`, `verify`, or `*`.
+    /// `override`, `verify`, `reject`, `freeze`, or `*`.
     pub verbs: Vec<String>,
 }
 
@@ -165,6 +174,8 @@ impl Role {
                 read(),
                 PolicyRule::new(&["promote", "approve", "abort"], &["stages"]),
                 PolicyRule::new(&["create", "abort"], &["promotions"]),
+                PolicyRule::new(&["reject"], &["freight"]),
+                PolicyRule::new(&["freeze"], &["stages", "projects"]),
             ],
             "dray-viewer" => vec![read()],
             _ => return None,
@@ -257,6 +268,12 @@ mod tests {
         assert!(allows(Verb::Abort, "promotions", Some("p-1")));
         assert!(!allows(Verb::Update, "stages", Some("prod")));
         assert!(!allows(Verb::Override, "stages", Some("prod")));
+        assert!(allows(Verb::Reject, "freight", Some("f1")));
+        assert!(allows(Verb::Freeze, "stages", Some("prod")));
+        assert!(allows(Verb::Freeze, "projects", Some("demo")));
+        let viewer = Role::builtin("dray-viewer").unwrap();
+        assert!(!viewer.spec.rules.iter().any(|r| r.allows(Verb::Reject, "freight", Some("f1"))
+            || r.allows(Verb::Freeze, "stages", Some("prod"))));
         assert!(Role::builtin("dray-viewer").is_some());
         assert!(Role::builtin("root").is_none());
         assert!(rule_resources().any(|r| r == "rolebindings"));

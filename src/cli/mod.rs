@@ -55,6 +55,10 @@ pub enum Command {
     Approve(Client<commands::approve::ApproveArgs>),
     /// Place or lift a Stage's hold on auto-promotion.
     Hold(Client<commands::hold::HoldArgs>),
+    /// Stop the line: refuse promotions into a Stage (or the whole project) until lifted.
+    Freeze(Client<commands::freeze::FreezeArgs>),
+    /// Lift a freeze (`dray freeze`) on a Stage or the project.
+    Unfreeze(Client<commands::freeze::UnfreezeArgs>),
     /// Re-run (or `--abort`) the verification of a Stage's current Freight.
     Verify(Client<commands::verify::VerifyArgs>),
     /// Abort a promotion.
@@ -162,6 +166,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Abort(c) => commands::abort::run(&ctx(c.client)?, c.args).await,
         Command::Approve(c) => commands::approve::run(&ctx(c.client)?, c.args).await,
         Command::Hold(c) => commands::hold::run(&ctx(c.client)?, c.args).await,
+        Command::Freeze(c) => commands::freeze::freeze(&ctx(c.client)?, c.args).await,
+        Command::Unfreeze(c) => commands::freeze::unfreeze(&ctx(c.client)?, c.args).await,
         Command::Verify(c) => commands::verify::run(&ctx(c.client)?, c.args).await,
         Command::Audit(c) => commands::audit::run(&ctx(c.client)?, c.args).await,
         Command::Freight(c) => commands::freight::run(&ctx(c.client)?, c.args).await,

@@ -1,6 +1,7 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
-//! ([`request`]; a hold placed by hand: [`hold`]), who holds a Freight that is about to be
+//! ([`request`]; a hold placed by hand: [`hold`]; Freight rejected by hand: [`reject`];
+//! the line stopped by hand: [`freeze`], both failing as [`lever`] says), who holds a Freight that is about to be
 //! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), what each Stage's
 //! gates and windows say now ([`board`], which the API and the web UI show), and what runs
 //! where across projects ([`release_board`], the release board of the API, the UI and
@@ -12,10 +13,13 @@ pub mod availability;
 pub mod board;
 pub mod cascade;
 pub mod door;
+pub mod freeze;
 pub mod hold;
 pub mod in_use;
+pub mod lever;
 pub mod policy;
 pub mod queue;
+pub mod reject;
 pub mod release_board;
 pub mod request;
 pub mod unblock;
@@ -24,7 +28,8 @@ pub mod windows;
 use crate::api::ResourceBody as _;
 
 pub use crate::api::annotations::{
-    ABORT as ABORT_ANNOTATION, ACTOR as ACTOR_ANNOTATION, REQUESTED_AT as REQUESTED_AT_ANNOTATION,
+    ABORT as ABORT_ANNOTATION, ACTOR as ACTOR_ANNOTATION,
+    FREEZE_OVERRIDE as FREEZE_OVERRIDE_ANNOTATION, REQUESTED_AT as REQUESTED_AT_ANNOTATION,
     WAKE as WAKE_ANNOTATION, WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION,
 };
 

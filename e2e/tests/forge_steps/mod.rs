@@ -55,6 +55,7 @@ pub(crate) fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Res
         },
         approved_by: None,
         window_override: None,
+        freeze_override: None,
         credentials: Arc::new(Creds {
             repo_url: repo_url.to_owned(),
         }),

@@ -1,3 +1,5 @@
+//! `dray freight reject` / `unreject` are [`super::reject`]'s.
+//!
 //! `dray freight create`: the hotfix path — Freight assembled by hand from exact versions,
 //! each checked against its registry or repository before anything is stored; or, with
 //! `--newest`, the newest artifacts the Warehouse discovered (how a `Manual` Warehouse's
@@ -22,6 +24,10 @@ pub struct FreightArgs {
 pub enum FreightCommand {
     /// Assemble Freight from chosen versions (checked in the registry and the repository).
     Create(CreateArgs),
+    /// Reject Freight: unavailable to a Stage (`--stage`) or everywhere, until unrejected.
+    Reject(super::reject::RejectArgs),
+    /// Lift a rejection (for `--stage`, or every one).
+    Unreject(super::reject::UnrejectArgs),
 }
 
 /// Arguments of `dray freight create`.
@@ -90,7 +96,11 @@ pub fn parse_commit(text: &str) -> Result<FreightCommit, CliError> {
 
 /// Runs `dray freight`.
 pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
-    let FreightCommand::Create(args) = args.command;
+    let args = match args.command {
+        FreightCommand::Create(args) => args,
+        FreightCommand::Reject(args) => return super::reject::reject(ctx, args).await,
+        FreightCommand::Unreject(args) => return super::reject::unreject(ctx, args).await,
+    };
     let request_alias = args.alias.clone();
     let request = AssembleRequest {
         warehouse: args.warehouse,

@@ -63,6 +63,13 @@ impl Engine {
             .as_ref()
             .and_then(|a| a.get(annotations::WINDOW_OVERRIDE))
             .cloned();
+        let freeze_override = run
+            .promotion
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::FREEZE_OVERRIDE))
+            .cloned();
         Ok(StepContext {
             work_dir,
             project,
@@ -73,6 +80,7 @@ impl Engine {
             freight: target_freight(freight),
             approved_by,
             window_override,
+            freeze_override,
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),

@@ -377,7 +377,7 @@ fn every_verb_the_api_checks_is_the_kubernetes_verb_of_the_same_name() {
         asked,
         [
             "get", "list", "create", "update", "delete", "promote", "approve", "abort", "override",
-            "verify"
+            "verify", "reject", "freeze"
         ]
     );
 }
