@@ -157,9 +157,9 @@ mod tests {
         for object in [
             json!({"apiVersion": API_VERSION, "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
             json!({"apiVersion": API_VERSION, "kind": "Stage",
-                   "metadata": {"name": "prod", "namespace": "demo"}, "spec": {}}),
+                   "metadata": {"name": "prod", "namespace": "demo"}, "spec": {"requestedFreight": []}}),
             json!({"apiVersion": API_VERSION, "kind": "Stage",
-                   "metadata": {"name": "dev", "namespace": "demo"}, "spec": {}}),
+                   "metadata": {"name": "dev", "namespace": "demo"}, "spec": {"requestedFreight": []}}),
         ] {
             store.create(object).await.unwrap();
         }

@@ -24,6 +24,8 @@ pub mod freight_names;
 pub mod gates;
 pub mod hold;
 mod hotfix;
+#[cfg(test)]
+mod lever_doors;
 pub mod levers;
 pub mod metrics;
 pub mod promotions;

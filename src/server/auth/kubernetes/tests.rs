@@ -237,8 +237,8 @@ async fn a_permission_snapshot_asks_a_fixed_set_once_and_then_answers_from_memor
         asked,
         "the second snapshot asked nothing"
     );
-    // 11 for any name, then approve, override, get and verify per Stage (3 Stages).
-    assert_eq!(asked, 11 + 4 * 3);
+    // 14 for any name, then approve, override, get, verify and freeze per Stage (3 Stages).
+    assert_eq!(asked, 14 + 5 * 3);
 }
 
 #[tokio::test]
