@@ -70,7 +70,8 @@ pub struct FreezeBody {
     /// Why (required to freeze).
     #[serde(default)]
     pub reason: String,
-    /// When it lifts by itself (RFC 3339); never when absent.
+    /// When it lifts by itself (RFC 3339, or a duration from now such as `2h`); never
+    /// when absent.
     #[serde(default)]
     pub until: Option<String>,
 }
@@ -139,6 +140,23 @@ pub(crate) async fn unreject_freight(
     ))
 }
 
+/// `until` as a time: RFC 3339, or a duration from now (`2h`, `90m`).
+fn until_of(text: &str) -> Result<jiff::Timestamp, ApiError> {
+    if let Ok(at) = text.parse::<jiff::Timestamp>() {
+        return Ok(at);
+    }
+    crate::api::parse_duration(text)
+        .ok()
+        .and_then(|d| jiff::SignedDuration::try_from(d).ok())
+        .and_then(|d| jiff::Timestamp::now().checked_add(d).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "`until` is neither an RFC 3339 time nor a duration: `{text}`"
+            ))
+            .with_hint("send e.g. `2026-12-24T18:00:00Z`, or `2h` from now")
+        })
+}
+
 /// `POST …/freeze`: answers `{scope, stage, freeze}`.
 pub(crate) async fn freeze_line(
     State(state): State<AppState>,
@@ -149,10 +167,7 @@ pub(crate) async fn freeze_line(
     let body: FreezeBody = parse(&body, "freeze")?;
     let until = match body.until.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
         None => None,
-        Some(text) => Some(text.parse::<jiff::Timestamp>().map_err(|e| {
-            ApiError::bad_request(format!("`until` is not an RFC 3339 time: `{text}`: {e}"))
-                .with_hint("send e.g. `2026-12-24T18:00:00Z` (the CLI also takes `--until 2h`)")
-        })?),
+        Some(text) => Some(until_of(text)?),
     };
     let store = state.store.as_ref();
     let stage = body.stage.as_deref();

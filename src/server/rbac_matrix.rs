@@ -145,6 +145,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("GET /projects/{project}/live", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}/confirm", [303, 200, 200, 403, 200]),
+    ("GET /projects/{project}/confirm", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}/view", [303, 200, 200, 403, 200]),
 ];
@@ -399,6 +400,7 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
     let path = match path.as_str() {
         "/ui/events" => "/ui/events?project=demo".to_owned(),
         "/projects/demo/stages/dev/confirm" => format!("{path}?action=promote&freight=f1"),
+        "/projects/demo/confirm" => format!("{path}?action=freeze"),
         _ => path,
     };
     let plural = segments.get(5).copied().unwrap_or_default();
