@@ -69,7 +69,10 @@ async fn reject_and_freeze_are_clicked_in_the_browser_and_gate_promote() -> Resu
         .goto(&format!("{base}/projects/demo?freight={id}"))
         .await?;
     browser
-        .wait_for(&format!("#live[data-selected=\"{id}\"]"), "the chosen Freight")
+        .wait_for(
+            &format!("#live[data-selected=\"{id}\"]"),
+            "the chosen Freight",
+        )
         .await?;
 
     // Reject it for dev, from dev's node.

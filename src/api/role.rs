@@ -272,8 +272,14 @@ mod tests {
         assert!(allows(Verb::Freeze, "stages", Some("prod")));
         assert!(allows(Verb::Freeze, "projects", Some("demo")));
         let viewer = Role::builtin("dray-viewer").unwrap();
-        assert!(!viewer.spec.rules.iter().any(|r| r.allows(Verb::Reject, "freight", Some("f1"))
-            || r.allows(Verb::Freeze, "stages", Some("prod"))));
+        assert!(
+            !viewer
+                .spec
+                .rules
+                .iter()
+                .any(|r| r.allows(Verb::Reject, "freight", Some("f1"))
+                    || r.allows(Verb::Freeze, "stages", Some("prod")))
+        );
         assert!(Role::builtin("dray-viewer").is_some());
         assert!(Role::builtin("root").is_none());
         assert!(rule_resources().any(|r| r == "rolebindings"));

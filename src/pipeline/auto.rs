@@ -135,7 +135,9 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
     if !frozen.is_empty() {
         let expires = frozen.iter().map(|(_, f)| f.until.as_ref().map(|u| u.0));
         // Wakes when the last freeze expires; one that never does waits for a change.
-        let last = expires.collect::<Option<Vec<_>>>().and_then(|u| u.into_iter().max());
+        let last = expires
+            .collect::<Option<Vec<_>>>()
+            .and_then(|u| u.into_iter().max());
         return Decision::Wait(last);
     }
     let in_this_stage: Vec<Arc<Promotion>> = cache

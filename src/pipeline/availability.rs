@@ -239,11 +239,14 @@ fn rejections(stage_name: &str, freight: &Freight) -> Vec<Reason> {
         reason: r.reason.clone(),
         stage: None,
     });
-    let here = status.rejected_for.get(stage_name).map(|r| Reason::Rejected {
-        by: r.by.clone(),
-        reason: r.reason.clone(),
-        stage: Some(stage_name.to_owned()),
-    });
+    let here = status
+        .rejected_for
+        .get(stage_name)
+        .map(|r| Reason::Rejected {
+            by: r.by.clone(),
+            reason: r.reason.clone(),
+            stage: Some(stage_name.to_owned()),
+        });
     everywhere.chain(here).collect()
 }
 

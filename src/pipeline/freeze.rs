@@ -182,13 +182,21 @@ mod tests {
         let store = store.as_ref();
         let ann = Allowed::person("ann");
         let now = Timestamp::now();
-        freeze(store, &ann, "demo", Some("prod"), "incident 42", None).await.unwrap();
-        assert_eq!(said(store, "prod", now).await, ["frozen by ann: incident 42 (Stage `prod`)"]);
+        freeze(store, &ann, "demo", Some("prod"), "incident 42", None)
+            .await
+            .unwrap();
+        assert_eq!(
+            said(store, "prod", now).await,
+            ["frozen by ann: incident 42 (Stage `prod`)"]
+        );
         assert!(said(store, "dev", now).await.is_empty());
         let lifted = unfreeze(store, &ann, "demo", Some("prod")).await.unwrap();
         assert_eq!(lifted.map(|f| f.by).as_deref(), Some("ann"));
         assert!(said(store, "prod", now).await.is_empty());
-        assert_eq!(unfreeze(store, &ann, "demo", Some("prod")).await.unwrap(), None);
+        assert_eq!(
+            unfreeze(store, &ann, "demo", Some("prod")).await.unwrap(),
+            None
+        );
     }
 
     #[tokio::test]
@@ -197,7 +205,9 @@ mod tests {
         let store = store.as_ref();
         let ann = Allowed::person("ann");
         let until: Timestamp = "2030-01-01T00:00:00Z".parse().unwrap();
-        freeze(store, &ann, "demo", None, "release week", Some(until)).await.unwrap();
+        freeze(store, &ann, "demo", None, "release week", Some(until))
+            .await
+            .unwrap();
         let before: Timestamp = "2029-12-31T23:00:00Z".parse().unwrap();
         for stage in ["dev", "prod"] {
             assert_eq!(
@@ -206,9 +216,13 @@ mod tests {
             );
             assert!(said(store, stage, until).await.is_empty(), "expired");
         }
-        let error = freeze(store, &ann, "demo", None, "", None).await.unwrap_err();
+        let error = freeze(store, &ann, "demo", None, "", None)
+            .await
+            .unwrap_err();
         assert!(matches!(error, LeverError::NoReason { .. }), "{error}");
-        let error = freeze(store, &ann, "demo", Some("qa"), "x", None).await.unwrap_err();
+        let error = freeze(store, &ann, "demo", Some("qa"), "x", None)
+            .await
+            .unwrap_err();
         assert!(matches!(error, LeverError::NoStage { .. }), "{error}");
     }
 }

@@ -60,7 +60,10 @@ impl From<AuthorizeError> for LeverError {
 }
 
 /// `reason` trimmed, or [`LeverError::NoReason`] naming `what` when it is empty.
-pub(super) fn required_reason(reason: &str, what: impl FnOnce() -> String) -> Result<String, LeverError> {
+pub(super) fn required_reason(
+    reason: &str,
+    what: impl FnOnce() -> String,
+) -> Result<String, LeverError> {
     let reason = reason.trim().replace(['\r', '\n'], " ");
     if reason.is_empty() {
         return Err(LeverError::NoReason { what: what() });

@@ -128,10 +128,13 @@ pub async fn unreject(
     .await?;
     let freight = match written {
         Some(written) => written,
-        None => store.get(&key).await?.ok_or_else(|| LeverError::NoFreight {
-            project: project.to_owned(),
-            freight: id.to_owned(),
-        })?,
+        None => store
+            .get(&key)
+            .await?
+            .ok_or_else(|| LeverError::NoFreight {
+                project: project.to_owned(),
+                freight: id.to_owned(),
+            })?,
     };
     Ok(Unrejected { freight, lifted })
 }
@@ -171,8 +174,20 @@ mod tests {
 
     async fn reasons(store: &dyn Store, stage: &str) -> Vec<String> {
         let get = |kind, name: &str| ObjectKey::namespaced(kind, "demo", name);
-        let stage: Stage = store.get(&get(Kind::Stage, stage)).await.unwrap().unwrap().to_typed().unwrap();
-        let freight: Freight = store.get(&get(Kind::Freight, "f1")).await.unwrap().unwrap().to_typed().unwrap();
+        let stage: Stage = store
+            .get(&get(Kind::Stage, stage))
+            .await
+            .unwrap()
+            .unwrap()
+            .to_typed()
+            .unwrap();
+        let freight: Freight = store
+            .get(&get(Kind::Freight, "f1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .to_typed()
+            .unwrap();
         availability(&stage, &freight, jiff::Timestamp::now())
             .reasons
             .iter()
@@ -185,13 +200,22 @@ mod tests {
         let (_dir, store) = world().await;
         let store = store.as_ref();
         let ann = Allowed::person("ann");
-        reject(store, &ann, "demo", "f1", Some("prod"), " bad build\n").await.unwrap();
-        assert_eq!(reasons(store, "prod").await, ["rejected by ann: bad build (for Stage `prod`)"]);
+        reject(store, &ann, "demo", "f1", Some("prod"), " bad build\n")
+            .await
+            .unwrap();
+        assert_eq!(
+            reasons(store, "prod").await,
+            ["rejected by ann: bad build (for Stage `prod`)"]
+        );
         assert!(reasons(store, "dev").await.is_empty());
-        let lifted = unreject(store, &ann, "demo", "f1", Some("prod")).await.unwrap();
+        let lifted = unreject(store, &ann, "demo", "f1", Some("prod"))
+            .await
+            .unwrap();
         assert!(lifted.lifted);
         assert!(reasons(store, "prod").await.is_empty());
-        let again = unreject(store, &ann, "demo", "f1", Some("prod")).await.unwrap();
+        let again = unreject(store, &ann, "demo", "f1", Some("prod"))
+            .await
+            .unwrap();
         assert!(!again.lifted, "nothing left to lift");
     }
 
@@ -200,17 +224,33 @@ mod tests {
         let (_dir, store) = world().await;
         let store = store.as_ref();
         let ann = Allowed::person("ann");
-        let error = reject(store, &ann, "demo", "f1", None, "  ").await.unwrap_err();
+        let error = reject(store, &ann, "demo", "f1", None, "  ")
+            .await
+            .unwrap_err();
         assert!(matches!(error, LeverError::NoReason { .. }), "{error}");
-        reject(store, &ann, "demo", "f1", None, "CVE-2026-1").await.unwrap();
+        reject(store, &ann, "demo", "f1", None, "CVE-2026-1")
+            .await
+            .unwrap();
         for stage in ["dev", "prod"] {
-            assert_eq!(reasons(store, stage).await, ["rejected by ann: CVE-2026-1 (everywhere)"]);
+            assert_eq!(
+                reasons(store, stage).await,
+                ["rejected by ann: CVE-2026-1 (everywhere)"]
+            );
         }
-        assert!(unreject(store, &ann, "demo", "f1", None).await.unwrap().lifted);
+        assert!(
+            unreject(store, &ann, "demo", "f1", None)
+                .await
+                .unwrap()
+                .lifted
+        );
         assert!(reasons(store, "prod").await.is_empty());
-        let missing = reject(store, &ann, "demo", "nope", None, "x").await.unwrap_err();
+        let missing = reject(store, &ann, "demo", "nope", None, "x")
+            .await
+            .unwrap_err();
         assert!(matches!(missing, LeverError::NoFreight { .. }), "{missing}");
-        let no_stage = reject(store, &ann, "demo", "f1", Some("qa"), "x").await.unwrap_err();
+        let no_stage = reject(store, &ann, "demo", "f1", Some("qa"), "x")
+            .await
+            .unwrap_err();
         assert!(matches!(no_stage, LeverError::NoStage { .. }), "{no_stage}");
     }
 }

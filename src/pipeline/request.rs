@@ -216,7 +216,11 @@ pub async fn window_state(
 }
 
 /// The freezes of `stage` and its project that gate a promotion now ([`super::freeze`]).
-async fn frozen(store: &dyn Store, project: &str, stage: &Stage) -> Result<Vec<Reason>, StoreError> {
+async fn frozen(
+    store: &dyn Store,
+    project: &str,
+    stage: &Stage,
+) -> Result<Vec<Reason>, StoreError> {
     let of_project = super::freeze::load_project(store, project).await?;
     Ok(super::freeze::reasons(
         of_project.as_ref(),

@@ -62,7 +62,14 @@ impl World {
             "pat" => &self.promoter,
             _ => &self.fresh.admin,
         };
-        test_support::call(&self.fresh.state, Some(token), Method::POST, uri, Some(body)).await
+        test_support::call(
+            &self.fresh.state,
+            Some(token),
+            Method::POST,
+            uri,
+            Some(body),
+        )
+        .await
     }
 
     async fn status_of(&self, key: ObjectKey) -> Value {
@@ -94,7 +101,12 @@ fn stage_key() -> ObjectKey {
 fn details(body: &Value) -> String {
     body["error"]["details"]
         .as_array()
-        .map(|d| d.iter().filter_map(Value::as_str).collect::<Vec<_>>().join("\n"))
+        .map(|d| {
+            d.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
         .unwrap_or_default()
 }
 
@@ -118,14 +130,24 @@ async fn a_viewer_is_refused_every_lever_with_the_verb_named_and_nothing_is_writ
             message.contains("`vic`") && message.contains(verb),
             "{uri}: {message}"
         );
-        assert!(answer["error"]["hint"].as_str().is_some_and(|h| !h.is_empty()), "{answer}");
+        assert!(
+            answer["error"]["hint"]
+                .as_str()
+                .is_some_and(|h| !h.is_empty()),
+            "{answer}"
+        );
     }
     assert_eq!(world.status_of(freight_key()).await, Value::Null);
     assert!(world.status_of(stage_key()).await.get("freeze").is_none());
-    let project = world.status_of(ObjectKey::cluster(Kind::Project, "demo")).await;
+    let project = world
+        .status_of(ObjectKey::cluster(Kind::Project, "demo"))
+        .await;
     assert!(project.get("freeze").is_none(), "{project}");
     // The positive control: the promoter may pull each lever.
-    for (uri, body) in [(REJECT, json!({"reason": "ok"})), (FREEZE, json!({"reason": "ok"}))] {
+    for (uri, body) in [
+        (REJECT, json!({"reason": "ok"})),
+        (FREEZE, json!({"reason": "ok"})),
+    ] {
         let (status, answer) = world.as_("pat", uri, body).await;
         assert_eq!(status, StatusCode::OK, "{uri}: {answer}");
     }
@@ -137,7 +159,11 @@ async fn rejected_freight_is_refused_on_every_promote_route_until_unrejected() {
     let (status, body) = world.as_("admin", REJECT, json!({"stage": "dev"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "no reason: {body}");
     let (status, body) = world
-        .as_("pat", REJECT, json!({"stage": "dev", "reason": "leaks memory"}))
+        .as_(
+            "pat",
+            REJECT,
+            json!({"stage": "dev", "reason": "leaks memory"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"]["rejectedFor"]["dev"]["by"], "pat", "{body}");
@@ -146,12 +172,18 @@ async fn rejected_freight_is_refused_on_every_promote_route_until_unrejected() {
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
     let said = details(&body);
     assert!(said.contains("rejected by pat: leaks memory"), "{said}");
-    assert!(said.contains("dray freight unreject first -p demo --stage dev"), "{said}");
+    assert!(
+        said.contains("dray freight unreject first -p demo --stage dev"),
+        "{said}"
+    );
     let document = json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
         "metadata": {"name": "sneak", "namespace": "demo"}, "spec": {"stage": "dev", "freight": "f1"}});
     let (status, body) = world.as_("admin", PROMOTIONS, document).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(details(&body).contains("rejected by pat: leaks memory"), "{body}");
+    assert!(
+        details(&body).contains("rejected by pat: leaks memory"),
+        "{body}"
+    );
     assert_eq!(world.promotions().await, 0);
 
     let (status, body) = world.as_("pat", UNREJECT, json!({"stage": "dev"})).await;
@@ -165,18 +197,29 @@ async fn rejected_freight_is_refused_on_every_promote_route_until_unrejected() {
 async fn a_freeze_refuses_promotion_and_only_override_passes_it_on_the_record() {
     let world = World::new().await;
     let (status, body) = world
-        .as_("admin", FREEZE, json!({"stage": "dev", "reason": "incident 42", "until": "tomorrow"}))
+        .as_(
+            "admin",
+            FREEZE,
+            json!({"stage": "dev", "reason": "incident 42", "until": "tomorrow"}),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     let (status, body) = world
-        .as_("pat", FREEZE, json!({"stage": "dev", "reason": "incident 42"}))
+        .as_(
+            "pat",
+            FREEZE,
+            json!({"stage": "dev", "reason": "incident 42"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["freeze"]["by"], "pat", "{body}");
 
     let (status, body) = world.as_("pat", PROMOTE, json!({"freight": "first"})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(details(&body).contains("frozen by pat: incident 42"), "{body}");
+    assert!(
+        details(&body).contains("frozen by pat: incident 42"),
+        "{body}"
+    );
     let through = json!({"freight": "first", "overrideWindow": "hotfix"});
     let (status, body) = world.as_("pat", PROMOTE, through.clone()).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "no override: {body}");
@@ -190,13 +233,22 @@ async fn a_freeze_refuses_promotion_and_only_override_passes_it_on_the_record() 
     );
 
     // A project-wide freeze gates too; lifting both lets the promoter through.
-    let (status, body) = world.as_("admin", FREEZE, json!({"reason": "release week"})).await;
+    let (status, body) = world
+        .as_("admin", FREEZE, json!({"reason": "release week"}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = world.as_("pat", UNFREEZE, json!({"stage": "dev"})).await;
-    assert_eq!((status, &body["lifted"]), (StatusCode::OK, &json!(true)), "{body}");
+    assert_eq!(
+        (status, &body["lifted"]),
+        (StatusCode::OK, &json!(true)),
+        "{body}"
+    );
     let (status, body) = world.as_("pat", PROMOTE, json!({"freight": "first"})).await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
-    assert!(details(&body).contains("frozen by admin: release week (project `demo`)"), "{body}");
+    assert!(
+        details(&body).contains("frozen by admin: release week (project `demo`)"),
+        "{body}"
+    );
     let (status, body) = world.as_("pat", UNFREEZE, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let (status, body) = world.as_("pat", PROMOTE, json!({"freight": "first"})).await;

@@ -165,7 +165,12 @@ pub(crate) async fn freeze_line(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let body: FreezeBody = parse(&body, "freeze")?;
-    let until = match body.until.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+    let until = match body
+        .until
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
         None => None,
         Some(text) => Some(until_of(text)?),
     };
@@ -191,7 +196,10 @@ pub(crate) async fn unfreeze_line(
     let store = state.store.as_ref();
     let stage = body.stage.as_deref();
     let before = freeze::unfreeze(store, &caller, &project, stage).await?;
-    let place = stage.map_or_else(|| format!("project `{project}`"), |s| format!("Stage `{s}`"));
+    let place = stage.map_or_else(
+        || format!("project `{project}`"),
+        |s| format!("Stage `{s}`"),
+    );
     let message = match &before {
         Some(_) => {
             tracing::info!(%project, ?stage, by = %caller.user, "line unfrozen");

@@ -36,7 +36,11 @@ pub(crate) struct ConfirmQuery {
 
 impl ConfirmQuery {
     /// The Freight the query names; a 404 says to choose one first.
-    pub(crate) async fn freight_of(&self, state: &AppState, project: &str) -> Result<Freight, UiError> {
+    pub(crate) async fn freight_of(
+        &self,
+        state: &AppState,
+        project: &str,
+    ) -> Result<Freight, UiError> {
         load_freight(state, project, self.freight.as_deref())
             .await?
             .ok_or_else(|| {
@@ -138,12 +142,24 @@ pub(crate) async fn confirm(
         "reject" | "unreject" => {
             let freight = query.freight_of(&state, &project).await?;
             let undo = action == "unreject";
-            Some(levers::reject_dialog(&project, Some(&stage_name), &freight, undo, &perms))
+            Some(levers::reject_dialog(
+                &project,
+                Some(&stage_name),
+                &freight,
+                undo,
+                &perms,
+            ))
         }
         "freeze" | "unfreeze" => {
             let now = levers::stage_freeze(&stage);
             let undo = action == "unfreeze";
-            Some(levers::freeze_dialog(&project, Some(&stage_name), now, undo, &perms))
+            Some(levers::freeze_dialog(
+                &project,
+                Some(&stage_name),
+                now,
+                undo,
+                &perms,
+            ))
         }
         _ => None,
     };

@@ -99,7 +99,10 @@ pub(crate) fn reject_dialog(
     let action = if undo { "unreject" } else { "reject" };
     let now: Vec<String> = rejections(freight);
     Confirmation {
-        title: format!("{} {label} {place}", if undo { "Unreject" } else { "Reject" }),
+        title: format!(
+            "{} {label} {place}",
+            if undo { "Unreject" } else { "Reject" }
+        ),
         body: html! {
             @for r in &now { p.rejected { (r) } }
             @if undo {
@@ -156,7 +159,12 @@ pub(crate) fn freeze_dialog(
 }
 
 /// The dialog's markup, as every confirmation draws it.
-pub(crate) fn dialog(action: &str, stage: Option<&str>, viewer: &Viewer, c: Confirmation) -> Markup {
+pub(crate) fn dialog(
+    action: &str,
+    stage: Option<&str>,
+    viewer: &Viewer,
+    c: Confirmation,
+) -> Markup {
     html! {
         div.confirm-content data-action=(action) data-stage=[stage] {
             h2 { (c.title) }
@@ -171,7 +179,10 @@ pub(crate) fn dialog(action: &str, stage: Option<&str>, viewer: &Viewer, c: Conf
 }
 
 /// The Project's freeze, if it has one.
-pub(crate) async fn project_freeze(state: &AppState, project: &str) -> Result<Option<Freeze>, UiError> {
+pub(crate) async fn project_freeze(
+    state: &AppState,
+    project: &str,
+) -> Result<Option<Freeze>, UiError> {
     let key = ObjectKey::cluster(Kind::Project, project);
     let stored = state.store.get(&key).await?;
     Ok(stored

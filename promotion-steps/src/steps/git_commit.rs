@@ -416,14 +416,24 @@ mod tests {
             Some("frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix".into());
         std::fs::write(out.join("app.yaml"), "image: app:1.2.1\n").unwrap();
         outputs(GitCommit.run(&ctx, json!({"path": "./out"})).await);
-        let trailer = git(&out, &["log", "-1", "--format=%(trailers:key=Dray-Override,valueonly)"]);
+        let trailer = git(
+            &out,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Dray-Override,valueonly)",
+            ],
+        );
         assert_eq!(
             trailer.trim(),
             "frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix"
         );
         let config = json!({"path": "./out", "trailers": {"Dray-Override": "forged"}});
         let refused = GitCommit.run(&ctx, config).await;
-        assert!(format!("{refused:?}").contains("Dray-Override"), "{refused:?}");
+        assert!(
+            format!("{refused:?}").contains("Dray-Override"),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]

@@ -70,7 +70,10 @@ pub async fn reject(ctx: &Context, args: RejectArgs) -> Result<(), CliError> {
 /// Runs `dray freight unreject`.
 pub async fn unreject(ctx: &Context, args: UnrejectArgs) -> Result<(), CliError> {
     let project = ctx.project().await?;
-    let path = format!("/api/v1/projects/{project}/freight/{}/unreject", args.freight);
+    let path = format!(
+        "/api/v1/projects/{project}/freight/{}/unreject",
+        args.freight
+    );
     let body = json!({"stage": args.stage});
     let answer: Value = ctx.client.send(Method::POST, &path, Some(&body)).await?;
     let message = answer

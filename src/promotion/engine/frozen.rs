@@ -30,17 +30,19 @@ impl Engine {
             return false;
         }
         let writes = |i: usize| {
-            let uses = run.promotion.spec.steps[i].uses.as_deref().unwrap_or_default();
+            let uses = run.promotion.spec.steps[i]
+                .uses
+                .as_deref()
+                .unwrap_or_default();
             self.steps.get(uses).is_some_and(|s| s.writes().anything())
         };
-        let written_before = (0..index).any(|i| {
-            writes(i)
-                && run
-                    .status
-                    .step_execution_metadata
-                    .get(i)
-                    .is_some_and(|m| !matches!(m.status, StepPhase::Pending | StepPhase::Skipped))
-        });
+        let written_before =
+            (0..index).any(|i| {
+                writes(i)
+                    && run.status.step_execution_metadata.get(i).is_some_and(|m| {
+                        !matches!(m.status, StepPhase::Pending | StepPhase::Skipped)
+                    })
+            });
         writes(index) && !written_before
     }
 
@@ -58,10 +60,12 @@ impl Engine {
             .get(&project_key)
             .await?
             .and_then(|p| p.to_typed().ok());
-        Ok(active_freezes(of_project.as_ref(), &stage, jiff::Timestamp::now())
-            .into_iter()
-            .map(|(scope, f)| format!("{} ({scope})", f.words()))
-            .collect())
+        Ok(
+            active_freezes(of_project.as_ref(), &stage, jiff::Timestamp::now())
+                .into_iter()
+                .map(|(scope, f)| format!("{} ({scope})", f.words()))
+                .collect(),
+        )
     }
 
     /// Waits while the run's Stage or project is frozen, before step `index` (see the
@@ -80,7 +84,10 @@ impl Engine {
             .and_then(|t| parse_duration(t).ok())
             .or_else(|| {
                 let runner = self.steps.get(step.uses.as_deref()?)?;
-                Some(runner.default_timeout(step.config.as_ref().unwrap_or(&serde_json::Value::Null)))
+                Some(
+                    runner
+                        .default_timeout(step.config.as_ref().unwrap_or(&serde_json::Value::Null)),
+                )
             })
             .unwrap_or(Duration::from_secs(600));
         let deadline = tokio::time::Instant::now() + timeout;
@@ -106,7 +113,9 @@ impl Engine {
             // Looks again on any change (an unfreeze), at the latest each few seconds (an
             // `until` passing) and at the deadline.
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let nap = left.min(Duration::from_secs(5)).max(Duration::from_millis(10));
+            let nap = left
+                .min(Duration::from_secs(5))
+                .max(Duration::from_millis(10));
             tokio::select! {
                 _ = feed.wait_past(seen, nap) => {}
                 _ = cancel.cancelled() => return Ok(Some(StepOutcome::errored("aborted"))),

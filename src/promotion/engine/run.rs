@@ -110,8 +110,10 @@ impl Engine {
                             match self.wait_out_freeze(&mut run, index, &cancel).await? {
                                 Some(outcome) => outcome,
                                 None => {
-                                    self.run_prepared(&mut run, index, &step, &alias, &base, &expr_ctx)
-                                        .await?
+                                    self.run_prepared(
+                                        &mut run, index, &step, &alias, &base, &expr_ctx,
+                                    )
+                                    .await?
                                 }
                             }
                         }
