@@ -125,6 +125,12 @@ async fn reject_and_freeze_are_clicked_in_the_browser_and_gate_promote() -> Resu
             "frozen by admin: release week",
         )
         .await?;
+    browser
+        .wait_for_text(
+            "#availability [data-stage=\"dev\"]",
+            "frozen by admin: release week (project `demo`)",
+        )
+        .await?;
     browser.screenshot("project-frozen").await?;
     let refused = tokio::task::block_in_place(|| p.promote("dev", &alias))?;
     assert!(!refused.status.success(), "{}", text(&refused));
