@@ -165,9 +165,14 @@ async fn a_frozen_stage_refuses_promotion_and_an_override_is_in_the_trailers() -
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_promotion_that_has_not_written_waits_at_a_freeze_until_lifted() -> Result<()> {
-    let barriers = tempfile::Builder::new().prefix("dray-barriers-").tempdir()?;
+    let barriers = tempfile::Builder::new()
+        .prefix("dray-barriers-")
+        .tempdir()?;
     let options = DrayOptions {
-        env: vec![(STEP_BARRIER_ENV.to_owned(), barriers.path().display().to_string())],
+        env: vec![(
+            STEP_BARRIER_ENV.to_owned(),
+            barriers.path().display().to_string(),
+        )],
         ..Default::default()
     };
     let p = tokio::task::block_in_place(|| -> Result<Pipeline> {
@@ -190,15 +195,23 @@ async fn a_running_promotion_that_has_not_written_waits_at_a_freeze_until_lifted
         })?;
         let frozen = p.cli(&["freeze", "--stage", "dev", "--reason", "incident 42"])?;
         ensure!(frozen.status.success(), "{}", text(&frozen));
-        std::fs::write(barriers.path().join(format!("release-{name}-recorded-0")), b"")?;
+        std::fs::write(
+            barriers.path().join(format!("release-{name}-recorded-0")),
+            b"",
+        )?;
         let held = p.wait_until("the promotion to be held by the freeze", || {
             let promotion = p.promotion(&name)?;
             let message = promotion["status"]["message"].as_str().unwrap_or_default();
-            Ok(message.starts_with("held: frozen by admin: incident 42").then_some(promotion))
+            Ok(message
+                .starts_with("held: frozen by admin: incident 42")
+                .then_some(promotion))
         })?;
         assert_eq!(held["status"]["phase"], "Running", "{held:#}");
         assert!(
-            p.config.branches()?.iter().all(|b| !b.ends_with("stage/dev")),
+            p.config
+                .branches()?
+                .iter()
+                .all(|b| !b.ends_with("stage/dev")),
             "a held promotion writes nothing"
         );
 
@@ -206,12 +219,23 @@ async fn a_running_promotion_that_has_not_written_waits_at_a_freeze_until_lifted
         ensure!(lifted.status.success(), "{}", text(&lifted));
         let ended = p.wait_until("the promotion to end once unfrozen", || {
             let promotion = p.promotion(&name)?;
-            let phase = promotion["status"]["phase"].as_str().unwrap_or_default().to_owned();
-            Ok(matches!(phase.as_str(), "Succeeded" | "Failed" | "Errored" | "Aborted")
-                .then_some(promotion))
+            let phase = promotion["status"]["phase"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            Ok(matches!(
+                phase.as_str(),
+                "Succeeded" | "Failed" | "Errored" | "Aborted"
+            )
+            .then_some(promotion))
         })?;
         assert_eq!(ended["status"]["phase"], "Succeeded", "{ended:#}");
-        assert!(p.config.branches()?.iter().any(|b| b.ends_with("stage/dev")));
+        assert!(
+            p.config
+                .branches()?
+                .iter()
+                .any(|b| b.ends_with("stage/dev"))
+        );
         Ok(())
     })
 }

@@ -415,7 +415,8 @@ mod tests {
         ctx.freeze_override =
             Some("frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix".into());
         std::fs::write(out.join("app.yaml"), "image: app:1.2.1\n").unwrap();
-        outputs(GitCommit.run(&ctx, json!({"path": "./out"})).await);
+        let config = json!({"path": "./out", "message": "Promote tidy-otter to staging"});
+        outputs(GitCommit.run(&ctx, config).await);
         let trailer = git(
             &out,
             &[
@@ -428,7 +429,8 @@ mod tests {
             trailer.trim(),
             "frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix"
         );
-        let config = json!({"path": "./out", "trailers": {"Dray-Override": "forged"}});
+        let config =
+            json!({"path": "./out", "message": "m", "trailers": {"Dray-Override": "forged"}});
         let refused = GitCommit.run(&ctx, config).await;
         assert!(
             format!("{refused:?}").contains("Dray-Override"),
