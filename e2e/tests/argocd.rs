@@ -91,6 +91,7 @@ fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> 
         approved_by: None,
         window_override: None,
         signed_off_by: Vec::new(),
+        freeze_override: None,
         credentials: Arc::new(Token(argocd.base_url())),
         repos: Arc::new(SharedMirrors(Arc::new(MirrorCache::new(
             dir.path().join("mirrors"),

@@ -751,7 +751,15 @@ fn rbac_grants_dray_and_its_users_the_verbs_they_need() -> Result<()> {
         &["approve", "override", "verify", "update"],
     );
     let approver = object(&docs, "ClusterRole", "dray-approver")?;
-    assert_grants(approver, "dray.dev", "stages", &["approve", "override"]);
+    assert_grants(
+        approver,
+        "dray.dev",
+        "stages",
+        &["approve", "override", "freeze"],
+    );
+    assert_grants(approver, "dray.dev", "freight", &["reject"]);
+    assert_grants(approver, "dray.dev", "projects", &["freeze"]);
+    assert_denies(promoter, "dray.dev", "freight", &["reject"]);
     assert_denies(approver, "dray.dev", "stages", &["promote", "update"]);
     let admin = object(&docs, "ClusterRole", "dray-project-admin")?;
     for plural in crd_plurals()? {

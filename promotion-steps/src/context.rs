@@ -226,6 +226,9 @@ pub struct StepContext {
     /// The people whose sign-offs counted for this promotion (the Stage's `spec.signoff`),
     /// each `user` or `user (reason)`: one `Dray-Signed-Off-By` trailer each.
     pub signed_off_by: Vec<String>,
+    /// The freeze a person with `override` promoted through, and why
+    /// (`frozen by ann: incident 42 (Stage `prod`); overridden by bob: hotfix`).
+    pub freeze_override: Option<String>,
     /// Credentials by repository.
     pub credentials: Arc<dyn CredentialProvider>,
     /// Bare mirrors of git repositories.

@@ -174,6 +174,7 @@ pub(crate) fn context(work_dir: &Path) -> StepContext {
         approved_by: None,
         window_override: None,
         signed_off_by: Vec::new(),
+        freeze_override: None,
         credentials: Arc::new(NoCredentials),
         repos: Arc::new(NoRepos),
         http: reqwest::Client::new(),

@@ -15,6 +15,9 @@ pub const WINDOW_OVERRIDE: &str = "dray.dev/window-override";
 /// The sign-offs that counted when a promotion was requested, one per line
 /// (`<user>` or `<user> (<reason>)`): each becomes a `Dray-Signed-Off-By` trailer.
 pub const SIGNED_OFF_BY: &str = "dray.dev/signed-off-by";
+/// A promotion through a freeze (`dray freeze`): `frozen by <user>: <reason> (…);
+/// overridden by <user>: <reason>`, written to its commit as the `Dray-Override` trailer.
+pub const FREEZE_OVERRIDE: &str = "dray.dev/freeze-override";
 /// Wakes a waiting promotion at once (set by webhooks); any new value.
 pub const WAKE: &str = "dray.dev/wake";
 /// Asks a Warehouse to look again; any new value.

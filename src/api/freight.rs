@@ -130,6 +130,14 @@ pub struct FreightStatus {
     /// `spec.signoff` gate), one entry per person, in the order they signed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signed_off_for: BTreeMap<String, Vec<Signoff>>,
+    /// Stages a person rejected this Freight for (`dray freight reject --stage`): it is not
+    /// available there, whatever else says it is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejected_for: BTreeMap<String, super::Rejection>,
+    /// Set when a person rejected this Freight everywhere (`dray freight reject` without
+    /// `--stage`): it is available to no Stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<super::Rejection>,
     /// What promotions recorded on this Freight with `set-metadata` (key → JSON value).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "super::free_form_object")]

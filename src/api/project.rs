@@ -30,4 +30,8 @@ pub struct ProjectStatus {
     /// Conditions such as `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// Set while promotions into every Stage of the project are stopped by hand
+    /// (`dray freeze` without `--stage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze: Option<super::Freeze>,
 }

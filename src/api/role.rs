@@ -27,6 +27,8 @@ pub const TOKENS_RESOURCE: &str = "tokens";
 
 /// The built-in roles: `dray-admin` (everything), `dray-promoter` (read everything, promote,
 /// approve, abort and sign off) and `dray-viewer` (read everything).
+/// approve, abort, reject Freight and freeze Stages and projects) and `dray-viewer` (read
+/// everything).
 pub const BUILTIN_ROLES: [&str; 3] = ["dray-admin", "dray-promoter", "dray-viewer"];
 
 /// The label on the built-in roles the API shows.
@@ -57,11 +59,15 @@ pub enum Verb {
     Verify,
     /// Sign Freight off for a Stage (its `spec.signoff` gate).
     Signoff,
+    /// Reject Freight (for a Stage, or everywhere) and lift a rejection.
+    Reject,
+    /// Stop the line: freeze a Stage or a whole project, and lift the freeze.
+    Freeze,
 }
 
 impl Verb {
     /// Every verb.
-    pub const ALL: [Verb; 11] = [
+    pub const ALL: [Verb; 13] = [
         Verb::Get,
         Verb::List,
         Verb::Create,
@@ -73,6 +79,8 @@ impl Verb {
         Verb::Override,
         Verb::Verify,
         Verb::Signoff,
+        Verb::Reject,
+        Verb::Freeze,
     ];
 
     /// The verb as rules write it, e.g. `promote`.
@@ -89,6 +97,8 @@ impl Verb {
             Verb::Override => "override",
             Verb::Verify => "verify",
             Verb::Signoff => "signoff",
+            Verb::Reject => "reject",
+            Verb::Freeze => "freeze",
         }
     }
 }
@@ -136,6 +146,7 @@ pub struct PolicyRule {
     pub resource_names: Vec<String>,
     /// `get`, `list`, `create`, `update`, `delete`, `promote`, `approve`, `abort`,
     /// `override`, `verify`, `signoff`, or `*`.
+    /// `override`, `verify`, `reject`, `freeze`, or `*`.
     pub verbs: Vec<String>,
 }
 
@@ -169,6 +180,8 @@ impl Role {
                 read(),
                 PolicyRule::new(&["promote", "approve", "abort", "signoff"], &["stages"]),
                 PolicyRule::new(&["create", "abort"], &["promotions"]),
+                PolicyRule::new(&["reject"], &["freight"]),
+                PolicyRule::new(&["freeze"], &["stages", "projects"]),
             ],
             "dray-viewer" => vec![read()],
             _ => return None,
@@ -262,6 +275,18 @@ mod tests {
         assert!(allows(Verb::Signoff, "stages", Some("prod")));
         assert!(!allows(Verb::Update, "stages", Some("prod")));
         assert!(!allows(Verb::Override, "stages", Some("prod")));
+        assert!(allows(Verb::Reject, "freight", Some("f1")));
+        assert!(allows(Verb::Freeze, "stages", Some("prod")));
+        assert!(allows(Verb::Freeze, "projects", Some("demo")));
+        let viewer = Role::builtin("dray-viewer").unwrap();
+        assert!(
+            !viewer
+                .spec
+                .rules
+                .iter()
+                .any(|r| r.allows(Verb::Reject, "freight", Some("f1"))
+                    || r.allows(Verb::Freeze, "stages", Some("prod")))
+        );
         assert!(Role::builtin("dray-viewer").is_some());
         assert!(Role::builtin("root").is_none());
         assert!(rule_resources().any(|r| r == "rolebindings"));

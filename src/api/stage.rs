@@ -208,6 +208,9 @@ pub struct StageStatus {
     /// newest Freight is promoted or the hold is lifted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<StageHold>,
+    /// Set while promotions into the Stage are stopped by hand (`dray freeze --stage`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze: Option<super::Freeze>,
     /// The Argo CD Applications the last promotion registered (from `argocd-update`), whose
     /// health is the Stage's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

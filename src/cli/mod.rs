@@ -57,6 +57,10 @@ pub enum Command {
     Signoff(Client<commands::signoff::SignoffArgs>),
     /// Place or lift a Stage's hold on auto-promotion.
     Hold(Client<commands::hold::HoldArgs>),
+    /// Stop the line: refuse promotions into a Stage (or the whole project) until lifted.
+    Freeze(Client<commands::freeze::FreezeArgs>),
+    /// Lift a freeze (`dray freeze`) on a Stage or the project.
+    Unfreeze(Client<commands::freeze::UnfreezeArgs>),
     /// Re-run (or `--abort`) the verification of a Stage's current Freight.
     Verify(Client<commands::verify::VerifyArgs>),
     /// Abort a promotion.
@@ -165,6 +169,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Approve(c) => commands::approve::run(&ctx(c.client)?, c.args).await,
         Command::Signoff(c) => commands::signoff::run(&ctx(c.client)?, c.args).await,
         Command::Hold(c) => commands::hold::run(&ctx(c.client)?, c.args).await,
+        Command::Freeze(c) => commands::freeze::freeze(&ctx(c.client)?, c.args).await,
+        Command::Unfreeze(c) => commands::freeze::unfreeze(&ctx(c.client)?, c.args).await,
         Command::Verify(c) => commands::verify::run(&ctx(c.client)?, c.args).await,
         Command::Audit(c) => commands::audit::run(&ctx(c.client)?, c.args).await,
         Command::Freight(c) => commands::freight::run(&ctx(c.client)?, c.args).await,

@@ -4,7 +4,8 @@
 //! requeues for the earliest soak end it knows of.
 //!
 //! It leaves a Stage alone while it runs or queues a promotion, while a person's rollback
-//! holds it (`status.hold`), and for Freight whose promotion into the Stage already failed
+//! holds it (`status.hold`), while it or its project is frozen ([`super::freeze`]; it
+//! looks again when the freeze expires), passes over rejected Freight, and for Freight whose promotion into the Stage already failed
 //! (it would fail again; a person decides).
 //!
 //! Contract of [`reconcile`]:
@@ -28,7 +29,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::api::{
-    Freight, FreightStatus, Kind, ObjectKey, ProjectConfig, Promotion, PromotionPhase,
+    Freight, FreightStatus, Kind, ObjectKey, Project, ProjectConfig, Promotion, PromotionPhase,
     PromotionPolicy, SelectionPolicy, Stage,
 };
 use crate::runtime::{Action, Cache, Changed, Controller, Resource};
@@ -73,6 +74,9 @@ impl AutoPromoter {
             .watches(Kind::Stage, downstream_stages)
             .watches(Kind::ProjectConfig, |changed, cache| {
                 project_stages(cache, changed.change.key.namespace.as_deref())
+            })
+            .watches(Kind::Project, |changed, cache| {
+                project_stages(cache, Some(changed.change.key.name.as_str()))
             })
             .run(
                 reconcile,
@@ -125,6 +129,16 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
     let status = stage.status.clone().unwrap_or_default();
     if status.hold.is_some() {
         return Decision::Wait(None);
+    }
+    let of_project = cache.get::<Project>("", project);
+    let frozen = super::freeze::active(of_project.as_deref(), stage, now);
+    if !frozen.is_empty() {
+        let expires = frozen.iter().map(|(_, f)| f.until.as_ref().map(|u| u.0));
+        // Wakes when the last freeze expires; one that never does waits for a change.
+        let last = expires
+            .collect::<Option<Vec<_>>>()
+            .and_then(|u| u.into_iter().max());
+        return Decision::Wait(last);
     }
     let in_this_stage: Vec<Arc<Promotion>> = cache
         .list::<Promotion>(Some(project))

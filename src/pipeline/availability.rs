@@ -10,15 +10,18 @@
 //! 5. and, when the Stage has `spec.signoff`, enough people must have signed it off — an
 //!    approval does not bypass this one ([`super::signoff`]).
 //!
-//! Promotion windows and permissions are checked by the caller, which adds their reasons
-//! to the same list. Each [`Reason`] reads as a sentence that names the gate.
+//! Before all of them: Freight a person rejected (for this Stage, or everywhere) is not
+//! available, approved or not ([`super::reject`]).
+//!
+//! Promotion windows, freezes ([`super::freeze`]) and permissions are checked by the
+//! caller, which adds their reasons to the same list. Each [`Reason`] reads as a sentence that names the gate.
 
 use std::fmt;
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::api::{AvailabilityStrategy, Freight, FreightRequest, Stage, parse_duration};
+use crate::api::{AvailabilityStrategy, Freight, FreightRequest, Scope, Stage, parse_duration};
 
 /// One reason Freight may not enter a Stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +84,26 @@ pub enum Reason {
         groups: Vec<String>,
         /// The promoter, when they signed off themselves and that does not count.
         own: Option<String>,
+    },
+    /// A person rejected the Freight (`dray freight reject`).
+    Rejected {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+        /// The Stage it was rejected for; `None`: everywhere.
+        stage: Option<String>,
+    },
+    /// A person stopped the line (`dray freeze`).
+    Frozen {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+        /// When it lifts by itself, if it does.
+        until: Option<Timestamp>,
+        /// The Stage, or the whole project.
+        scope: Scope,
     },
 }
 
@@ -174,6 +197,25 @@ impl fmt::Display for Reason {
                 }
                 Ok(())
             }
+            Reason::Rejected { by, reason, stage } => {
+                write!(f, "rejected by {by}: {reason} ")?;
+                match stage {
+                    Some(stage) => write!(f, "(for Stage `{stage}`)"),
+                    None => write!(f, "(everywhere)"),
+                }
+            }
+            Reason::Frozen {
+                by,
+                reason,
+                until,
+                scope,
+            } => {
+                write!(f, "frozen by {by}: {reason} ({scope}")?;
+                match until {
+                    Some(until) => write!(f, ", until {until})"),
+                    None => write!(f, ")"),
+                }
+            }
         }
     }
 }
@@ -226,6 +268,29 @@ fn soaked(freight: &Freight, upstream: &str, now: Timestamp) -> Duration {
 /// The gates for `freight` entering `stage` at `now` (windows and permissions aside),
 /// whoever promotes: the sign-off gate ([`super::signoff`]) counts every signer here; the
 /// promote path counts again without the promoter's own sign-off.
+/// The rejections of `freight` that gate `stage`: everywhere, then for the Stage.
+fn rejections(stage_name: &str, freight: &Freight) -> Vec<Reason> {
+    let Some(status) = freight.status.as_ref() else {
+        return Vec::new();
+    };
+    let everywhere = status.rejected.iter().map(|r| Reason::Rejected {
+        by: r.by.clone(),
+        reason: r.reason.clone(),
+        stage: None,
+    });
+    let here = status
+        .rejected_for
+        .get(stage_name)
+        .map(|r| Reason::Rejected {
+            by: r.by.clone(),
+            reason: r.reason.clone(),
+            stage: Some(stage_name.to_owned()),
+        });
+    everywhere.chain(here).collect()
+}
+
+/// The gates for `freight` entering `stage` at `now` (windows, freezes and permissions
+/// aside): a rejection first, then the rest.
 pub fn availability(stage: &Stage, freight: &Freight, now: Timestamp) -> Availability {
     let mut result = upstream_gates(stage, freight, now);
     let requested = !matches!(
@@ -240,6 +305,17 @@ pub fn availability(stage: &Stage, freight: &Freight, now: Timestamp) -> Availab
 
 /// Every gate but sign-offs: origin, approval, verification upstream, soak.
 fn upstream_gates(stage: &Stage, freight: &Freight, now: Timestamp) -> Availability {
+    let stage_name = stage.metadata.name.clone().unwrap_or_default();
+    let mut result = gates(stage, freight, now);
+    let rejected = rejections(&stage_name, freight);
+    if !rejected.is_empty() {
+        result.reasons.splice(0..0, rejected);
+    }
+    result
+}
+
+/// The gates of [`availability`] but rejection.
+fn gates(stage: &Stage, freight: &Freight, now: Timestamp) -> Availability {
     let stage_name = stage.metadata.name.clone().unwrap_or_default();
     let Some(request) = request(stage, freight) else {
         return Availability {
@@ -447,5 +523,26 @@ mod tests {
             ["comes from Warehouse `lib`, which Stage `staging` does not request"]
         );
         assert!(reasons(&stage(json!({"direct": true})), &freight(json!({}))).is_empty());
+    }
+
+    #[test]
+    fn a_rejection_gates_even_approved_or_direct_freight() {
+        let direct = stage(json!({"direct": true}));
+        let here = freight(json!({
+            "approvedFor": {"staging": {"by": "bob"}},
+            "rejectedFor": {"staging": {"by": "ann", "reason": "leaks memory"}}
+        }));
+        assert_eq!(
+            reasons(&direct, &here),
+            ["rejected by ann: leaks memory (for Stage `staging`)"]
+        );
+        let elsewhere = freight(json!({"rejectedFor": {"prod": {"by": "ann", "reason": "x"}}}));
+        assert!(reasons(&direct, &elsewhere).is_empty());
+        let everywhere = freight(json!({"rejected": {"by": "ann", "reason": "CVE"}}));
+        let upstream = stage(json!({"stages": ["dev"]}));
+        assert_eq!(
+            reasons(&upstream, &everywhere),
+            ["rejected by ann: CVE (everywhere)", "not verified in `dev`"]
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! The pipeline decides what may run when: which promotion a Stage runs next
 //! ([`queue`]), whether a promotion may be requested at all and what it supersedes
 //! ([`request`]; a hold placed by hand: [`hold`]; sign-offs: [`signoff`]), who holds a Freight that is about to be
+//! ([`request`]; a hold placed by hand: [`hold`]; Freight rejected by hand: [`reject`];
+//! the line stopped by hand: [`freeze`], both failing as [`lever`] says), who holds a Freight that is about to be
 //! deleted ([`in_use`]), what a cascading delete removes ([`cascade`]), what each Stage's
 //! gates and windows say now ([`board`], which the API and the web UI show), and what runs
 //! where across projects ([`release_board`], the release board of the API, the UI and
@@ -13,10 +15,13 @@ pub mod board;
 pub mod cascade;
 pub mod door;
 pub mod dora;
+pub mod freeze;
 pub mod hold;
 pub mod in_use;
+pub mod lever;
 pub mod policy;
 pub mod queue;
+pub mod reject;
 pub mod release_board;
 pub mod request;
 pub mod signoff;
@@ -28,7 +33,7 @@ use crate::api::ResourceBody as _;
 pub use crate::api::annotations::{
     ABORT as ABORT_ANNOTATION, ACTOR as ACTOR_ANNOTATION, REQUESTED_AT as REQUESTED_AT_ANNOTATION,
     SIGNED_OFF_BY as SIGNED_OFF_BY_ANNOTATION, WAKE as WAKE_ANNOTATION,
-    WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION,
+    WINDOW_OVERRIDE as WINDOW_OVERRIDE_ANNOTATION, FREEZE_OVERRIDE as FREEZE_OVERRIDE_ANNOTATION,
 };
 
 /// The phase of a stored Promotion (`Pending` when it has no status yet).

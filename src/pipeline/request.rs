@@ -24,7 +24,7 @@ use super::unblock;
 use super::windows::{self, WindowError, WindowState};
 use super::{
     ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, SIGNED_OFF_BY_ANNOTATION,
-    WINDOW_OVERRIDE_ANNOTATION, signoff,
+    WINDOW_OVERRIDE_ANNOTATION, FREEZE_OVERRIDE_ANNOTATION, signoff,
 };
 
 pub use super::door::PromoteRequest;
@@ -215,6 +215,20 @@ pub async fn window_state(
     ))
 }
 
+/// The freezes of `stage` and its project that gate a promotion now ([`super::freeze`]).
+async fn frozen(
+    store: &dyn Store,
+    project: &str,
+    stage: &Stage,
+) -> Result<Vec<Reason>, StoreError> {
+    let of_project = super::freeze::load_project(store, project).await?;
+    Ok(super::freeze::reasons(
+        of_project.as_ref(),
+        stage,
+        jiff::Timestamp::now(),
+    ))
+}
+
 /// `<stage>-<alias>-<8 hex>`, an RFC 1123 label whatever the alias (Freight minted before
 /// aliases were checked may carry `Hot_Fix`): lowercased, other characters as `-`.
 fn promotion_name(stage: &str, alias: &str) -> String {
@@ -224,7 +238,8 @@ fn promotion_name(stage: &str, alias: &str) -> String {
 }
 
 /// The one door to a Stage (see [`super::door`]): creates a Promotion once `who` may
-/// `promote` the Stage (and `override` to pass a closed window) and every gate lets the
+/// `promote` the Stage (and `override` to pass a closed window or a freeze, which is kept
+/// on the Promotion for its commit's trailers) and every gate lets the
 /// Freight in, with the Stage's steps and `who` as its actor; supersedes older pending ones
 /// when the Stage says so.
 pub async fn request_promotion(
@@ -276,6 +291,21 @@ pub async fn request_promotion(
             });
         }
         (Err(_), _) => {}
+    }
+    let frozen = frozen(store, project, &stage).await?;
+    let mut freeze_override = None;
+    if !frozen.is_empty() {
+        match &request.override_window {
+            Some(reason) => {
+                let words: Vec<String> = frozen.iter().map(ToString::to_string).collect();
+                let reason = reason.replace(['\r', '\n'], " ");
+                freeze_override = Some(format!(
+                    "{}; overridden by {actor}: {reason}",
+                    words.join("; ")
+                ));
+            }
+            None => gates.extend(frozen),
+        }
     }
     let mut reasons = explained(store, project, &request.stage, &freight, &gates).await?;
     if let Err(error) = &windows {
@@ -340,6 +370,9 @@ pub async fn request_promotion(
     if !signed_off_by.is_empty() {
         object["metadata"]["annotations"][SIGNED_OFF_BY_ANNOTATION] =
             json!(signed_off_by.join("\n"));
+    }
+    if let Some(freeze_override) = &freeze_override {
+        object["metadata"]["annotations"][FREEZE_OVERRIDE_ANNOTATION] = json!(freeze_override);
     }
     if plan.language != ExprLanguage::Cel {
         object["metadata"]["annotations"][ExprLanguage::ANNOTATION] = json!(plan.language.as_str());

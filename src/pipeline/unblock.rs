@@ -129,6 +129,32 @@ fn way_out(
                 target.alias, target.project, target.stage
             )
         }
+        Reason::Rejected { stage, .. } => format!(
+            "promote other Freight, or lift the rejection: `dray freight unreject {} -p {}{}`",
+            target.alias,
+            target.project,
+            stage
+                .as_ref()
+                .map(|s| format!(" --stage {s}"))
+                .unwrap_or_default()
+        ),
+        Reason::Frozen { scope, .. } => {
+            let (lift, resource) = match scope {
+                crate::api::Scope::Stage(stage) => (
+                    format!("`dray unfreeze -p {} --stage {stage}`", target.project),
+                    format!("stages/{stage}"),
+                ),
+                crate::api::Scope::Project(project) => (
+                    format!("`dray unfreeze -p {project}`"),
+                    format!("stages/{}", target.stage),
+                ),
+            };
+            format!(
+                "wait until it is lifted ({lift}), or ask someone with `override` on {resource} \
+                 to run {} with `--override-window REASON`",
+                target.promote_to(target.stage)
+            )
+        }
     }
 }
 

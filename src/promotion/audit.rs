@@ -39,6 +39,9 @@ pub struct AuditEntry {
     /// `Dray-Window-Override`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_override: Option<String>,
+    /// `Dray-Override`: a freeze promoted through by a person with `override`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_override: Option<String>,
     /// `Dray-Image` trailers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
@@ -78,6 +81,7 @@ pub fn entry(commit: &LoggedCommit) -> AuditEntry {
             "Dray-Approved-By" => entry.approved_by = Some(value),
             "Dray-Signed-Off-By" => entry.signed_off_by.push(value),
             "Dray-Window-Override" => entry.window_override = Some(value),
+            "Dray-Override" => entry.freeze_override = Some(value),
             "Dray-Image" => entry.images.push(value),
             "Dray-Config-Commit" => entry.config_commits.push(value),
             _ => {}

@@ -26,6 +26,9 @@ pub mod freight_names;
 pub mod gates;
 pub mod hold;
 mod hotfix;
+#[cfg(test)]
+mod lever_doors;
+pub mod levers;
 pub mod metrics;
 pub mod promotions;
 #[cfg(test)]
@@ -266,6 +269,30 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/hold/set",
             Door::Api,
             hold::set_hold,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/freight/{name}/reject",
+            Door::Api,
+            levers::reject_freight,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/freight/{name}/unreject",
+            Door::Api,
+            levers::unreject_freight,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/freeze",
+            Door::Api,
+            levers::freeze_line,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/unfreeze",
+            Door::Api,
+            levers::unfreeze_line,
         ),
         Route::new(
             M::GET,

@@ -122,6 +122,10 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/projects/{project}/stages/{stage}/verify", [401, 403, 403, 403, 409]),
     ("POST /api/v1/projects/{project}/stages/{stage}/hold/lift", [401, 403, 200, 200, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/hold/set", [401, 403, 200, 200, 200]),
+    ("POST /api/v1/projects/{project}/freight/{name}/reject", [401, 403, 200, 403, 200]),
+    ("POST /api/v1/projects/{project}/freight/{name}/unreject", [401, 403, 200, 403, 200]),
+    ("POST /api/v1/projects/{project}/freeze", [401, 403, 200, 403, 200]),
+    ("POST /api/v1/projects/{project}/unfreeze", [401, 403, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/stages/{stage}/window", [401, 200, 200, 403, 200]),
     ("GET /api/v1/projects/{project}/stages/{stage}/freight", [401, 200, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/promotions/{name}/abort", [401, 403, 200, 403, 200]),
@@ -146,6 +150,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("GET /projects/{project}/minimap.svg", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/stages/{stage}/confirm", [303, 200, 200, 403, 200]),
+    ("GET /projects/{project}/confirm", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}", [303, 200, 200, 403, 200]),
     ("GET /projects/{project}/promotions/{name}/view", [303, 200, 200, 403, 200]),
 ];
@@ -401,6 +406,7 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
         "/ui/events" => "/ui/events?project=demo".to_owned(),
         "/projects/demo/stages/dev/confirm" => format!("{path}?action=promote&freight=f1"),
         diff if diff.ends_with("/diff") => format!("{path}?to={name}"),
+        "/projects/demo/confirm" => format!("{path}?action=freeze"),
         _ => path,
     };
     let plural = segments.get(5).copied().unwrap_or_default();
@@ -437,9 +443,12 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
         | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/signoffs") => {
             Some(json!({"freight": "f1"}))
         }
-        (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/hold/set") => {
+        (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/hold/set")
+        | (&Method::POST, "/api/v1/projects/{project}/freight/{name}/reject")
+        | (&Method::POST, "/api/v1/projects/{project}/freeze") => {
             Some(json!({"reason": "the matrix"}))
         }
+        (&Method::POST, "/api/v1/projects/{project}/unfreeze") => Some(json!({})),
         (&Method::POST, _) if segments.len() == 6 && segments[3] == "projects" => {
             Some(new_object(plural))
         }

@@ -21,18 +21,36 @@ use crate::pipeline::board::{self, FreightGates, StageBoard};
 use crate::server::{ApiError, AppState};
 
 use super::view::{self, artifacts, freight_label};
-use super::{UiError, Viewer, layout};
+use super::{UiError, Viewer, layout, levers};
 
 /// The query of the confirmation route.
 #[derive(Deserialize, Debug, Default)]
 pub(crate) struct ConfirmQuery {
-    /// `promote`, `approve`, `signoff`, `abort`, `verify`, `abort-verification` or
-    /// `lift-hold`.
+    /// `promote`, `approve`, `signoff`, `abort`, `verify`, `abort-verification`,
+    /// `lift-hold`, `reject`, `unreject`, `freeze` or `unfreeze`.
     #[serde(default)]
-    action: String,
-    /// The Freight (id) to promote or approve.
+    pub(crate) action: String,
+    /// The Freight (id) to promote, approve, reject or unreject.
     #[serde(default)]
-    freight: Option<String>,
+    pub(crate) freight: Option<String>,
+}
+
+impl ConfirmQuery {
+    /// The Freight the query names; a 404 says to choose one first.
+    pub(crate) async fn freight_of(
+        &self,
+        state: &AppState,
+        project: &str,
+    ) -> Result<Freight, UiError> {
+        load_freight(state, project, self.freight.as_deref())
+            .await?
+            .ok_or_else(|| {
+                UiError(ApiError::not_found(format!(
+                    "choose a Freight first: the one to {} does not exist",
+                    self.action
+                )))
+            })
+    }
 }
 
 /// The `kind` named `name` in `project`; a 404 says where to look for it.
@@ -120,6 +138,35 @@ pub(crate) async fn confirm(
         ));
     }
     let stage: Stage = load(&state, Kind::Stage, &project, &stage_name).await?;
+    let action = query.action.as_str();
+    let lever = match action {
+        "reject" | "unreject" => {
+            let freight = query.freight_of(&state, &project).await?;
+            let undo = action == "unreject";
+            Some(levers::reject_dialog(
+                &project,
+                Some(&stage_name),
+                &freight,
+                undo,
+                &perms,
+            ))
+        }
+        "freeze" | "unfreeze" => {
+            let now = levers::stage_freeze(&stage);
+            let undo = action == "unfreeze";
+            Some(levers::freeze_dialog(
+                &project,
+                Some(&stage_name),
+                now,
+                undo,
+                &perms,
+            ))
+        }
+        _ => None,
+    };
+    if let Some(lever) = lever {
+        return Ok(levers::dialog(action, Some(&stage_name), &viewer, lever));
+    }
     let status = stage.status.clone().unwrap_or_default();
     let base = format!("/api/v1/projects/{project}/stages/{stage_name}");
     let you = html! { p.you { "you are " strong { (viewer.caller.user) } } };
@@ -261,7 +308,7 @@ pub(crate) async fn confirm(
         ),
         other => {
             return Err(UiError(ApiError::bad_request(format!(
-                "unknown action `{other}`; use promote, approve, signoff, abort, verify, abort-verification or lift-hold"
+                "unknown action `{other}`; use promote, approve, signoff, abort, verify, abort-verification, lift-hold, reject, unreject, freeze or unfreeze"
             ))));
         }
     };

@@ -4,7 +4,7 @@
 //! the network at run time.
 //!
 //! Pages read the store directly; every action (promote, approve, abort, verify, lift a
-//! hold) is the page's script calling the JSON API under `/api/v1` with the session
+//! hold, reject Freight, freeze) is the page's script calling the JSON API under `/api/v1` with the session
 //! cookie and the session's CSRF token (see [`crate::server::auth::sessions`]), so the UI
 //! can do nothing the API would not let the same user do. The UI sits on top of
 //! `server`: authentication (API tokens, sessions, OIDC) is [`crate::server::auth`]'s, and
@@ -19,6 +19,8 @@
 //!   availability of the selected Freight);
 //! - `graph`: the DAG layout;
 //! - `actions`: the confirmation dialog and the live Promotion view;
+//! - `levers`: Reject / Freeze dialogs (`/projects/{p}/confirm` for project-wide ones),
+//!   the red banner while frozen, "rejected by …" on Freight;
 //! - `stage_page`: `/projects/{p}/stages/{s}` (promotion, verification and audit history);
 //! - `events`: `GET /ui/events?project=p`, the change feed as server-sent events;
 //! - `view`: small shared pieces (Freight, commits, links, times).
@@ -31,6 +33,7 @@ mod events;
 mod freight_diff;
 mod graph;
 mod layout;
+mod levers;
 mod login;
 mod oidc_pages;
 mod project_page;
@@ -91,6 +94,12 @@ pub fn routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/confirm",
             Door::Ui,
             actions::confirm,
+        ),
+        Route::new(
+            M::GET,
+            "/projects/{project}/confirm",
+            Door::Ui,
+            levers::project_confirm,
         ),
         Route::new(
             M::GET,

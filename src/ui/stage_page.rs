@@ -64,6 +64,11 @@ pub(crate) async fn page(
         .and_then(|s| s.branch.as_ref())
         .map(|b| b.repo_url.clone())
         .unwrap_or_default();
+    let project_freeze = super::levers::project_freeze(&state, &project).await?;
+    let own_freeze = super::levers::stage_freeze(&stage);
+    let frozen = own_freeze.is_some_and(|f| f.is_active_at(jiff::Timestamp::now()));
+    let perms = viewer.caller.permissions(store, &project).await?;
+    let freeze_refusal = perms.refusal(Verb::Freeze, "stages", Some(&name));
     Ok(layout::page(
         &name,
         Some(&viewer),
@@ -71,11 +76,26 @@ pub(crate) async fn page(
         html! {
             section #stage data-stage=(name) {
                 h1 { "Stage " (name) }
+                (super::levers::banner(project_freeze.as_ref(), own_freeze.map(|f| (name.as_str(), f))))
+                div.stage-actions {
+                    button.action.freeze type="button" data-action=(if frozen { "unfreeze" } else { "freeze" })
+                        data-stage=(name) disabled[freeze_refusal.is_some()] title=[freeze_refusal.as_deref()] {
+                        (if frozen { "Unfreeze" } else { "Freeze" })
+                    }
+                }
                 (summary(&stage))
                 (health_section(&stage, &repo))
                 (promotion_history(&project, &promotions, &aliases))
                 (verification_history(&stage, &aliases))
                 (audit_section(&repo, &audit))
+            }
+            dialog #confirm {
+                div.confirm-body {}
+                div #confirm-error role="alert" {}
+                menu {
+                    button #confirm-go type="button" disabled { "Confirm" }
+                    button #confirm-cancel type="button" { "Cancel" }
+                }
             }
         },
     ))

@@ -56,6 +56,7 @@ pub(crate) fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Res
         approved_by: None,
         window_override: None,
         signed_off_by: Vec::new(),
+        freeze_override: None,
         credentials: Arc::new(Creds {
             repo_url: repo_url.to_owned(),
         }),

@@ -26,7 +26,7 @@ use crate::{StepContext, StepOutcome, Writes};
 pub(crate) const KIND: &str = "git-commit";
 
 /// The trailers Dray writes itself; `trailers` may not set them.
-const RESERVED_TRAILERS: [&str; 8] = [
+const RESERVED_TRAILERS: [&str; 9] = [
     "Dray-Freight",
     "Dray-Promotion",
     "Dray-Stage",
@@ -35,6 +35,7 @@ const RESERVED_TRAILERS: [&str; 8] = [
     "Dray-Signed-Off-By",
     "Dray-Image",
     "Dray-Config-Commit",
+    "Dray-Override",
 ];
 
 /// The configuration of `git-commit`.
@@ -163,6 +164,9 @@ fn full_message(ctx: &StepContext, config: &Config) -> String {
     }
     if let Some(window_override) = &ctx.window_override {
         trailers.push(format!("Dray-Window-Override: {window_override}"));
+    }
+    if let Some(freeze_override) = &ctx.freeze_override {
+        trailers.push(format!("Dray-Override: {}", one_line(freeze_override)));
     }
     for image in &f.images {
         let digest = match image.digest.is_empty() {
@@ -407,6 +411,35 @@ mod tests {
         let config = json!({"repoURL": url, "checkout": [{"branch": "main", "path": "./out"}]});
         outputs(GitClone.run(&ctx, config).await);
         (dir, ctx, work.join("out"))
+    }
+
+    #[tokio::test]
+    async fn a_promotion_through_a_freeze_says_so_in_a_trailer() {
+        let (_dir, mut ctx, out) = checked_out().await;
+        ctx.freeze_override =
+            Some("frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix".into());
+        std::fs::write(out.join("app.yaml"), "image: app:1.2.1\n").unwrap();
+        let config = json!({"path": "./out", "message": "Promote tidy-otter to staging"});
+        outputs(GitCommit.run(&ctx, config).await);
+        let trailer = git(
+            &out,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Dray-Override,valueonly)",
+            ],
+        );
+        assert_eq!(
+            trailer.trim(),
+            "frozen by ann: incident 42 (Stage `staging`); overridden by bob: hotfix"
+        );
+        let config =
+            json!({"path": "./out", "message": "m", "trailers": {"Dray-Override": "forged"}});
+        let refused = GitCommit.run(&ctx, config).await;
+        assert!(
+            format!("{refused:?}").contains("Dray-Override"),
+            "{refused:?}"
+        );
     }
 
     #[tokio::test]

@@ -27,6 +27,30 @@ pub const TOKEN_LIFETIME: DurationRule = DurationRule {
     weeks: true,
 };
 
+/// `dray freeze --until` as a duration from now: 1s to a year; weeks allowed (`2w`).
+pub const FREEZE_LENGTH: DurationRule = DurationRule {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(366 * 86_400),
+    bare_seconds: false,
+    weeks: true,
+};
+
+/// The value parser of `dray freeze --until`: an RFC 3339 time (`2026-12-24T18:00:00Z`),
+/// or a duration from now (`2h`, `1w`); the time, as RFC 3339.
+pub fn freeze_until(text: &str) -> Result<String, String> {
+    if let Ok(at) = text.trim().parse::<jiff::Timestamp>() {
+        return Ok(at.to_string());
+    }
+    let length = FREEZE_LENGTH.parse(text).map_err(|e| {
+        format!("{e}; give an RFC 3339 time (`2026-12-24T18:00:00Z`) or a duration (`2h`, `1w`)")
+    })?;
+    let length = jiff::SignedDuration::try_from(length).map_err(|e| e.to_string())?;
+    Ok((jiff::Timestamp::now() + length)
+        .round(jiff::Unit::Second)
+        .map_err(|e| e.to_string())?
+        .to_string())
+}
+
 /// The value parser of `dray refresh --timeout`.
 pub fn refresh_timeout(text: &str) -> Result<Duration, String> {
     REFRESH_TIMEOUT.parse(text)
@@ -46,6 +70,18 @@ pub fn token_lifetime(text: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_freeze_lasts_until_a_time_or_for_a_while() {
+        assert_eq!(
+            freeze_until("2026-12-24T18:00:00Z").as_deref(),
+            Ok("2026-12-24T18:00:00Z")
+        );
+        let later: jiff::Timestamp = freeze_until("2h").unwrap().parse().unwrap();
+        assert!(later > jiff::Timestamp::now());
+        let error = freeze_until("tomorrow").unwrap_err();
+        assert!(error.contains("RFC 3339"), "{error}");
+    }
 
     #[test]
     fn each_flag_keeps_its_documented_bounds() {

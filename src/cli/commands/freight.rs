@@ -1,4 +1,7 @@
 //! `dray freight create` (and `dray freight diff`, in [`super::freight_diff`]): the hotfix path — Freight assembled by hand from exact versions,
+//! `dray freight reject` / `unreject` are [`super::reject`]'s.
+//!
+//! `dray freight create`: the hotfix path — Freight assembled by hand from exact versions,
 //! each checked against its registry or repository before anything is stored; or, with
 //! `--newest`, the newest artifacts the Warehouse discovered (how a `Manual` Warehouse's
 //! Freight is made).
@@ -24,6 +27,10 @@ pub enum FreightCommand {
     Create(CreateArgs),
     /// Show what differs between two Freight: artifacts, commits, rendered manifests.
     Diff(super::freight_diff::DiffArgs),
+    /// Reject Freight: unavailable to a Stage (`--stage`) or everywhere, until unrejected.
+    Reject(super::reject::RejectArgs),
+    /// Lift a rejection (for `--stage`, or every one).
+    Unreject(super::reject::UnrejectArgs),
 }
 
 /// Arguments of `dray freight create`.
@@ -96,6 +103,8 @@ pub async fn run(ctx: &Context, args: FreightArgs) -> Result<(), CliError> {
     let args = match args.command {
         FreightCommand::Create(args) => args,
         FreightCommand::Diff(args) => return super::freight_diff::run(ctx, args).await,
+        FreightCommand::Reject(args) => return super::reject::reject(ctx, args).await,
+        FreightCommand::Unreject(args) => return super::reject::unreject(ctx, args).await,
     };
     let request_alias = args.alias.clone();
     let request = AssembleRequest {

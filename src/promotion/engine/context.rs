@@ -71,6 +71,13 @@ impl Engine {
             .and_then(|a| a.get(annotations::SIGNED_OFF_BY))
             .map(|lines| lines.lines().map(str::to_owned).collect())
             .unwrap_or_default();
+        let freeze_override = run
+            .promotion
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(annotations::FREEZE_OVERRIDE))
+            .cloned();
         Ok(StepContext {
             work_dir,
             project,
@@ -82,6 +89,7 @@ impl Engine {
             approved_by,
             window_override,
             signed_off_by,
+            freeze_override,
             credentials,
             repos: self.repos.clone(),
             http: self.http.clone(),

@@ -16,6 +16,7 @@
 //! - [`Engine::run`] (here): marks the Stage's running promotion around a run;
 //! - `run.rs`: one promotion, start or resume to end (abort, conclusion, record, clean up);
 //! - `step.rs`: one step to its outcome (timeouts, error threshold, waking early);
+//! - `frozen.rs`: holding a promotion at a freeze before its first writing step;
 //! - `context.rs`: what steps and `${{ }}` expressions see;
 //! - `state.rs`: the run in memory and in `status.state` (outputs, saved state, effects);
 //! - `barrier.rs`: the crash tests' step barriers ([`STEP_BARRIER_ENV`]).
@@ -36,6 +37,7 @@ use super::record;
 
 mod barrier;
 mod context;
+mod frozen;
 mod run;
 mod state;
 mod step;

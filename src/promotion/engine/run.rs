@@ -1,6 +1,6 @@
 //! One promotion, start (or resume) to end: read it and its Freight, prepare the work
 //! directory, run the steps in order from the one in flight — each one's `if` decides
-//! whether it runs — saving the status after every step, then conclude (the first failed
+//! whether it runs, and a freeze holds the first that writes (`frozen.rs`) — saving the status after every step, then conclude (the first failed
 //! step not allowed to fail decides the phase), record a success, and clean up. An abort
 //! ends it naming what was already pushed.
 
@@ -108,17 +108,19 @@ impl Engine {
                     {
                         Err(error) => StepOutcome::failed(format!("`if`: {error}")),
                         Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
+                        Ok(true) if self.is_held_at_freeze(&run, index) => {
+                            match self.wait_out_freeze(&mut run, index, &cancel).await? {
+                                Some(outcome) => outcome,
+                                None => {
+                                    self.run_prepared(
+                                        &mut run, index, &step, &alias, &base, &expr_ctx,
+                                    )
+                                    .await?
+                                }
+                            }
+                        }
                         Ok(true) => {
-                            let mut ctx = base.clone();
-                            ctx.alias = alias.clone();
-                            ctx.log = run.logs.sink(&run.key.to_string(), index, &alias);
-                            ctx.saved_state = run.saved.get(&alias).cloned();
-                            ctx.exprs = std::sync::Arc::new(StepExprs::new(
-                                self.exprs.clone(),
-                                run.language,
-                                expr_ctx.clone(),
-                            ));
-                            self.run_step(&mut run, index, &step, &expr_ctx, ctx)
+                            self.run_prepared(&mut run, index, &step, &alias, &base, &expr_ctx)
                                 .await?
                         }
                     }
@@ -165,6 +167,29 @@ impl Engine {
             tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
         }
         Ok(phase)
+    }
+
+    /// Runs step `index` (its `if` said yes) with the run's context, its log, saved state
+    /// and expressions.
+    async fn run_prepared(
+        &self,
+        run: &mut Run,
+        index: usize,
+        step: &PromotionStep,
+        alias: &str,
+        base: &dray_steps::StepContext,
+        expr_ctx: &crate::expr::ExprContext,
+    ) -> Result<StepOutcome, EngineError> {
+        let mut ctx = base.clone();
+        ctx.alias = alias.to_owned();
+        ctx.log = run.logs.sink(&run.key.to_string(), index, alias);
+        ctx.saved_state = run.saved.get(alias).cloned();
+        ctx.exprs = std::sync::Arc::new(StepExprs::new(
+            self.exprs.clone(),
+            run.language,
+            expr_ctx.clone(),
+        ));
+        self.run_step(run, index, step, expr_ctx, ctx).await
     }
 
     /// The metadata `freightMetadata()` / `stageMetadata()` read, loaded only when the step

@@ -50,7 +50,7 @@ enum Verdict {
 
 /// What a Kubernetes-mode [`Permissions`] snapshot asks, once per project: every
 /// `(verb, resource)` the web UI's pages check, for any name (see [`Permissions::allows`]).
-const SNAPSHOT_QUESTIONS: [(Verb, &str); 12] = [
+const SNAPSHOT_QUESTIONS: [(Verb, &str); 15] = [
     (Verb::Get, "stages"),
     (Verb::List, "stages"),
     (Verb::Promote, "stages"),
@@ -63,6 +63,9 @@ const SNAPSHOT_QUESTIONS: [(Verb, &str); 12] = [
     (Verb::Abort, "promotions"),
     (Verb::Get, "freight"),
     (Verb::List, "freight"),
+    (Verb::Reject, "freight"),
+    (Verb::Freeze, "stages"),
+    (Verb::Freeze, "projects"),
 ];
 
 /// At most this many more questions a snapshot asks: per Stage of the project, for each

@@ -112,7 +112,7 @@
     }
   }
 
-  async function openConfirm(action, stage) {
+  async function openConfirm(action, stage, freightOf) {
     if (!dialog) return;
     const go = document.getElementById("confirm-go");
     const content = dialog.querySelector(".confirm-body");
@@ -120,9 +120,12 @@
     go.disabled = true;
     pending = null;
     const params = new URLSearchParams({ action: action });
-    const freight = selectedFreight();
+    const freight = freightOf || selectedFreight();
     if (freight) params.set("freight", freight);
-    const url = "/projects/" + encodeURIComponent(project) + "/stages/" + encodeURIComponent(stage) + "/confirm?" + params;
+    // Without a Stage, the project-wide levers' dialog (freeze the project, reject everywhere).
+    const url = stage
+      ? "/projects/" + encodeURIComponent(project) + "/stages/" + encodeURIComponent(stage) + "/confirm?" + params
+      : "/projects/" + encodeURIComponent(project) + "/confirm?" + params;
     content.textContent = "Loading…";
     if (!dialog.open) dialog.showModal();
     const answer = await fetchText(url);
@@ -149,11 +152,15 @@
     const reason = document.getElementById("confirm-reason");
     if (reason) {
       if (reason.required && !reason.value.trim()) {
-        showError("say why you approve it", []);
+        showError("say why", []);
         go.disabled = false;
         return;
       }
       if (reason.value.trim()) body.reason = reason.value.trim();
+    }
+    const until = document.getElementById("confirm-until");
+    if (until && until.value.trim()) {
+      body.until = until.value.trim();
     }
     const override = document.getElementById("confirm-override");
     if (override && override.value.trim()) {
@@ -243,7 +250,7 @@
     const button = event.target.closest("button[data-action]");
     if (button && !button.disabled) {
       event.preventDefault();
-      openConfirm(button.dataset.action, button.dataset.stage);
+      openConfirm(button.dataset.action, button.dataset.stage, button.dataset.freight);
       return;
     }
     if (event.target.closest("#confirm-go")) {

@@ -1,5 +1,6 @@
 //! Where the selected Freight may go: for each Stage, `available` (and who approved it) or
-//! every reason it is not, as the Stage's board says (the gates', then the window's).
+//! every reason it is not, as the Stage's board says (the gates', then the window's, then
+//! the freezes').
 
 use maud::{Markup, html};
 
@@ -26,6 +27,17 @@ fn reasons_for(data: &ProjectData, stage: &Stage, id: &str) -> (Vec<String>, Opt
         .unwrap_or_default();
     if let Some(window) = window_text(board) {
         reasons.push(window);
+    }
+    // A freeze gates every Freight alike: the project's, then the Stage's, as promote says.
+    let project = crate::api::Project {
+        status: Some(crate::api::ProjectStatus {
+            freeze: data.freeze.clone(),
+            ..Default::default()
+        }),
+        ..crate::api::Project::new(&data.project, Default::default())
+    };
+    for reason in crate::pipeline::freeze::reasons(Some(&project), stage, jiff::Timestamp::now()) {
+        reasons.push(reason.to_string());
     }
     (
         reasons,

@@ -37,6 +37,8 @@ pub(crate) struct ProjectData {
     /// Each Stage's board (window, hold, the gates for the selected Freight), by name.
     pub boards: HashMap<String, StageBoard>,
     pub permissions: Permissions,
+    /// The Project's freeze (`dray freeze` without `--stage`), active or expired.
+    pub freeze: Option<crate::api::Freeze>,
     pub before: Option<String>,
     /// Which Stages the graph draws (`stages` holds only those), and what it leaves out.
     pub scope: Scope,
@@ -176,6 +178,7 @@ pub(crate) async fn load(
         selected,
         boards,
         permissions,
+        freeze: super::super::levers::project_freeze(state, project).await?,
         before: query.before.clone(),
         scope,
     };

@@ -42,6 +42,7 @@ use axum::extract::{Path, Query, State};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use crate::api::Verb;
 use crate::server::AppState;
 
 use super::{UiError, Viewer, layout};
@@ -118,8 +119,25 @@ pub(crate) async fn live(
 }
 
 fn live_body(data: &ProjectData) -> Markup {
+    let frozen = data
+        .freeze
+        .as_ref()
+        .is_some_and(|f| f.is_active_at(jiff::Timestamp::now()));
+    let (action, label) = if frozen {
+        ("unfreeze", "Unfreeze project")
+    } else {
+        ("freeze", "Freeze project")
+    };
+    let refusal = data
+        .permissions
+        .refusal(Verb::Freeze, "projects", Some(&data.project));
     html! {
         h1 { "Project " (data.project) }
+        (super::levers::banner(data.freeze.as_ref(), None))
+        div.project-actions {
+            button.action.freeze type="button" data-action=(action)
+                disabled[refusal.is_some()] title=[refusal.as_deref()] { (label) }
+        }
         (pipeline::pipeline(data))
         div.columns {
             (timeline::timeline(data))

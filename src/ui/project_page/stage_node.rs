@@ -154,6 +154,29 @@ pub(super) fn stage_actions(
             promotion: Some(p.clone()),
         });
     }
+    let frozen = status
+        .freeze
+        .as_ref()
+        .is_some_and(|f| f.is_active_at(jiff::Timestamp::now()));
+    actions.push(Action {
+        action: if frozen { "unfreeze" } else { "freeze" },
+        label: if frozen { "Unfreeze" } else { "Freeze" },
+        refusal: perms.refusal(Verb::Freeze, "stages", Some(&name)),
+        promotion: None,
+    });
+    if let Some(id) = &data.selected {
+        let rejected_here = data
+            .freight
+            .get(id)
+            .and_then(|f| f.status.as_ref())
+            .is_some_and(|s| s.rejected_for.contains_key(&name));
+        actions.push(Action {
+            action: if rejected_here { "unreject" } else { "reject" },
+            label: if rejected_here { "Unreject" } else { "Reject" },
+            refusal: perms.refusal(Verb::Reject, "freight", Some(id)),
+            promotion: None,
+        });
+    }
     if status.hold.is_some() {
         actions.push(Action {
             action: "lift-hold",
@@ -287,6 +310,9 @@ pub(super) fn stage_node(data: &ProjectData, stage: &Stage, place: &Place) -> Ma
             div.badges {
                 @if let Some(p) = &status.current_promotion {
                     a.badge.promoting href={ "/projects/" (data.project) "/promotions/" (p) } { "promoting: " (p) }
+                }
+                @if let Some(f) = status.freeze.as_ref().filter(|f| f.is_active_at(jiff::Timestamp::now())) {
+                    span.badge.frozen title=(f.reason) { (f.words()) }
                 }
                 @if let Some(h) = &status.hold {
                     span.badge.hold title=(h.reason) { "hold by " (h.by) }

@@ -6,6 +6,8 @@
 
 use maud::{Markup, html};
 
+use crate::api::Verb;
+
 use super::super::view::{self, artifacts, freight_label};
 use super::ProjectData;
 use super::data::Lane;
@@ -82,6 +84,15 @@ fn rows(data: &ProjectData, lane: &Lane) -> Markup {
                         span.alias { (freight_label(f)) }
                     }
                     " " (artifacts(f))
+                    @for r in super::super::levers::rejections(f) {
+                        " " span.badge.rejected { (r) }
+                    }
+                    @let rejected = f.status.as_ref().is_some_and(|s| s.rejected.is_some());
+                    @let refusal = data.permissions.refusal(Verb::Reject, "freight", Some(&id));
+                    " " button.action.reject type="button" data-action=(if rejected { "unreject" } else { "reject" })
+                        data-freight=(id) disabled[refusal.is_some()] title=[refusal.as_deref()] {
+                        (if rejected { "Unreject" } else { "Reject" })
+                    }
                     span.meta {
                         "from " (f.spec.origin.name) ", " (view::time(f.metadata.creation_timestamp.as_ref()))
                         @if !here.is_empty() {

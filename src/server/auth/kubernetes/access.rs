@@ -132,13 +132,16 @@ pub fn kubernetes_verb(verb: Verb) -> &'static str {
 }
 
 /// The chart's ClusterRole that grants `verb` (the smallest one): `dray-viewer` (get,
-/// list), `dray-promoter` (promote, abort), `dray-approver` (approve, override, signoff), and
+/// list), `dray-promoter` (promote, abort), `dray-approver` (approve, override, signoff,
+/// reject, freeze), and
 /// `dray-project-admin` for everything else.
 pub fn cluster_role_for(verb: Verb) -> &'static str {
     match verb {
         Verb::Get | Verb::List => "dray-viewer",
         Verb::Promote | Verb::Abort => "dray-promoter",
-        Verb::Approve | Verb::Override | Verb::Signoff => "dray-approver",
+        Verb::Approve | Verb::Override | Verb::Signoff | Verb::Reject | Verb::Freeze => {
+            "dray-approver"
+        }
         Verb::Create | Verb::Update | Verb::Delete | Verb::Verify => "dray-project-admin",
     }
 }

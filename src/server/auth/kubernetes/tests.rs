@@ -237,8 +237,9 @@ async fn a_permission_snapshot_asks_a_fixed_set_once_and_then_answers_from_memor
         asked,
         "the second snapshot asked nothing"
     );
-    // 12 for any name, then approve, override, get, verify and signoff per Stage (3 Stages).
-    assert_eq!(asked, 12 + 5 * 3);
+    // 15 for any name, then approve, override, get, verify, signoff and freeze per Stage
+    // (3 Stages).
+    assert_eq!(asked, 15 + 6 * 3);
 }
 
 #[tokio::test]
@@ -378,7 +379,7 @@ fn every_verb_the_api_checks_is_the_kubernetes_verb_of_the_same_name() {
         asked,
         [
             "get", "list", "create", "update", "delete", "promote", "approve", "abort", "override",
-            "verify", "signoff"
+            "verify", "signoff", "reject", "freeze"
         ]
     );
 }
