@@ -23,6 +23,10 @@ pub struct ServeArgs {
     /// The address to listen on.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: SocketAddr,
+    /// Dray's external URL, for the links in notifications and commit statuses (default
+    /// `http://<listen>`).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
@@ -165,6 +169,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
     let options = ServeOptions {
         data_dir: args.data_dir,
         listen: args.listen,
+        public_url: args.public_url.clone(),
         config: args.config,
         tools,
         auth: match args.auth {
