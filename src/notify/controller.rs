@@ -54,6 +54,13 @@ pub struct NotifyContext {
     cache: Cache,
 }
 
+impl NotifyContext {
+    /// The notifier, reading from `cache`.
+    pub fn new(notifier: Notifier, cache: Cache) -> Self {
+        NotifyContext { notifier, cache }
+    }
+}
+
 impl Notifier {
     /// A notifier whose links point at `public_url` (Dray's external URL).
     pub fn new(
@@ -85,10 +92,7 @@ impl Notifier {
 
     /// Runs the reconciler until `shutdown`.
     pub async fn run(self, cache: Cache, shutdown: CancellationToken) {
-        let context = Arc::new(NotifyContext {
-            notifier: self,
-            cache: cache.clone(),
-        });
+        let context = Arc::new(NotifyContext::new(self, cache.clone()));
         let to_config = |changed: &Changed, cache: &Cache| {
             let project = changed.change.key.namespace.clone().unwrap_or_default();
             let key = ObjectKey::namespaced(Kind::ProjectConfig, &project, &project);

@@ -211,6 +211,8 @@ pub fn advance(since: Timestamp, seen: &[String], taken: &[&Occurrence]) -> (Tim
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::api::{PromotionSpec, PromotionStatus, StageStatus, VerificationInfo};
 
@@ -234,6 +236,10 @@ mod tests {
             ..PromotionStatus::default()
         });
         promo
+    }
+
+    fn arcs<T>(items: Vec<T>) -> Vec<Arc<T>> {
+        items.into_iter().map(Arc::new).collect()
     }
 
     fn links() -> Links {
@@ -287,7 +293,13 @@ mod tests {
             ],
             ..StageStatus::default()
         });
-        let found = occurrences("demo", &promotions, &[stage], &[freight], &links());
+        let found = occurrences(
+            "demo",
+            &arcs(promotions),
+            &arcs(vec![stage]),
+            &arcs(vec![freight]),
+            &links(),
+        );
         let seen: Vec<(&str, NotificationEvent)> = found
             .iter()
             .map(|o| (o.id.as_str(), o.payload.event))
@@ -325,8 +337,9 @@ mod tests {
             promotion("a", PromotionPhase::Succeeded, Some(10)),
             promotion("b", PromotionPhase::Succeeded, Some(10)),
         ];
-        let none: [Stage; 0] = [];
-        let nothing: [Freight; 0] = [];
+        let none: Vec<Arc<Stage>> = Vec::new();
+        let nothing: Vec<Arc<Freight>> = Vec::new();
+        let promotions = arcs(promotions);
         let all = occurrences("demo", &promotions[..1], &none, &nothing, &links());
         let since = Timestamp::from_second(5).unwrap();
         let taken = new_since(&all, since, &[]);

@@ -23,3 +23,6 @@ pub mod outbox;
 
 pub use controller::{Notifier, NotifyContext, reconcile};
 pub use outbox::Backoff;
+
+#[cfg(test)]
+mod tests;
