@@ -129,7 +129,11 @@ mod tests {
         assert!(url_issue("http://[::1]:8080/hook", at()).is_none());
         assert!(url_issue("http://localhost/hook", at()).is_none());
         let refused = url_issue("http://ci.example.com/hook", at()).unwrap();
-        assert!(refused.message.contains("not `http://`"), "{}", refused.message);
+        assert!(
+            refused.message.contains("not `http://`"),
+            "{}",
+            refused.message
+        );
         assert!(url_issue("ftp://127.0.0.1/x", at()).is_some());
         assert!(url_issue("not a url", at()).is_some());
     }

@@ -167,11 +167,17 @@ pub(crate) fn check(
                 for (n, notification) in config.spec.notifications.iter().enumerate() {
                     let named = [
                         (
-                            notification.webhook.as_ref().and_then(|w| w.secret_ref.as_ref()),
+                            notification
+                                .webhook
+                                .as_ref()
+                                .and_then(|w| w.secret_ref.as_ref()),
                             notifications.index(n).key("webhook").key("secretRef"),
                         ),
                         (
-                            notification.slack.as_ref().and_then(|s| s.url_secret_ref.as_ref()),
+                            notification
+                                .slack
+                                .as_ref()
+                                .and_then(|s| s.url_secret_ref.as_ref()),
                             notifications.index(n).key("slack").key("urlSecretRef"),
                         ),
                     ];

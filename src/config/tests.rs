@@ -1527,9 +1527,17 @@ spec:
         "{found:#?}"
     );
     assert!(found[1].2.contains("not `http://`"), "{}", found[1].2);
-    assert!(found[2].2.contains("`hook-secert` does not exist"), "{}", found[2].2);
     assert!(
-        errors[2].hint.as_deref().unwrap_or_default().contains("hook-secret"),
+        found[2].2.contains("`hook-secert` does not exist"),
+        "{}",
+        found[2].2
+    );
+    assert!(
+        errors[2]
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("hook-secret"),
         "did you mean: {:?}",
         errors[2].hint
     );

@@ -130,9 +130,15 @@ pub async fn post(
         })?
         .and_then(|c| c.secrets.password_or_token().map(str::to_owned));
     let (state, description) = match status.state {
-        CommitState::Pending => (StatusState::Pending, format!("promoted to {}, verifying", event.stage)),
+        CommitState::Pending => (
+            StatusState::Pending,
+            format!("promoted to {}, verifying", event.stage),
+        ),
         CommitState::Success => (StatusState::Success, format!("verified in {}", event.stage)),
-        CommitState::Failure => (StatusState::Failure, format!("verification failed in {}", event.stage)),
+        CommitState::Failure => (
+            StatusState::Failure,
+            format!("verification failed in {}", event.stage),
+        ),
     };
     let status_to_post = CommitStatus {
         state,

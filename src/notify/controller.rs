@@ -134,8 +134,7 @@ pub async fn reconcile(
     let project = config.project().to_owned();
     let warehouses = cache.list::<Warehouse>(Some(&project));
     let has_outbox = config.status.as_ref().is_some_and(|s| s.outbox.is_some());
-    if config.spec.notifications.is_empty() && !posts_commit_statuses(&warehouses) && !has_outbox
-    {
+    if config.spec.notifications.is_empty() && !posts_commit_statuses(&warehouses) && !has_outbox {
         return Ok(Action::await_change());
     }
     let freight = cache.list::<Freight>(Some(&project));
@@ -253,15 +252,20 @@ async fn attempt(
         return Err(format!("notification `{name}` no longer exists"));
     };
     let secret = |name: String| async move {
-        credentials::webhook_secret(notifier.store.as_ref(), &notifier.secret_key, project, &name)
-            .await
-            .map_err(|e| format!("cannot read Credential `{name}`: {e}"))?
-            .ok_or_else(|| {
-                format!(
-                    "Credential `{name}` of type `webhook` does not exist in project \
+        credentials::webhook_secret(
+            notifier.store.as_ref(),
+            &notifier.secret_key,
+            project,
+            &name,
+        )
+        .await
+        .map_err(|e| format!("cannot read Credential `{name}`: {e}"))?
+        .ok_or_else(|| {
+            format!(
+                "Credential `{name}` of type `webhook` does not exist in project \
                      `{project}` or has no `token`; hint: create it, or fix the name"
-                )
-            })
+            )
+        })
     };
     let event = delivery.event.event;
     if let Some(webhook) = &notification.webhook {
@@ -302,5 +306,7 @@ async fn attempt(
         .await
         .map_err(|e| e.to_string());
     }
-    Err(format!("notification `{name}` has neither `webhook` nor `slack`"))
+    Err(format!(
+        "notification `{name}` has neither `webhook` nor `slack`"
+    ))
 }

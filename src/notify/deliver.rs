@@ -181,7 +181,9 @@ mod tests {
         );
         let block = message["blocks"][0]["text"]["text"].as_str().unwrap();
         assert!(
-            block.ends_with("<https://dray.example.com/projects/demo/stages/prod|Open the Stage in Dray>"),
+            block.ends_with(
+                "<https://dray.example.com/projects/demo/stages/prod|Open the Stage in Dray>"
+            ),
             "{block}"
         );
     }

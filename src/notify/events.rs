@@ -13,8 +13,8 @@
 use jiff::Timestamp;
 
 use crate::api::{
-    EventFreight, EventPayload, Freight, NotificationEvent, Promotion, PromotionPhase, Stage,
-    Time, VerificationPhase,
+    EventFreight, EventPayload, Freight, NotificationEvent, Promotion, PromotionPhase, Stage, Time,
+    VerificationPhase,
 };
 
 /// One thing that happened.
@@ -138,7 +138,9 @@ pub fn occurrences(
         for run in runs {
             let failed = matches!(
                 run.phase,
-                VerificationPhase::Failed | VerificationPhase::Inconclusive | VerificationPhase::Error
+                VerificationPhase::Failed
+                    | VerificationPhase::Inconclusive
+                    | VerificationPhase::Error
             );
             let (true, Some(at)) = (failed, run.finish_time.clone()) else {
                 continue;
@@ -192,7 +194,12 @@ pub fn new_since<'a>(
 /// The watermark after taking `taken` on top of `(since, seen)`: the newest time, and the
 /// ids seen at exactly that time.
 pub fn advance(since: Timestamp, seen: &[String], taken: &[&Occurrence]) -> (Time, Vec<String>) {
-    let newest = taken.iter().map(|o| o.at()).max().unwrap_or(since).max(since);
+    let newest = taken
+        .iter()
+        .map(|o| o.at())
+        .max()
+        .unwrap_or(since)
+        .max(since);
     let mut ids: Vec<String> = if newest == since {
         seen.to_vec()
     } else {

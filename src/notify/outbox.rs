@@ -96,7 +96,9 @@ pub fn take(
             let stage = &occurrence.payload.stage;
             outbox.pending.retain(|p| {
                 p.commit_status.as_ref().is_none_or(|c| {
-                    !(c.repo_url == status.repo_url && c.sha == status.sha && p.event.stage == *stage)
+                    !(c.repo_url == status.repo_url
+                        && c.sha == status.sha
+                        && p.event.stage == *stage)
                 })
             });
             outbox.pending.push(PendingDelivery {
@@ -220,7 +222,8 @@ pub fn trim(outbox: &mut Outbox, statuses: &mut Vec<NotificationStatus>) {
 
 /// Keeps only the statuses of notifications that exist (and of commit statuses).
 pub fn prune(statuses: &mut Vec<NotificationStatus>, notifications: &[Notification]) {
-    statuses.retain(|s| s.name == COMMIT_STATUSES || notifications.iter().any(|n| n.name == s.name));
+    statuses
+        .retain(|s| s.name == COMMIT_STATUSES || notifications.iter().any(|n| n.name == s.name));
 }
 
 #[cfg(test)]
@@ -293,17 +296,44 @@ mod tests {
             attempts: 3,
         };
         let id = outbox.pending[0].id.clone();
-        settle(&mut outbox, &mut statuses, &id, Err("answered 500".into()), now, backoff);
+        settle(
+            &mut outbox,
+            &mut statuses,
+            &id,
+            Err("answered 500".into()),
+            now,
+            backoff,
+        );
         assert_eq!(next_due(&outbox, now), Some(Duration::from_secs(4)));
         assert!(due(&outbox, now).is_empty());
-        settle(&mut outbox, &mut statuses, &id, Err("answered 500".into()), now, backoff);
+        settle(
+            &mut outbox,
+            &mut statuses,
+            &id,
+            Err("answered 500".into()),
+            now,
+            backoff,
+        );
         assert_eq!(next_due(&outbox, now), Some(Duration::from_secs(8)));
-        assert!(statuses.is_empty(), "nothing is a failure before it gives up");
-        settle(&mut outbox, &mut statuses, &id, Err("answered 503".into()), now, backoff);
+        assert!(
+            statuses.is_empty(),
+            "nothing is a failure before it gives up"
+        );
+        settle(
+            &mut outbox,
+            &mut statuses,
+            &id,
+            Err("answered 503".into()),
+            now,
+            backoff,
+        );
         assert!(outbox.pending.is_empty());
         assert_eq!(statuses[0].failures, 1);
         let error = statuses[0].last_error.clone().unwrap();
-        assert!(error.contains("gave up after 3 attempts: answered 503"), "{error}");
+        assert!(
+            error.contains("gave up after 3 attempts: answered 503"),
+            "{error}"
+        );
         // The next delivery succeeds: the time is noted, the error cleared, the count kept.
         let mut wrapped = Some(outbox);
         let second = occurrence("b", NotificationEvent::PromotionFailed, 60);

@@ -85,9 +85,11 @@ async fn world(notifications: Value, backoff: Backoff) -> World {
     secrets::seal_credential(&key, &mut credential, None).unwrap();
     store.create(credential).await.unwrap();
     store
-        .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+        .create(
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
             "metadata": {"name": "demo", "namespace": "demo"},
-            "spec": {"notifications": notifications}}))
+            "spec": {"notifications": notifications}}),
+        )
         .await
         .unwrap();
     let shutdown = CancellationToken::new();
@@ -127,11 +129,15 @@ impl World {
     /// A Promotion of `f1` to `prod` that ended `phase` a second after the outbox began.
     async fn promotion_ended(&self, name: &str, phase: &str) {
         let since = self.status().await.outbox.unwrap().since.unwrap().0;
-        let finished = since.checked_add(jiff::SignedDuration::from_secs(1)).unwrap();
+        let finished = since
+            .checked_add(jiff::SignedDuration::from_secs(1))
+            .unwrap();
         self.store
-            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
+            .create(
+                json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
                 "metadata": {"name": name, "namespace": "demo"},
-                "spec": {"stage": "prod", "freight": "f1", "steps": []}}))
+                "spec": {"stage": "prod", "freight": "f1", "steps": []}}),
+            )
             .await
             .unwrap();
         let key = ObjectKey::namespaced(Kind::Promotion, "demo", name);
@@ -172,7 +178,11 @@ async fn a_signed_delivery_is_retried_after_a_500_and_recorded_when_it_lands() {
     assert_eq!(pending.len(), 1, "a failed attempt stays in the outbox");
     assert_eq!(pending[0].attempts, 1);
     assert!(
-        pending[0].last_error.as_deref().unwrap().ends_with("answered 500"),
+        pending[0]
+            .last_error
+            .as_deref()
+            .unwrap()
+            .ends_with("answered 500"),
         "{:?}",
         pending[0].last_error
     );
@@ -242,7 +252,11 @@ async fn a_delivery_that_keeps_failing_gives_up_on_the_status_without_the_secret
     world.reconcile().await;
     let status = world.status().await;
     assert!(status.outbox.unwrap().pending.is_empty(), "it gave up");
-    assert_eq!(status.notifications.len(), 1, "`quiet` wants no PromotionFailed");
+    assert_eq!(
+        status.notifications.len(),
+        1,
+        "`quiet` wants no PromotionFailed"
+    );
     let record = &status.notifications[0];
     assert_eq!((record.name.as_str(), record.failures), ("chat", 1));
     assert_eq!(record.last_delivered_at, None);
@@ -252,7 +266,10 @@ async fn a_delivery_that_keeps_failing_gives_up_on_the_status_without_the_secret
             && error.ends_with("answered 502"),
         "{error}"
     );
-    assert!(!error.contains("slack-secret-in-url") && !error.contains("127.0.0.1"), "{error}");
+    assert!(
+        !error.contains("slack-secret-in-url") && !error.contains("127.0.0.1"),
+        "{error}"
+    );
     // Slack got its incoming-webhook shape, twice.
     let seen = receiver.seen.lock().unwrap();
     assert_eq!(seen.len(), 2);
@@ -262,5 +279,8 @@ async fn a_delivery_that_keeps_failing_gives_up_on_the_status_without_the_secret
         ":x: `f1` failed to promote to `prod` in `demo`: the gate said so"
     );
     assert_eq!(message["blocks"][0]["type"], "section");
-    assert!(seen[0].0.get("x-dray-signature-256").is_none(), "no secret, no signature");
+    assert!(
+        seen[0].0.get("x-dray-signature-256").is_none(),
+        "no secret, no signature"
+    );
 }

@@ -67,8 +67,7 @@ pub async fn post(
     let work = async {
         match target.provider {
             Provider::Github => {
-                let github =
-                    super::github::GitHub::new(&target.api_url, &target.repo_path, token)?;
+                let github = super::github::GitHub::new(&target.api_url, &target.repo_path, token)?;
                 github
                     .post_status(sha, status.state.github(), status, &description)
                     .await

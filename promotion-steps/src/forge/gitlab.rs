@@ -85,8 +85,8 @@ impl GitLab {
         status: &super::commit_status::CommitStatus,
         description: &str,
     ) -> Result<(), ForgeError> {
-        use gitlab::api::projects::repository::commits::{CommitStatusState, CreateCommitStatus};
         use super::commit_status::StatusState;
+        use gitlab::api::projects::repository::commits::{CommitStatusState, CreateCommitStatus};
         let state = match status.state {
             StatusState::Pending => CommitStatusState::Pending,
             StatusState::Success => CommitStatusState::Success,
