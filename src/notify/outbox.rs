@@ -268,7 +268,13 @@ mod tests {
         let old = occurrence("old", NotificationEvent::PromotionSucceeded, 10);
         let mut outbox = None;
         let start = Timestamp::from_second(20).unwrap();
-        assert!(take(&mut outbox, &hooks, &[old.clone()], start, |_| vec![]));
+        assert!(take(
+            &mut outbox,
+            &hooks,
+            std::slice::from_ref(&old),
+            start,
+            |_| vec![]
+        ));
         assert!(outbox.as_ref().unwrap().pending.is_empty());
         let new = occurrence("new", NotificationEvent::PromotionSucceeded, 30);
         let all = [old, new];
