@@ -10,7 +10,7 @@
 //! | 2 | `store` | persistence and the change feed |
 //! | 3 | `runtime` | the controller runtime (feed, caches, reconcile) |
 //! | 4 | `discovery` | registries, git mirrors, Credentials lookup, minting, webhook matching |
-//! | 5 | `promotion`, `verification` | running a promotion; verifying its outcome |
+//! | 5 | `promotion`, `verification`, `notify` | running a promotion; verifying its outcome; telling others |
 //! | 6 | `pipeline` | deciding what may run when |
 //! | 7 | `config` | validating what clients write (asks the domain rules below it) |
 //! | 8 | `server` | HTTP: authentication, routes mapping requests to the layers below |
@@ -70,6 +70,10 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         module: "verification",
+        rank: 5,
+    },
+    Layer {
+        module: "notify",
         rank: 5,
     },
     Layer {

@@ -30,6 +30,7 @@ pub mod expr;
 pub mod fuzzing;
 #[cfg(test)]
 mod layers;
+pub mod notify;
 pub mod pipeline;
 pub mod promotion;
 pub mod runtime;

@@ -30,11 +30,15 @@
 //! Every request is recorded ([`GitHubDouble::requests`]). The API is served at the root
 //! (api.github.com) and under `/api/v3` (GitHub Enterprise Server).
 //!
+//! Commit statuses (`POST /repos/{o}/{r}/statuses/{sha}`, [`statuses`]) are kept per
+//! commit ([`GitHubDouble::statuses`]).
+//!
 //! For `github-push`, the Git database and compare endpoints ([`git_data`]) work on the
 //! same bare repositories: refs, `git commit-tree` commits (verified when GitHub made them
 //! as the authenticated App, [`GitHubDouble::verified`]) and comparisons.
 
 mod git_data;
+mod statuses;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -122,6 +126,8 @@ struct Inner {
     signed: BTreeSet<String>,
     /// (repo, branch, sha): a push that moves the branch just before the next ref update.
     ref_race: Option<(String, String, String)>,
+    /// (repo, sha, status): the commit statuses created, oldest first.
+    statuses: Vec<(String, String, Value)>,
 }
 
 type AppState = DoubleState<Inner>;
@@ -165,6 +171,10 @@ impl GitHubDouble {
                 get(git_data::get_ref),
             )
             .route("/repos/{owner}/{repo}/git/refs", post(git_data::create_ref))
+            .route(
+                "/repos/{owner}/{repo}/statuses/{sha}",
+                post(statuses::create),
+            )
             .route(
                 "/repos/{owner}/{repo}/git/refs/{*ref}",
                 patch(git_data::update_ref).delete(git_data::delete_ref),
@@ -304,6 +314,17 @@ impl GitHubDouble {
     /// the API without `author` and `committer`.
     pub fn verified(&self, sha: &str) -> bool {
         self.state.lock().signed.contains(sha)
+    }
+
+    /// The commit statuses created on `sha` of `repo` (`owner/repo`), oldest first.
+    pub fn statuses(&self, repo: &str, sha: &str) -> Vec<Value> {
+        self.state
+            .lock()
+            .statuses
+            .iter()
+            .filter(|(r, s, _)| r == repo && s == sha)
+            .map(|(_, _, status)| status.clone())
+            .collect()
     }
 
     /// Every request served, as `METHOD /path?query`, oldest first.

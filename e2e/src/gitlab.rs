@@ -29,6 +29,8 @@
 //! it), rate-limit the next requests (429 with `Retry-After` and `RateLimit-*` headers,
 //! body `Retry later`).
 
+mod statuses;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -119,6 +121,8 @@ struct Inner {
     /// How many of the next requests the proxy in front answers `502`.
     bad_gateway: u32,
     requests: Vec<String>,
+    /// (project, sha, status): the commit statuses created, oldest first.
+    statuses: Vec<(String, String, Value)>,
 }
 
 type AppState = DoubleState<Inner>;
@@ -161,6 +165,10 @@ impl GitLabDouble {
             .route(
                 "/api/v4/projects/{id}/merge_requests/{iid}/merge",
                 put(merge),
+            )
+            .route(
+                "/api/v4/projects/{id}/statuses/{sha}",
+                axum::routing::post(statuses::create),
             )
             .fallback(|| async { message(StatusCode::NOT_FOUND, "404 Not Found") })
             .layer(middleware::from_fn_with_state(Arc::clone(&state), gate))
@@ -278,6 +286,17 @@ impl GitLabDouble {
                 let checked = checked(&self.state, m, Read::Peek);
                 render(&self.state, m, checked)
             })
+            .collect()
+    }
+
+    /// The commit statuses created on `sha` of `project` (its path), oldest first.
+    pub fn statuses(&self, project: &str, sha: &str) -> Vec<Value> {
+        self.state
+            .lock()
+            .statuses
+            .iter()
+            .filter(|(p, s, _)| p == project && s == sha)
+            .map(|(_, _, status)| status.clone())
             .collect()
     }
 

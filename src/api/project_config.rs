@@ -1,5 +1,6 @@
-//! `ProjectConfig`: project-wide policy (auto-promotion policies and webhook receivers).
-//! There is at most one per project, and its name is the project's name.
+//! `ProjectConfig`: project-wide policy (auto-promotion policies, webhook receivers,
+//! promotion windows, Argo CD, notifications). There is at most one per project, and its
+//! name is the project's name.
 
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -34,6 +35,10 @@ pub struct ProjectConfigSpec {
     /// `kubernetes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argocd: Option<ArgocdConfig>,
+    /// Where Dray tells people and systems what happened: a JSON POST (or a Slack
+    /// message) per event, retried with backoff, never holding up a promotion.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<super::Notification>,
 }
 
 /// How Dray reaches Argo CD. Where a bearer token is needed (Argo CD's API server, or a
@@ -451,6 +456,13 @@ pub struct ProjectConfigStatus {
     /// The URL of each webhook receiver, by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhook_receivers: Vec<WebhookReceiverStatus>,
+    /// How each notification's deliveries went, by name (written by Dray only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notifications: Vec<super::NotificationStatus>,
+    /// What Dray still has to deliver (notifications and commit statuses), kept here so
+    /// that a restart loses nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outbox: Option<super::Outbox>,
 }
 
 /// Where a webhook receiver listens.

@@ -237,6 +237,39 @@ pub struct GitSubscription {
     /// An RFC 3339 time (`2026-01-31T00:00:00Z`); commits made before it never count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// Post commit statuses (GitHub) / commit statuses (GitLab) to the Freight's commit of
+    /// this repository, one per Stage (`dray/<project>/<stage>`): pending when promoted,
+    /// success when verified, failure when verification fails. Needs a `git` Credential
+    /// whose token may write statuses (default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commit_statuses: bool,
+    /// Which forge hosts the repository and where its API is, for commit statuses on a
+    /// host other than `github.com` or `gitlab.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<ForgeRef>,
+}
+
+/// The forge a git repository lives on, for commit statuses.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ForgeRef {
+    /// `github` or `gitlab` (default: from the host, `github.com` or `gitlab.com`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ForgeProvider>,
+    /// The API's base URL (default: `https://api.github.com`, `https://<host>/api/v3` for
+    /// GitHub Enterprise, `https://<host>` for GitLab).
+    #[serde(default, rename = "apiURL", skip_serializing_if = "Option::is_none")]
+    pub api_url: Option<String>,
+}
+
+/// A forge Dray posts commit statuses to.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ForgeProvider {
+    /// GitHub or GitHub Enterprise.
+    Github,
+    /// GitLab.
+    Gitlab,
 }
 
 impl GitSubscription {

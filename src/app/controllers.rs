@@ -1,6 +1,6 @@
 //! Starts the controllers of every layer on one set of runtime caches: discovery's
 //! Warehouse controller, the pipeline's auto-promotion and promotion queue, the engine's
-//! Stage truth and verification. Each is a reconciler on `crate::runtime`; the caches are
+//! Stage truth and verification, and the notifier. Each is a reconciler on `crate::runtime`; the caches are
 //! listed once and kept current from the store's change feed.
 
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::discovery::controller::WarehouseController;
 use crate::discovery::git::{GitDiscoverer, MirrorCache};
 use crate::discovery::image::ImageDiscoverer;
+use crate::notify::Notifier;
 use crate::pipeline::auto::AutoPromoter;
 use crate::pipeline::queue::PromotionController;
 use crate::promotion::{Engine, EngineParts, SharedMirrors, StageTruth};
@@ -30,6 +31,8 @@ pub(super) struct Parts {
     pub(super) tools: dray_steps::ToolPaths,
     /// Where promotions get their work directories.
     pub(super) work_root: PathBuf,
+    /// Dray's external URL, for links in notifications and commit statuses.
+    pub(super) public_url: String,
 }
 
 /// Lists the caches and starts every controller; the handle ends once all stopped after
@@ -46,6 +49,7 @@ pub(super) async fn start(
         mirrors,
         tools,
         work_root,
+        public_url,
     } = parts;
     let cache = reflector::start(store.clone(), Kinds::all(), shutdown.clone())
         .await
@@ -64,6 +68,8 @@ pub(super) async fn start(
         secret_key: secret_key.clone(),
         tools,
     })?;
+    let notifier = Notifier::new(store.clone(), secret_key.clone(), &public_url)
+        .context("cannot set up the HTTP client notifications use")?;
     let truth = StageTruth::new(store.clone(), mirrors, secret_key.clone());
     let verification = VerificationController::new(store, secret_key)
         .context("cannot set up the HTTP client verification uses")?;
@@ -75,6 +81,7 @@ pub(super) async fn start(
             auto.run(shutdown.clone()),
             truth.run(cache.clone(), shutdown.clone()),
             verification.run(cache.clone(), shutdown.clone()),
+            notifier.run(cache.clone(), shutdown.clone()),
             PromotionController::new(engine).run(cache, shutdown)
         );
     });

@@ -32,6 +32,8 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// Where `GET /metrics` is served instead of on `listen`, when it is.
     pub metrics_listen: Option<SocketAddr>,
+    /// Dray's external URL for links in notifications (default `http://<listen>`).
+    pub public_url: Option<String>,
     /// YAML files or directories applied at start-up.
     pub config: Vec<PathBuf>,
     /// Where `git`, `kubectl`, `kustomize` and `helm` are.
@@ -183,6 +185,10 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
                     mirrors,
                     tools: options.tools.clone(),
                     work_root: options.data_dir.join("work"),
+                    public_url: options
+                        .public_url
+                        .clone()
+                        .unwrap_or_else(|| format!("http://{}", options.listen)),
                 },
                 shutdown.clone(),
             )

@@ -31,6 +31,7 @@ mod error;
 mod files;
 mod kargo;
 mod names;
+mod notifications;
 mod path;
 mod references;
 mod schema_check;

@@ -163,6 +163,30 @@ pub(crate) fn check(
                 );
             }
             Some(Resource::ProjectConfig(config)) => {
+                let notifications = FieldPath::of(&["spec", "notifications"]);
+                for (n, notification) in config.spec.notifications.iter().enumerate() {
+                    let named = [
+                        (
+                            notification
+                                .webhook
+                                .as_ref()
+                                .and_then(|w| w.secret_ref.as_ref()),
+                            notifications.index(n).key("webhook").key("secretRef"),
+                        ),
+                        (
+                            notification
+                                .slack
+                                .as_ref()
+                                .and_then(|s| s.url_secret_ref.as_ref()),
+                            notifications.index(n).key("slack").key("urlSecretRef"),
+                        ),
+                    ];
+                    for (name, path) in named {
+                        if let Some(name) = name {
+                            refs.exists(Kind::Credential, name, path, "Credential", &mut found);
+                        }
+                    }
+                }
                 let at = FieldPath::of(&["spec", "webhookReceivers"]);
                 for (r, receiver) in config.spec.webhook_receivers.iter().enumerate() {
                     let actions = receiver.generic.iter().flat_map(|g| g.actions.iter());

@@ -352,6 +352,7 @@ fn project_config(config: &ProjectConfig, key: &ObjectKey) -> Vec<Issue> {
         }
     }
     issues.extend(super::argocd::check(config));
+    issues.extend(super::notifications::check(config));
     if let Some(project) = key.namespace.as_deref().filter(|ns| *ns != key.name) {
         issues.push(
             Issue::new(

@@ -1483,3 +1483,70 @@ fn a_kargo_function_dray_cannot_serve_is_refused_at_apply() {
         "{found:#?}"
     );
 }
+
+#[test]
+fn notifications_need_one_target_a_safe_url_known_events_and_existing_secrets() {
+    let config = "\
+apiVersion: dray.dev/v1alpha1
+kind: Credential
+metadata: {name: hook-secret, namespace: demo}
+spec: {type: webhook, token: a-signing-secret-of-32-bytes-ok!}
+---
+apiVersion: dray.dev/v1alpha1
+kind: ProjectConfig
+metadata: {name: demo, namespace: demo}
+spec:
+  notifications:
+  - name: ci
+    webhook: {url: 'https://ci.example.com/dray', secretRef: hook-secret}
+    events: [PromotionSucceeded, FreightVerified]
+  - name: ci
+    webhook: {url: 'http://ci.example.com/dray', secretRef: hook-secert}
+    events: []
+  - name: both
+    webhook: {url: 'http://127.0.0.1:9000/x'}
+    slack: {urlSecretRef: hook-secret}
+    events: [StageFrozen]
+  - name: chat
+    slack: {}
+    events: [VerificationFailed]
+";
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("c.yaml", config)]);
+    let found = summary(&errors);
+    let fields: Vec<&str> = found.iter().map(|(_, field, _)| field.as_str()).collect();
+    assert_eq!(
+        fields,
+        vec![
+            "spec.notifications[1].name",
+            "spec.notifications[1].webhook.url",
+            "spec.notifications[1].webhook.secretRef",
+            "spec.notifications[1].events",
+            "spec.notifications[2]",
+            "spec.notifications[3].slack",
+        ],
+        "{found:#?}"
+    );
+    assert!(found[1].2.contains("not `http://`"), "{}", found[1].2);
+    assert!(
+        found[2].2.contains("`hook-secert` does not exist"),
+        "{}",
+        found[2].2
+    );
+    assert!(
+        errors[2]
+            .hint
+            .as_deref()
+            .unwrap_or_default()
+            .contains("hook-secret"),
+        "did you mean: {:?}",
+        errors[2].hint
+    );
+    // An event Dray does not know is refused where it is written.
+    let unknown = config.replace("[StageFrozen]", "[StageMelted]");
+    let errors = load_new_errors(&[file("p.yaml", PROJECT), file("c.yaml", &unknown)]);
+    assert!(
+        errors.iter().any(|e| e.message.contains("StageMelted")),
+        "{:#?}",
+        summary(&errors)
+    );
+}

@@ -1559,3 +1559,46 @@ async fn sign_off_is_offered_where_asked_refused_to_a_viewer_and_lists_who_signe
         "{promote}"
     );
 }
+
+#[tokio::test]
+async fn the_project_page_shows_how_notifications_went() {
+    let ui = Ui::new(AuthMode::None).await;
+    let page = ui.get("/projects/demo", None).await;
+    assert!(
+        !page.body.contains("id=\"deliveries\""),
+        "no notifications, no section"
+    );
+    ui.store()
+        .create(
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+            "metadata": {"name": "demo", "namespace": "demo"},
+            "spec": {"notifications": [{"name": "chat", "slack": {"urlSecretRef": "s"},
+                                         "events": ["PromotionFailed"]}]}}),
+        )
+        .await
+        .unwrap();
+    let key = ObjectKey::namespaced(Kind::ProjectConfig, "demo", "demo");
+    ui.store()
+        .update_status(
+            &key,
+            json!({"notifications": [{"name": "chat", "failures": 2,
+                   "lastError": "PromotionFailed for `f1` in `prod`: gave up after 5 attempts: the Slack webhook answered 404"}]}),
+            None,
+        )
+        .await
+        .unwrap();
+    let page = ui.get("/projects/demo", None).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.body.contains("<h2>Notifications</h2>"),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("data-notification=\"chat\""));
+    assert!(page.body.contains("the Slack webhook answered 404"));
+    assert!(
+        page.body.contains("<td>never</td><td>2</td>"),
+        "{}",
+        page.body
+    );
+}

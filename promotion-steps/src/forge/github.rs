@@ -107,6 +107,25 @@ impl GitHub {
         Err((Some(status), error_for(status, &headers, &text)))
     }
 
+    /// Posts a commit status on `sha` (`POST /repos/{owner}/{repo}/statuses/{sha}`).
+    pub(super) async fn post_status(
+        &self,
+        sha: &str,
+        state: &str,
+        status: &super::commit_status::CommitStatus,
+        description: &str,
+    ) -> Result<(), ForgeError> {
+        let body = json!({
+            "state": state,
+            "target_url": status.target_url,
+            "description": description,
+            "context": status.context,
+        });
+        self.send(http::Method::POST, &format!("/statuses/{sha}"), Some(&body))
+            .await
+            .map(|_| ())
+    }
+
     fn pull(&self, text: &str) -> Result<GhPull, ForgeError> {
         serde_json::from_str(text)
             .map_err(|e| ForgeError::Other(format!("unexpected pull request from GitHub: {e}")))

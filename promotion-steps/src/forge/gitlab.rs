@@ -77,6 +77,38 @@ impl GitLab {
     }
 }
 
+impl GitLab {
+    /// Posts a commit status on `sha` (`POST /projects/:id/statuses/:sha`).
+    pub(super) async fn post_status(
+        &self,
+        sha: &str,
+        status: &super::commit_status::CommitStatus,
+        description: &str,
+    ) -> Result<(), ForgeError> {
+        use super::commit_status::StatusState;
+        use gitlab::api::projects::repository::commits::{CommitStatusState, CreateCommitStatus};
+        let state = match status.state {
+            StatusState::Pending => CommitStatusState::Pending,
+            StatusState::Success => CommitStatusState::Success,
+            StatusState::Failure => CommitStatusState::Failed,
+        };
+        let endpoint = CreateCommitStatus::builder()
+            .project(self.project.as_str())
+            .commit(sha)
+            .state(state)
+            .name(status.context.as_str())
+            .target_url(status.target_url.as_str())
+            .description(description)
+            .build()
+            .map_err(build_error)?;
+        let _: Value = endpoint
+            .query_async(&self.client)
+            .await
+            .map_err(api_error)?;
+        Ok(())
+    }
+}
+
 /// The error a failed call means.
 fn api_error(e: ApiError<RestError>) -> ForgeError {
     use http::StatusCode;

@@ -20,6 +20,7 @@
 //! is an error the engine retries, never a wait without end.
 
 pub mod bitbucket;
+pub mod commit_status;
 pub mod gitea;
 pub mod github;
 pub mod github_git;

@@ -44,6 +44,8 @@ pub struct ControllerOptions {
     pub health_listen: SocketAddr,
     /// Where `git`, `kubectl`, `kustomize` and `helm` are.
     pub tools: dray_steps::ToolPaths,
+    /// Dray's external URL, for links in notifications and commit statuses.
+    pub public_url: String,
 }
 
 /// Runs until SIGTERM/SIGINT (`Ok`) or until the Lease is lost (`Err`).
@@ -94,6 +96,7 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
             mirrors,
             tools: options.tools.clone(),
             work_root: options.data_dir.join("work"),
+            public_url: options.public_url.clone(),
         },
         shutdown.clone(),
     )

@@ -15,6 +15,10 @@ use super::serve::{LogFormat, ToolArgs, init_logging};
 /// Arguments of `dray controller`.
 #[derive(clap::Args, Debug)]
 pub struct ControllerArgs {
+    /// Dray's external URL (where `dray serve --kubernetes` is reached), for the links in
+    /// notifications and commit statuses (default `http://localhost:7070`).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// The kubeconfig to use; without it, the pod's ServiceAccount (in a cluster), then
     /// `$KUBECONFIG` or `~/.kube/config`.
     #[arg(long, value_name = "FILE")]
@@ -88,6 +92,9 @@ pub async fn run(args: ControllerArgs) -> Result<(), CliError> {
         },
         health_listen: args.health_listen,
         tools: args.tools.paths(),
+        public_url: args
+            .public_url
+            .unwrap_or_else(|| "http://localhost:7070".into()),
     };
     run_controller(options)
         .await

@@ -453,6 +453,30 @@ fn array<'a>(value: &'a Value, pointer: &str) -> &'a [Value] {
         .unwrap_or_default()
 }
 
+/// A ProjectConfig's deliveries in a few words: how many wait, and each notification
+/// that gave up, with its count and last error (`-` when all is well).
+fn deliveries(item: &Value) -> String {
+    let mut parts = Vec::new();
+    let pending = array(item, "/status/outbox/pending").len();
+    if pending > 0 {
+        parts.push(format!("{pending} pending"));
+    }
+    for record in array(item, "/status/notifications") {
+        let failures = record["failures"].as_u64().unwrap_or(0);
+        if let Some(error) = record["lastError"].as_str().filter(|_| failures > 0) {
+            parts.push(format!(
+                "{}: {failures} failed, last: {error}",
+                record["name"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
 fn age(item: &Value) -> String {
     output::age(item.creation_timestamp())
 }
@@ -508,7 +532,14 @@ fn narrow_columns(
                 .collect(),
         ),
         Kind::ProjectConfig => (
-            vec!["NAME", "POLICIES", "RECEIVERS", "AGE"],
+            vec![
+                "NAME",
+                "POLICIES",
+                "RECEIVERS",
+                "NOTIFICATIONS",
+                "DELIVERIES",
+                "AGE",
+            ],
             items
                 .iter()
                 .map(|i| {
@@ -516,6 +547,8 @@ fn narrow_columns(
                         name(i),
                         array(i, "/spec/promotionPolicies").len().to_string(),
                         array(i, "/spec/webhookReceivers").len().to_string(),
+                        array(i, "/spec/notifications").len().to_string(),
+                        deliveries(i),
                         age(i),
                     ]
                 })

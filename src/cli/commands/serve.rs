@@ -27,6 +27,10 @@ pub struct ServeArgs {
     /// which then answers 404 for it: e.g. `127.0.0.1:9090`, reachable by the scraper only.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Dray's external URL, for the links in notifications and commit statuses (default
+    /// `http://<listen>`).
+    #[arg(long, value_name = "URL")]
+    pub public_url: Option<String>,
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
@@ -170,6 +174,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         data_dir: args.data_dir,
         listen: args.listen,
         metrics_listen: args.metrics_listen,
+        public_url: args.public_url.clone(),
         config: args.config,
         tools,
         auth: match args.auth {

@@ -44,6 +44,9 @@ pub(crate) struct ProjectData {
     pub scope: Scope,
     /// The pipeline's drawing; `stages` are in its order (column, then row).
     pub layout: graph::Layout,
+    /// How the project's notifications and commit statuses went (the ProjectConfig's
+    /// `status.notifications`), and how many deliveries wait.
+    pub deliveries: (Vec<crate::api::NotificationStatus>, usize),
 }
 
 /// Reads what the project page shows; 403 without `list` on stages, 404 for no project.
@@ -137,6 +140,20 @@ pub(crate) async fn load(
         .filter(|n| freight.contains_key(n))
         .or_else(|| timeline.first().and_then(|f| f.metadata.name.clone()));
     let windows = board::project_windows(store, project).await?;
+    let deliveries = store
+        .get(&ObjectKey::namespaced(
+            Kind::ProjectConfig,
+            project,
+            project,
+        ))
+        .await?
+        .and_then(|c| c.to_typed::<crate::api::ProjectConfig>().ok())
+        .and_then(|c| c.status)
+        .map(|s| {
+            let pending = s.outbox.map_or(0, |o| o.pending.len());
+            (s.notifications, pending)
+        })
+        .unwrap_or_default();
     let asked: Vec<&Freight> = selected.iter().filter_map(|id| freight.get(id)).collect();
     let boards = board::board(&stages, &asked, &windows, jiff::Timestamp::now())
         .into_iter()
@@ -167,6 +184,7 @@ pub(crate) async fn load(
             .unwrap_or_default()
     });
     let mut data = ProjectData {
+        deliveries,
         running,
         layout,
         project: project.to_owned(),

@@ -10,7 +10,8 @@
 //!
 //! Reads are bounded whatever the project's size: one list of Stages, one of Warehouses,
 //! the newest page of Freight (an index read), one batched read of the Freight Stages
-//! hold, one batched read of the Promotions running in them, one ProjectConfig and one
+//! hold, one batched read of the Promotions running in them, the ProjectConfig (its windows,
+//! and its notifications' deliveries, shown under "Notifications") and one
 //! RoleBinding list (the caller's permissions). Nothing is read per Stage.
 //! `/projects/{p}/live` answers the part the script swaps in when the change feed moves.
 //!
@@ -142,6 +143,36 @@ fn live_body(data: &ProjectData) -> Markup {
         div.columns {
             (timeline::timeline(data))
             (availability::availability_panel(data))
+        }
+        (deliveries(data))
+    }
+}
+
+/// How notifications and commit statuses went, when the project has any.
+fn deliveries(data: &ProjectData) -> Markup {
+    let (records, pending) = &data.deliveries;
+    if records.is_empty() && *pending == 0 {
+        return html! {};
+    }
+    html! {
+        section #deliveries {
+            h2 { "Notifications" }
+            @if *pending > 0 {
+                p.muted { (pending) " deliveries waiting" }
+            }
+            table {
+                thead { tr { th { "Name" } th { "Last delivered" } th { "Failures" } th { "Last error" } } }
+                tbody {
+                    @for record in records {
+                        tr data-notification=(record.name) {
+                            td { (record.name) }
+                            td { @match &record.last_delivered_at { Some(t) => (t.0.to_string()), None => "never" } }
+                            td { (record.failures) }
+                            td { (record.last_error.as_deref().unwrap_or("-")) }
+                        }
+                    }
+                }
+            }
         }
     }
 }
