@@ -34,6 +34,7 @@ mod git;
 pub mod helm;
 mod oci;
 mod outcome;
+pub mod preview;
 mod registry;
 #[cfg(test)]
 mod schemas;
