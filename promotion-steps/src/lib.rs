@@ -74,6 +74,14 @@ pub trait Step: Send + Sync {
     /// a run did change comes back as [`Effect`]s in [`StepOutcome::Succeeded`].
     fn writes(&self) -> Writes;
 
+    /// What a step of this kind with this evaluated `config` may change: [`Step::writes`]
+    /// unless the config decides (an `http` request with a method that is not safe may
+    /// change the service it calls, [`Writes::Service`]). A preview stops before the first
+    /// step for which this is not [`Writes::Nothing`].
+    fn writes_with(&self, _config: &serde_json::Value) -> Writes {
+        self.writes()
+    }
+
     /// The JSON schema of the step's configuration.
     fn config_schema(&self) -> schemars::Schema;
 

@@ -15,6 +15,7 @@ pub mod door;
 pub mod hold;
 pub mod in_use;
 pub mod policy;
+pub mod preview;
 pub mod queue;
 pub mod release_board;
 pub mod request;

@@ -94,34 +94,9 @@ impl Engine {
             run.status.current_step = Some(index as u32);
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
-            let metadata = self.metadata_view(&run, &project, &step).await?;
-            let outcome = match self.expr_context(&run, &base, &view, &step) {
-                Err(reason) => StepOutcome::failed(reason),
-                Ok(mut expr_ctx) => {
-                    expr_ctx.metadata = metadata;
-                    let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
-                    match self
-                        .exprs
-                        .evaluate_condition(run.language, condition, &expr_ctx)
-                    {
-                        Err(error) => StepOutcome::failed(format!("`if`: {error}")),
-                        Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
-                        Ok(true) => {
-                            let mut ctx = base.clone();
-                            ctx.alias = alias.clone();
-                            ctx.log = run.logs.sink(&run.key.to_string(), index, &alias);
-                            ctx.saved_state = run.saved.get(&alias).cloned();
-                            ctx.exprs = std::sync::Arc::new(StepExprs::new(
-                                self.exprs.clone(),
-                                run.language,
-                                expr_ctx.clone(),
-                            ));
-                            self.run_step(&mut run, index, &step, &expr_ctx, ctx)
-                                .await?
-                        }
-                    }
-                }
-            };
+            let outcome = self
+                .step_outcome(&mut run, &base, &view, &project, index, &alias)
+                .await?;
             // What the step asks of Dray's own resources is applied now, so the next step
             // reads it; a refusal fails the step.
             let outcome = self.apply_dray_effects(&project, outcome).await?;
@@ -155,6 +130,46 @@ impl Engine {
             tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
         }
         Ok(phase)
+    }
+
+    /// Step `index` (`alias`) of `run` to its outcome: its `if` decides whether it runs;
+    /// nothing of the outcome is filed yet.
+    pub(super) async fn step_outcome(
+        &self,
+        run: &mut Run,
+        base: &dray_steps::StepContext,
+        view: &crate::expr::FreightView,
+        project: &str,
+        index: usize,
+        alias: &str,
+    ) -> Result<StepOutcome, EngineError> {
+        let step = run.promotion.spec.steps[index].clone();
+        let metadata = self.metadata_view(run, project, &step).await?;
+        let mut expr_ctx = match self.expr_context(run, base, view, &step) {
+            Err(reason) => return Ok(StepOutcome::failed(reason)),
+            Ok(expr_ctx) => expr_ctx,
+        };
+        expr_ctx.metadata = metadata;
+        let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
+        match self
+            .exprs
+            .evaluate_condition(run.language, condition, &expr_ctx)
+        {
+            Err(error) => Ok(StepOutcome::failed(format!("`if`: {error}"))),
+            Ok(false) => Ok(StepOutcome::skipped(format!("`if: {condition}` is false"))),
+            Ok(true) => {
+                let mut ctx = base.clone();
+                ctx.alias = alias.to_owned();
+                ctx.log = run.logs.sink(&run.key.to_string(), index, alias);
+                ctx.saved_state = run.saved.get(alias).cloned();
+                ctx.exprs = std::sync::Arc::new(StepExprs::new(
+                    self.exprs.clone(),
+                    run.language,
+                    expr_ctx.clone(),
+                ));
+                self.run_step(run, index, &step, &expr_ctx, ctx).await
+            }
+        }
     }
 
     /// The metadata `freightMetadata()` / `stageMetadata()` read, loaded only when the step
@@ -193,6 +208,9 @@ impl Engine {
     /// Saves the run's status (and the log lines kept since the last save).
     pub(super) async fn save(&self, run: &mut Run) -> Result<(), EngineError> {
         run.logs.drain_into(&mut run.status.step_execution_metadata);
+        if !run.persist {
+            return Ok(());
+        }
         run.status.state = Some(run.state());
         let status =
             serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;
@@ -282,7 +300,7 @@ fn conclusion(run: &Run) -> (PromotionPhase, String) {
 
 /// Runs whole-tree file work on a directory (create it, remove it) on tokio's blocking
 /// pool, so that a large work directory never stalls the runtime's threads.
-async fn blocking_fs(
+pub(super) async fn blocking_fs(
     dir: std::path::PathBuf,
     work: fn(&std::path::Path) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
