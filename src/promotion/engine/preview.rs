@@ -25,8 +25,9 @@ use super::{Engine, EngineError};
 use crate::api::{Freight, Kind, ObjectKey, Promotion, StepPhase};
 use crate::expr::FreightView;
 
-/// How long a whole preview may take, its steps and its diff.
-pub const PREVIEW_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a whole preview may take, its steps and its diff: less than the CLI waits for
+/// an answer (60s), so that it hears why.
+pub const PREVIEW_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// The directory under the engine's work root where previews get their work directories
 /// (never a promotion's: promotions live under `<work root>/<project>/`).
