@@ -31,8 +31,8 @@ fn preview_registrations(data_dir: &Path) -> Result<Vec<String>> {
             continue;
         };
         for registration in registrations.flatten() {
-            let gitdir = std::fs::read_to_string(registration.path().join("gitdir"))
-                .unwrap_or_default();
+            let gitdir =
+                std::fs::read_to_string(registration.path().join("gitdir")).unwrap_or_default();
             if gitdir.contains(".previews") {
                 found.push(gitdir);
             }
@@ -83,12 +83,22 @@ async fn dry_run_prints_the_diff_of_the_new_tag_and_writes_nothing() -> Result<(
         assert_eq!(q.config.head("stage/dev")?, head, "stage/dev moved");
         assert_eq!(promotions(&q)?, before, "a preview made a Promotion");
         let left = preview_registrations(&q.dray.data_dir())?;
-        assert!(left.is_empty(), "preview worktrees still registered: {left:?}");
+        assert!(
+            left.is_empty(),
+            "preview worktrees still registered: {left:?}"
+        );
         let stage = q.stage("dev")?;
         assert_eq!(stage["status"]["currentFreight"]["alias"], older.as_str());
 
         // Into prod, where the gates refuse: the refusal and the diff, both; exit 0.
-        let refused = q.cli(&["promote", "--stage", "prod", "--alias", &newest, "--dry-run"])?;
+        let refused = q.cli(&[
+            "promote",
+            "--stage",
+            "prod",
+            "--alias",
+            &newest,
+            "--dry-run",
+        ])?;
         let said = text(&refused);
         assert!(refused.status.success(), "{said}");
         let stdout = String::from_utf8_lossy(&refused.stdout);

@@ -257,7 +257,13 @@ async fn diff_worktree(
             empty_tree.trim()
         }
     };
-    let common = ["diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames"];
+    let common = [
+        "diff",
+        "--cached",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-renames",
+    ];
     let mut names = common.to_vec();
     names.extend(["--name-status", "-z", base, "--"]);
     let listed = git.run(dir, &names).await?;
@@ -316,7 +322,13 @@ mod tests {
         let mirror = root.join("mirror.git");
         git(
             root,
-            &["clone", "-q", "--mirror", seed.to_str().unwrap(), "mirror.git"],
+            &[
+                "clone",
+                "-q",
+                "--mirror",
+                seed.to_str().unwrap(),
+                "mirror.git",
+            ],
         );
         let head = git(&mirror, &["rev-parse", "refs/heads/stage/dev"])
             .trim()
@@ -326,7 +338,14 @@ mod tests {
         let out = work.join("out");
         git(
             &mirror,
-            &["worktree", "add", "-q", "--detach", out.to_str().unwrap(), &head],
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                out.to_str().unwrap(),
+                &head,
+            ],
         );
         let private = git(&out, &["rev-parse", "--path-format=absolute", "--git-dir"]);
         let record = serde_json::json!({
@@ -376,7 +395,11 @@ mod tests {
         );
         assert!(diff.files[0].diff.contains("-image: app:1.0.0"));
         assert!(diff.files[0].diff.contains("+image: app:1.1.0"));
-        assert!(diff.files[0].diff.starts_with("diff --git a/app.yaml b/app.yaml"));
+        assert!(
+            diff.files[0]
+                .diff
+                .starts_with("diff --git a/app.yaml b/app.yaml")
+        );
 
         assert_eq!(release_worktrees(Path::new("git"), &work).await, 1);
         assert!(!work.exists());

@@ -59,8 +59,8 @@ pub async fn preview_promotion(
         "preview-{}",
         promotion_name(&request.stage, &checked.freight.spec.alias)
     );
-    let object = promotion_object(store, who, project, &name, &checked.stage, &checked.freight)
-        .await?;
+    let object =
+        promotion_object(store, who, project, &name, &checked.stage, &checked.freight).await?;
     let promotion: Promotion = serde_json::from_value(object)
         .map_err(|e| PromoteError::Store(crate::store::StoreError::Internal(e.to_string())))?;
     let freight: &Freight = &checked.freight;

@@ -530,7 +530,10 @@ async fn a_preview_needs_promote_shows_the_gates_refusals_and_stores_nothing() {
         "{body}"
     );
     assert_eq!(body["steps"][0]["alias"], "gate", "{body}");
-    assert!(body["failed"].as_str().unwrap().contains("`gate`"), "{body}");
+    assert!(
+        body["failed"].as_str().unwrap().contains("`gate`"),
+        "{body}"
+    );
     assert_eq!(body["stoppedBefore"], Value::Null, "{body}");
     assert_eq!(body["files"], json!([]), "{body}");
 

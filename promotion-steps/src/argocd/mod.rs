@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 pub use access::KubeAccess;
 pub use client::install_crypto_provider;
 pub use health::{AppHealth, is_applied, is_syncing_to, judge};
-pub use tree::{FailingPod, OOM_RESTARTS, PodFailure, fail_fast_reason, failing_pods};
 pub(crate) use health::{is_commit, same_commit};
+pub use tree::{FailingPod, OOM_RESTARTS, PodFailure, fail_fast_reason, failing_pods};
 
 /// The annotation that makes Argo CD's controller refresh an Application (`hard` also
 /// drops its manifest cache); the controller removes it once done.
@@ -411,7 +411,11 @@ impl Transport {
     /// newest ReplicaSet fails (see [`fail_fast_reason`]). `None` when it is Healthy, no
     /// pod fails, or the tree cannot be read (the caller waits on, as before). The caller
     /// asks only once what runs is ours ([`is_applied`], [`is_syncing_to`]).
-    pub(crate) async fn fail_fast(&self, reference: &ApplicationRef, app: &Value) -> Option<String> {
+    pub(crate) async fn fail_fast(
+        &self,
+        reference: &ApplicationRef,
+        app: &Value,
+    ) -> Option<String> {
         if app["status"]["health"]["status"] == "Healthy" {
             return None;
         }

@@ -39,9 +39,7 @@ impl PodFailure {
     fn of(reason: &str, restarts: u64) -> Option<PodFailure> {
         match reason {
             "CrashLoopBackOff" => Some(PodFailure::CrashLoop),
-            "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" => {
-                Some(PodFailure::ImagePull)
-            }
+            "ImagePullBackOff" | "ErrImagePull" | "InvalidImageName" => Some(PodFailure::ImagePull),
             "OOMKilled" if restarts >= OOM_RESTARTS => Some(PodFailure::OomKilled),
             _ => None,
         }

@@ -66,8 +66,8 @@ pub async fn run(
 ) -> Result<(), CliError> {
     let path = format!("/api/v1/projects/{project}/stages/{stage}/preview");
     let answer: PreviewAnswer = ctx.client.send(Method::POST, &path, Some(body)).await?;
-    let colour = std::env::var_os(crate::cli::env::NO_COLOR).is_none()
-        && std::io::stdout().is_terminal();
+    let colour =
+        std::env::var_os(crate::cli::env::NO_COLOR).is_none() && std::io::stdout().is_terminal();
     print!("{}", render(&answer, stage, colour));
     Ok(())
 }
@@ -94,10 +94,16 @@ pub fn render(answer: &PreviewAnswer, stage: &str, colour: bool) -> String {
         .collect();
     out.push_str(&format!(
         "steps run: {}\n",
-        if ran.is_empty() { "none".to_owned() } else { ran.join(", ") }
+        if ran.is_empty() {
+            "none".to_owned()
+        } else {
+            ran.join(", ")
+        }
     ));
     match &answer.stopped_before {
-        Some(step) => out.push_str(&format!("stopped before `{step}`, the first step that writes\n")),
+        Some(step) => out.push_str(&format!(
+            "stopped before `{step}`, the first step that writes\n"
+        )),
         None => out.push_str("no step writes\n"),
     }
     if let Some(failed) = &answer.failed {
@@ -111,23 +117,25 @@ pub fn render(answer: &PreviewAnswer, stage: &str, colour: bool) -> String {
     }
     out.push_str(&format!("{} file(s) would change:\n", answer.files.len()));
     for file in &answer.files {
-        out.push_str(&format!("  {} {}/{}\n", file.status, file.checkout, file.path));
+        out.push_str(&format!(
+            "  {} {}/{}\n",
+            file.status, file.checkout, file.path
+        ));
     }
     for line in answer.diff.lines() {
-        let style = if line.starts_with("diff --git")
-            || line.starts_with("+++")
-            || line.starts_with("---")
-        {
-            "1"
-        } else if line.starts_with('+') {
-            "32"
-        } else if line.starts_with('-') {
-            "31"
-        } else if line.starts_with("@@") {
-            "36"
-        } else {
-            ""
-        };
+        let style =
+            if line.starts_with("diff --git") || line.starts_with("+++") || line.starts_with("---")
+            {
+                "1"
+            } else if line.starts_with('+') {
+                "32"
+            } else if line.starts_with('-') {
+                "31"
+            } else if line.starts_with("@@") {
+                "36"
+            } else {
+                ""
+            };
         match style {
             "" => out.push_str(line),
             style => out.push_str(&paint(line, style, colour)),
@@ -156,15 +164,29 @@ mod tests {
     #[test]
     fn the_dry_run_prints_refusals_steps_and_the_diff_coloured_only_when_asked() {
         let plain = render(&answer(), "prod", false);
-        assert!(plain.starts_with("preview of `frosty-otter` (0123456789ab) into `prod`: nothing was written\n"), "{plain}");
+        assert!(
+            plain.starts_with(
+                "preview of `frosty-otter` (0123456789ab) into `prod`: nothing was written\n"
+            ),
+            "{plain}"
+        );
         assert!(plain.contains("  - not verified in `staging`\n"), "{plain}");
         assert!(plain.contains("steps run: clone (Succeeded)\n"), "{plain}");
-        assert!(plain.contains("stopped before `push`, the first step that writes\n"), "{plain}");
+        assert!(
+            plain.contains("stopped before `push`, the first step that writes\n"),
+            "{plain}"
+        );
         assert!(plain.contains("  modified out/app.yaml\n"), "{plain}");
         assert!(plain.contains("\n+image: app:1.1.0\n"), "{plain}");
         assert!(!plain.contains('\x1b'), "{plain}");
         let coloured = render(&answer(), "prod", true);
-        assert!(coloured.contains("\x1b[32m+image: app:1.1.0\x1b[0m"), "{coloured}");
-        assert!(coloured.contains("\x1b[31m-image: app:1.0.0\x1b[0m"), "{coloured}");
+        assert!(
+            coloured.contains("\x1b[32m+image: app:1.1.0\x1b[0m"),
+            "{coloured}"
+        );
+        assert!(
+            coloured.contains("\x1b[31m-image: app:1.0.0\x1b[0m"),
+            "{coloured}"
+        );
     }
 }

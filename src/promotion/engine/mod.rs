@@ -106,7 +106,9 @@ pub enum EngineError {
         after: Duration,
     },
     /// The checkouts of a preview could not be diffed.
-    #[error("{0}; hint: this is a bug or a broken git mirror — try again, and report it if it stays")]
+    #[error(
+        "{0}; hint: this is a bug or a broken git mirror — try again, and report it if it stays"
+    )]
     PreviewDiff(dray_steps::preview::PreviewError),
 }
 

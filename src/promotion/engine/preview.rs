@@ -155,9 +155,10 @@ impl Engine {
             return runner.writes();
         }
         let config = step.config.clone().unwrap_or_else(|| json!({}));
-        match self.expr_context(run, base, view, step).and_then(|ctx| {
-            self.exprs.evaluate_value(run.language, &config, &ctx)
-        }) {
+        match self
+            .expr_context(run, base, view, step)
+            .and_then(|ctx| self.exprs.evaluate_value(run.language, &config, &ctx))
+        {
             Ok(config) => runner.writes_with(&config),
             Err(_) => runner.writes(),
         }

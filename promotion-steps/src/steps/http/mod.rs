@@ -115,7 +115,11 @@ impl TypedStep for Http {
 
     /// `GET`, `HEAD` and `OPTIONS` read; any other method may change the service.
     fn writes_with(&self, config: &Config) -> Writes {
-        let method = config.method.as_deref().unwrap_or("GET").to_ascii_uppercase();
+        let method = config
+            .method
+            .as_deref()
+            .unwrap_or("GET")
+            .to_ascii_uppercase();
         match method.as_str() {
             "GET" | "HEAD" | "OPTIONS" => Writes::Nothing,
             _ => Writes::Service,
@@ -311,9 +315,18 @@ mod tests {
     fn only_a_request_with_an_unsafe_method_may_write() {
         let writes = |config: Value| Step::writes_with(&Http, &config);
         assert_eq!(writes(json!({"url": "http://x/"})), Writes::Nothing);
-        assert_eq!(writes(json!({"url": "http://x/", "method": "head"})), Writes::Nothing);
-        assert_eq!(writes(json!({"url": "http://x/", "method": "POST"})), Writes::Service);
-        assert_eq!(writes(json!({"url": "http://x/", "method": "delete"})), Writes::Service);
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "head"})),
+            Writes::Nothing
+        );
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "POST"})),
+            Writes::Service
+        );
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "delete"})),
+            Writes::Service
+        );
         assert_eq!(Step::writes(&Http), Writes::Nothing);
     }
 
