@@ -20,6 +20,11 @@
 //!   (`{error, code, message, details}`);
 //! - `GET /api/v1/applications/{name}/syncwindows`: `{activeWindows, assignedWindows,
 //!   canSync}` with `kind`, `schedule`, `duration`, `manualSync`;
+//! - `GET /api/v1/applications/{name}/resource-tree`: the `ApplicationTree` — the
+//!   Deployment, one ReplicaSet per completed sync (`Revision` `Rev:N`) and the newest
+//!   one's pod, with `info` as Argo CD's controller fills it (`Status Reason`, `Restart
+//!   Count`); [`ArgoCd::fail_pods_after_sync`] makes that pod crash-loop, fail to pull its
+//!   image or be OOM-killed;
 //! - `PUT /api/v1/applications/{name}` (a whole Application) and `PATCH
 //!   /api/v1/applications/{name}` (`ApplicationPatchRequest`: `patch` as a string, `patchType`
 //!   `merge`), to change `spec.source(s)`.
@@ -54,7 +59,7 @@
 //! [`ArgoCd::set_comparison_error`], [`ArgoCd::set_sync_polls`], [`ArgoCd::fail_next_sync`],
 //! a concurrent writer before a guarded patch: [`ArgoCd::modify_before_next_patch`], and a
 //! proxy in front answering `503`: [`ArgoCd::answer_unavailable`]).
-//! Not modelled: ApplicationSets, resource trees, hooks, multi-source `revisions[]` in
+//! Not modelled: ApplicationSets, resource trees beyond that one Deployment, hooks, multi-source `revisions[]` in
 //! `syncResult` (single source only), Argo CD's own automated sync, Kubernetes RBAC (any
 //! valid token may do anything), watches.
 //! Test tooling only, never shipped.
@@ -172,6 +177,9 @@ struct Script {
     fail_next: Option<String>,
     /// Someone else writes the Application just before the next guarded merge patch.
     modified_before_patch: bool,
+    /// After the next sync, the new ReplicaSet's pod is stuck: `(Status Reason, restarts,
+    /// health message)`.
+    failing_pods: Option<(String, u32, String)>,
 }
 
 #[derive(Debug)]
@@ -182,6 +190,9 @@ struct App {
     polls_left: u32,
     /// The operation's outcome when it completes: `None` succeeds.
     failure: Option<String>,
+    /// Its resource tree (`ApplicationTree`): a Deployment, one ReplicaSet per synced
+    /// revision, and the pod of the newest.
+    tree: Value,
 }
 
 #[derive(Debug)]
@@ -233,6 +244,10 @@ impl ArgoCd {
             )
             .route("/api/v1/applications/{name}/sync", post(sync_app))
             .route("/api/v1/applications/{name}/syncwindows", get(sync_windows))
+            .route(
+                "/api/v1/applications/{name}/resource-tree",
+                get(resource_tree),
+            )
             .route(
                 "/apis/argoproj.io/v1alpha1/namespaces/{ns}/applications",
                 get(k8s_list),
@@ -334,6 +349,7 @@ impl ArgoCd {
                 script: Script::default(),
                 polls_left: 0,
                 failure: None,
+                tree: json!({"nodes": []}),
             },
         );
     }
@@ -406,6 +422,17 @@ impl ArgoCd {
     /// After the next sync completes, health is `Degraded` with `message`.
     pub fn degrade_after_sync(&self, name: &str, message: &str) {
         self.script(name, |s| s.degraded = Some(message.to_owned()));
+    }
+
+    /// After the next sync completes, the new ReplicaSet's pod is stuck as Argo CD's
+    /// resource tree shows it: its `Status Reason` `reason` (`CrashLoopBackOff`,
+    /// `ImagePullBackOff`, `ErrImagePull`, `OOMKilled`), `Restart Count` `restarts` and
+    /// health `Degraded` with `message`; the Application stays `Progressing`, as Argo CD
+    /// reports a Deployment until its progress deadline passes.
+    pub fn fail_pods_after_sync(&self, name: &str, reason: &str, restarts: u32, message: &str) {
+        self.script(name, |s| {
+            s.failing_pods = Some((reason.to_owned(), restarts, message.to_owned()))
+        });
     }
 
     /// A `ComparisonError` condition (`None` clears it); syncs then end in `Error`.
@@ -728,10 +755,19 @@ fn advance(entry: &mut App) {
                 "source": source.clone(),
                 "resources": [],
             });
-            app["status"]["health"] = match entry.script.degraded.take() {
-                Some(message) => json!({"status": "Degraded", "message": message}),
-                None => json!({"status": "Healthy"}),
+            let failing = entry.script.failing_pods.take();
+            app["status"]["health"] = match (entry.script.degraded.take(), &failing) {
+                (Some(message), _) => json!({"status": "Degraded", "message": message}),
+                (None, Some(_)) => json!({"status": "Progressing",
+                    "message": "Waiting for rollout to finish: 1 old replicas are pending termination..."}),
+                (None, None) => json!({"status": "Healthy"}),
             };
+            let name = app["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            let namespace = app["spec"]["destination"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_owned();
+            grow_tree(&mut entry.tree, &name, &namespace, failing);
             let history = app["status"]["history"].as_array().map_or(0, Vec::len);
             if let Some(items) = app["status"]["history"].as_array_mut() {
                 items.push(json!({
@@ -770,6 +806,91 @@ async fn get_app(
         response.status().as_u16()
     ));
     response
+}
+
+/// `GET /api/v1/applications/{name}/resource-tree` (`?appNamespace=`): the
+/// `ApplicationTree` (`nodes[]` of `ResourceNode`: `group`, `version`, `kind`, `namespace`,
+/// `name`, `uid`, `parentRefs[]`, `info[]`, `health`, `createdAt`), as Argo CD's
+/// controller builds it (`controller/cache/info.go`: a Pod's `Status Reason`, `Node`,
+/// `Containers` and `Restart Count`; a ReplicaSet's `Revision` `Rev:N`).
+async fn resource_tree(
+    State(inner): State<Arc<Inner>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = inner.denied(&headers) {
+        return denied;
+    }
+    let tree = lock(&inner.apps).get(&name).map(|entry| entry.tree.clone());
+    let response = match tree {
+        Some(tree) => (StatusCode::OK, Json(tree)).into_response(),
+        None => not_found(&name),
+    };
+    inner.record(format!(
+        "GET /api/v1/applications/{name}/resource-tree {}",
+        response.status().as_u16()
+    ));
+    response
+}
+
+/// The tree after a sync: a new ReplicaSet (the next revision) of the Deployment `name`
+/// in `namespace`, and its pod — `Running` and Healthy, or stuck as `failing` says. The
+/// older ReplicaSets stay, scaled to zero, without pods.
+fn grow_tree(
+    tree: &mut Value,
+    name: &str,
+    namespace: &str,
+    failing: Option<(String, u32, String)>,
+) {
+    let deployment_uid = format!("uid-deployment-{name}");
+    let deployment = json!({"group": "apps", "version": "v1", "kind": "Deployment",
+        "namespace": namespace, "name": name, "uid": deployment_uid,
+        "info": [], "health": {"status": "Progressing"}, "createdAt": now()});
+    let mut nodes: Vec<Value> = tree["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n["kind"] == "ReplicaSet")
+        .collect();
+    let revision = nodes.len() + 1;
+    let rs_name = format!("{name}-{revision:08x}");
+    let rs_uid = format!("uid-rs-{rs_name}");
+    nodes.push(
+        json!({"group": "apps", "version": "v1", "kind": "ReplicaSet",
+        "namespace": namespace, "name": rs_name, "uid": rs_uid,
+        "parentRefs": [{"group": "apps", "kind": "Deployment", "namespace": namespace,
+            "name": name, "uid": deployment_uid}],
+        "info": [{"name": "Revision", "value": format!("Rev:{revision}")}],
+        "health": {"status": if failing.is_some() { "Progressing" } else { "Healthy" }},
+        "createdAt": now()}),
+    );
+    let (reason, restarts, health) = match &failing {
+        Some((reason, restarts, message)) => (
+            reason.clone(),
+            *restarts,
+            json!({"status": "Degraded", "message": message}),
+        ),
+        None => ("Running".to_owned(), 0, json!({"status": "Healthy"})),
+    };
+    let mut info = vec![
+        json!({"name": "Status Reason", "value": reason}),
+        json!({"name": "Node", "value": "node-1"}),
+        json!({"name": "Containers", "value": if failing.is_some() { "0/1" } else { "1/1" }}),
+    ];
+    if restarts > 0 {
+        info.push(json!({"name": "Restart Count", "value": restarts.to_string()}));
+    }
+    let pod_name = format!("{rs_name}-x7k2p");
+    nodes.push(
+        json!({"version": "v1", "kind": "Pod", "namespace": namespace,
+        "name": pod_name, "uid": format!("uid-pod-{pod_name}"),
+        "parentRefs": [{"group": "apps", "kind": "ReplicaSet", "namespace": namespace,
+            "name": rs_name, "uid": rs_uid}],
+        "info": info, "health": health, "images": [], "createdAt": now()}),
+    );
+    nodes.insert(0, deployment);
+    *tree = json!({"nodes": nodes, "orphanedNodes": [], "hosts": []});
 }
 
 /// `GET /api/v1/applications?selector=…`: an `ApplicationList` (equality, `!=` and

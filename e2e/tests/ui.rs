@@ -103,13 +103,50 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     browser
         .wait_for_text(
             "#availability [data-stage=\"prod\"]",
-            "not verified in `staging`",
+            "not verified in staging",
         )
+        .await?;
+    // The reason's code span is code, not backticks (issue #17, item 9).
+    browser
+        .wait_for_text("#availability [data-stage=\"prod\"] li code", "staging")
         .await?;
     browser
         .wait_for_text("#availability [data-stage=\"staging\"]", "available")
         .await?;
     browser.screenshot("project-page").await?;
+
+    // Promote it to prod, where a gate is red: Confirm is disabled, and what would unblock
+    // it is offered to someone allowed to (issue #17, item 9).
+    browser
+        .wait_for(
+            "button[data-action=\"promote\"][data-stage=\"prod\"]",
+            "Promote on prod",
+        )
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_text("#confirm .unblock", "What would unblock it")
+        .await?;
+    browser
+        .wait_for(
+            "#confirm .unblock button[data-action=\"approve\"][data-stage=\"prod\"]",
+            "Approve offered as what would unblock prod",
+        )
+        .await?;
+    let go = browser
+        .wait_for("#confirm-go", "the Confirm button")
+        .await?;
+    assert!(
+        !go.is_enabled().await?,
+        "Confirm must be disabled while a gate is red"
+    );
+    browser.screenshot("promote-confirmation-red-gate").await?;
+    browser
+        .wait_for("#confirm-cancel", "the Cancel button")
+        .await?
+        .click()
+        .await?;
 
     // Promote it to staging: the confirmation says what changes and who you are.
     browser
@@ -124,6 +161,21 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     browser.wait_for_text("#confirm", "1.0.0@sha256:").await?;
     browser
         .wait_for_text("#confirm .gates", "available to staging")
+        .await?;
+    // And the diff of what would be committed, one collapsible section per file
+    // (issue #17, item 1): collapsed until clicked.
+    let file = browser
+        .wait_for(
+            "#confirm .preview details.file-diff[data-path=\"manifests.yaml\"][data-status=\"added\"] summary",
+            "the preview's diff of manifests.yaml",
+        )
+        .await?;
+    file.click().await?;
+    browser
+        .wait_for_text(
+            "#confirm .preview details.file-diff[open] pre.diff .add",
+            "1.0.0@sha256:",
+        )
         .await?;
     browser.screenshot("promote-confirmation").await?;
     browser
@@ -217,7 +269,7 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     browser
         .wait_for_text(
             "[data-stage=\"staging\"] .why",
-            "user `vic` may not promote stages/staging",
+            "user vic may not promote stages/staging",
         )
         .await?;
     browser.screenshot("project-page-viewer").await?;
@@ -364,7 +416,7 @@ async fn deploy_and_verify_show_live_and_a_failed_reverification_blocks_staging(
     browser
         .wait_for_text(
             "#availability [data-stage=\"staging\"]",
-            "not verified in `dev`",
+            "not verified in dev",
         )
         .await?;
     browser

@@ -385,3 +385,48 @@ async fn one_stages_slow_measurement_does_not_hold_up_anothers() -> Result<()> {
         Ok(())
     })
 }
+
+/// Issue #17, item 7: a pod of the new ReplicaSet in CrashLoopBackOff fails the Stage's
+/// health at once, naming the pod and the reason, while Argo CD itself still says
+/// `Progressing` (it would say `Degraded` only at the Deployment's progress deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_new_pod_fails_health_at_once_with_its_reason() -> Result<()> {
+    let d = pipeline("Supersede", &["1.0.0"]).await?;
+    let back_off = "back-off 5m0s restarting failed container=shop pod=shop-dev-00000001-x7k2p";
+    d.argocd
+        .fail_pods_after_sync("shop-dev", "CrashLoopBackOff", 5, back_off);
+    tokio::task::block_in_place(|| -> Result<()> {
+        let (freight, alias) = d.newest_freight()?;
+        let promoted = d.p.promote("dev", &alias)?;
+        let said = text(&promoted);
+        assert!(!promoted.status.success(), "{said}");
+        let health = &d.p.stage("dev")?["status"]["health"];
+        assert_eq!(health["status"], "Unhealthy", "{health:#}");
+        let message = health["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("will not become healthy: pod `shop-dev/shop-dev-00000001-x7k2p`")
+                && message.contains("is in CrashLoopBackOff, restarted 5 times")
+                && message.contains(back_off),
+            "{health:#}"
+        );
+        assert_eq!(
+            d.argocd.app("shop-dev").context("shop-dev")?["status"]["health"]["status"],
+            "Progressing",
+            "Argo CD itself has not given up yet"
+        );
+        assert!(
+            d.argocd
+                .requests()
+                .iter()
+                .any(|r| r == "GET /api/v1/applications/shop-dev/resource-tree 200"),
+            "{:?}",
+            d.argocd.requests()
+        );
+        assert!(
+            d.p.freight_named(&freight)?["status"]["verifiedIn"]
+                .get("dev")
+                .is_none()
+        );
+        Ok(())
+    })
+}

@@ -30,6 +30,10 @@ pub enum Writes {
     Deployment,
     /// An OCI registry: it pushes a manifest under a tag (`oci-push`).
     Registry,
+    /// An HTTP service: an `http` request whose method is not safe (`POST`, `PUT`,
+    /// `PATCH`, `DELETE`, …). Only [`crate::Step::writes_with`] says it: the kind itself
+    /// is a gate that reads.
+    Service,
 }
 
 impl Writes {
@@ -235,6 +239,7 @@ mod tests {
             Writes::Forge,
             Writes::Deployment,
             Writes::Registry,
+            Writes::Service,
         ] {
             assert!(writes.anything(), "{writes:?}");
         }

@@ -96,6 +96,14 @@ impl Git {
         }
     }
 
+    /// A runner of the `git` at `bin` without credentials, outside any step.
+    pub(crate) fn at(bin: &Path) -> Git {
+        Git {
+            bin: bin.to_owned(),
+            credentials: None,
+        }
+    }
+
     /// A runner without credentials, for local work in a worktree.
     pub(crate) fn local(ctx: &StepContext) -> Git {
         Git {
@@ -521,6 +529,10 @@ pub(crate) struct CheckoutRecord {
     pub(crate) repo_url: String,
     /// The branch that was checked out, if one was.
     pub(crate) branch: Option<String>,
+    /// The commit the worktree was checked out at (`None`: a new orphan branch, or a
+    /// record written before the commit was recorded). A preview diffs against it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) commit: Option<String>,
 }
 
 /// The record's file, in the worktree's private git directory (removed with the worktree).

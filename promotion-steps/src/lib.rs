@@ -34,6 +34,7 @@ mod git;
 pub mod helm;
 mod oci;
 mod outcome;
+pub mod preview;
 mod registry;
 #[cfg(test)]
 mod schemas;
@@ -72,6 +73,14 @@ pub trait Step: Send + Sync {
     /// deployment step waiting after a push reads "written to git, waiting for sync". What
     /// a run did change comes back as [`Effect`]s in [`StepOutcome::Succeeded`].
     fn writes(&self) -> Writes;
+
+    /// What a step of this kind with this evaluated `config` may change: [`Step::writes`]
+    /// unless the config decides (an `http` request with a method that is not safe may
+    /// change the service it calls, [`Writes::Service`]). A preview stops before the first
+    /// step for which this is not [`Writes::Nothing`].
+    fn writes_with(&self, _config: &serde_json::Value) -> Writes {
+        self.writes()
+    }
 
     /// The JSON schema of the step's configuration.
     fn config_schema(&self) -> schemars::Schema;

@@ -162,6 +162,15 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         mirrors: mirrors.clone(),
     });
     let shutdown = CancellationToken::new();
+    // Previews run the Stage's steps in this process, with the controllers' mirrors.
+    let previews = crate::promotion::Engine::new(crate::promotion::EngineParts {
+        store: store.clone(),
+        steps: dray_steps::builtin_steps(),
+        work_root: options.data_dir.join("work"),
+        repos: Arc::new(crate::promotion::SharedMirrors(mirrors.clone())),
+        secret_key: secret_key.clone(),
+        tools: options.tools.clone(),
+    })?;
     let state = AppState {
         store: store.clone(),
         secret_key: secret_key.clone(),
@@ -174,6 +183,7 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         sessions: Arc::new(crate::server::auth::sessions::Sessions::new(session_store)),
         oidc,
         shutdown: shutdown.clone(),
+        previews: Some(Arc::new(previews)),
     };
     let controllers = match options.kubernetes {
         None => Some(

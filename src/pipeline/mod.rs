@@ -20,6 +20,7 @@ pub mod hold;
 pub mod in_use;
 pub mod lever;
 pub mod policy;
+pub mod preview;
 pub mod queue;
 pub mod reject;
 pub mod release_board;

@@ -231,23 +231,36 @@ async fn frozen(
 
 /// `<stage>-<alias>-<8 hex>`, an RFC 1123 label whatever the alias (Freight minted before
 /// aliases were checked may carry `Hot_Fix`): lowercased, other characters as `-`.
-fn promotion_name(stage: &str, alias: &str) -> String {
+pub(super) fn promotion_name(stage: &str, alias: &str) -> String {
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let base = crate::api::label::to_label(&format!("{stage}-{alias}"), 54);
     format!("{base}-{}", &suffix[..8])
 }
 
-/// The one door to a Stage (see [`super::door`]): creates a Promotion once `who` may
-/// `promote` the Stage (and `override` to pass a closed window or a freeze, which is kept
-/// on the Promotion for its commit's trailers) and every gate lets the
-/// Freight in, with the Stage's steps and `who` as its actor; supersedes older pending ones
-/// when the Stage says so.
-pub async fn request_promotion(
+/// What the door found for a request once `who` may `promote` (and `override`) the Stage:
+/// the Stage, the Freight, every reason a gate refuses (each with what would lift it), and
+/// the window override to record.
+pub(super) struct Checked {
+    /// The Stage.
+    pub(super) stage: Stage,
+    /// The Freight.
+    pub(super) freight: Freight,
+    /// Why the gates refuse, each once (empty: they let it in).
+    pub(super) reasons: Vec<String>,
+    /// `<actor>: <reason> (window `w`)` when a closed window is overridden.
+    pub(super) window_override: Option<String>,
+    /// `frozen by …; overridden by <actor>: <reason>` when a freeze is overridden.
+    pub(super) freeze_override: Option<String>,
+}
+
+/// Authorizes `who` and runs every gate for `request`; the refusals are returned, not
+/// raised (the caller decides: a promotion refuses, a preview shows them).
+pub(super) async fn check_gates(
     store: &dyn Store,
     who: &dyn Authorizer,
     project: &str,
     request: &PromoteRequest,
-) -> Result<StoredObject, PromoteError> {
+) -> Result<Checked, PromoteError> {
     let stages = Kind::Stage.plural();
     who.authorize(store, Verb::Promote, stages, project, &request.stage)
         .await?;
@@ -311,14 +324,26 @@ pub async fn request_promotion(
     if let Err(error) = &windows {
         reasons.push(format!("{error} — {}", error.hint()));
     }
-    if !reasons.is_empty() {
-        return Err(PromoteError::Refused {
-            project: project.to_owned(),
-            freight: freight.spec.alias.clone(),
-            stage: request.stage.clone(),
-            reasons,
-        });
-    }
+    Ok(Checked {
+        stage,
+        freight,
+        reasons,
+        window_override,
+        freeze_override,
+    })
+}
+
+/// The Promotion `name` of `freight` into `stage` as the door makes it: the Stage's plan
+/// (steps and vars from its template) and `who` as its actor. Not stored.
+pub(super) async fn promotion_object(
+    store: &dyn Store,
+    who: &dyn Authorizer,
+    project: &str,
+    name: &str,
+    stage: &Stage,
+    freight: &Freight,
+) -> Result<Value, PromoteError> {
+    let stage_name = stage.metadata.name.clone().unwrap_or_default();
     let tasks = plan::Tasks {
         project: store
             .list(Kind::PromotionTask, Some(project))
@@ -336,33 +361,66 @@ pub async fn request_promotion(
             })
             .collect(),
     };
-    let plan = plan::build(&stage, &tasks)?;
-    let name = request
-        .name
-        .clone()
-        .unwrap_or_else(|| promotion_name(&request.stage, &freight.spec.alias));
+    let plan = plan::build(stage, &tasks)?;
     let freight_id = freight.metadata.name.clone().unwrap_or_default();
-    let object = json!({
+    let mut object = json!({
         "apiVersion": API_VERSION,
         "kind": "Promotion",
         "metadata": {
             "name": name,
             "namespace": project,
-            "labels": {STAGE_LABEL: request.stage, FREIGHT_LABEL: freight_id},
+            "labels": {STAGE_LABEL: stage_name, FREIGHT_LABEL: freight_id},
             "annotations": {
-                ACTOR_ANNOTATION: actor.name(),
+                ACTOR_ANNOTATION: who.actor().name(),
                 REQUESTED_AT_ANNOTATION: jiff::Timestamp::now().to_string(),
             },
         },
         "spec": {
-            "stage": request.stage,
+            "stage": stage_name,
             "freight": freight_id,
             "vars": plan.vars,
             "steps": plan.steps,
         },
         "status": {"phase": "Pending", "message": "waiting for its turn in the Stage's queue"},
     });
-    let mut object = object;
+    if plan.language != ExprLanguage::Cel {
+        object["metadata"]["annotations"][ExprLanguage::ANNOTATION] = json!(plan.language.as_str());
+    }
+    Ok(object)
+}
+
+/// The one door to a Stage (see [`super::door`]): creates a Promotion once `who` may
+/// `promote` the Stage (and `override` to pass a closed window or a freeze, which is kept
+/// on the Promotion for its commit's trailers) and every gate lets the Freight in, with the Stage's steps and `who` as its actor; supersedes older pending ones
+/// when the Stage says so.
+pub async fn request_promotion(
+    store: &dyn Store,
+    who: &dyn Authorizer,
+    project: &str,
+    request: &PromoteRequest,
+) -> Result<StoredObject, PromoteError> {
+    let checked = check_gates(store, who, project, request).await?;
+    if !checked.reasons.is_empty() {
+        return Err(PromoteError::Refused {
+            project: project.to_owned(),
+            freight: checked.freight.spec.alias.clone(),
+            stage: request.stage.clone(),
+            reasons: checked.reasons,
+        });
+    }
+    let Checked {
+        stage,
+        freight,
+        window_override,
+        freeze_override,
+        ..
+    } = checked;
+    let name = request
+        .name
+        .clone()
+        .unwrap_or_else(|| promotion_name(&request.stage, &freight.spec.alias));
+    let actor = who.actor();
+    let mut object = promotion_object(store, who, project, &name, &stage, &freight).await?;
     if let Some(window_override) = &window_override {
         object["metadata"]["annotations"][WINDOW_OVERRIDE_ANNOTATION] = json!(window_override);
     }
@@ -373,9 +431,6 @@ pub async fn request_promotion(
     }
     if let Some(freeze_override) = &freeze_override {
         object["metadata"]["annotations"][FREEZE_OVERRIDE_ANNOTATION] = json!(freeze_override);
-    }
-    if plan.language != ExprLanguage::Cel {
-        object["metadata"]["annotations"][ExprLanguage::ANNOTATION] = json!(plan.language.as_str());
     }
     let mut writes = vec![Write::Create(object)];
     if stage.spec.queue_policy == QueuePolicy::Supersede {

@@ -488,3 +488,69 @@ async fn a_hold_needs_auto_promotion_and_something_rolled_back_and_goes_with_its
         "held without auto-promotion"
     );
 }
+
+#[tokio::test]
+async fn a_preview_needs_promote_shows_the_gates_refusals_and_stores_nothing() {
+    let world = World::new(&freeze()).await;
+    let preview = "/api/v1/projects/demo/stages/dev/preview";
+
+    // A viewer may not preview: it shows what the steps render.
+    let body = json!({"user": "vic", "role": "dray-viewer", "project": "demo"});
+    let (status, made) = world
+        .admin(Method::POST, "/api/v1/tokens", Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let viewer = made["token"].as_str().unwrap();
+    let ask = Some(json!({"freight": "f1"}));
+    let (status, body) = test_support::call(
+        &world.fresh.state,
+        Some(viewer),
+        Method::POST,
+        preview,
+        ask.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "user `vic` may not promote stages/dev in project `demo`"
+    );
+
+    // A promoter previews through the closed window: the refusal is shown beside what the
+    // steps did (dev's `http` gate reads, so it ran, and failed against a closed port).
+    let (status, body) = world.promoter(Method::POST, preview, ask).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let refusals = body["refusals"].as_array().unwrap();
+    assert_eq!(refusals.len(), 1, "{body}");
+    assert!(
+        refusals[0]
+            .as_str()
+            .unwrap()
+            .starts_with("frozen by window `freeze`"),
+        "{body}"
+    );
+    assert_eq!(body["steps"][0]["alias"], "gate", "{body}");
+    assert!(
+        body["failed"].as_str().unwrap().contains("`gate`"),
+        "{body}"
+    );
+    assert_eq!(body["stoppedBefore"], Value::Null, "{body}");
+    assert_eq!(body["files"], json!([]), "{body}");
+
+    // Overriding the window in a preview needs `override`, as promoting does.
+    let through = json!({"freight": "f1", "overrideWindow": "hotfix"});
+    let (status, body) = world.promoter(Method::POST, preview, Some(through)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "user `pat` may not override stages/dev in project `demo`"
+    );
+
+    // Nothing stored, nothing left in the work directory.
+    assert!(world.promotions().await.is_empty());
+    let previews = world.fresh.dir.path().join("work").join(".previews");
+    let left: Vec<_> = std::fs::read_dir(&previews)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -30,6 +30,7 @@ mod hotfix;
 mod lever_doors;
 pub mod levers;
 pub mod metrics;
+pub mod preview;
 pub mod promotions;
 #[cfg(test)]
 mod rbac_matrix;
@@ -79,6 +80,9 @@ pub struct AppState {
     /// Cancelled when the server begins to stop: long-lived answers (the UI's live
     /// updates) end with it, so a browser tab never holds a shutdown up.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Runs previews of promotions (`…/stages/{stage}/preview`); `None` where this
+    /// server cannot run steps.
+    pub previews: Option<Arc<crate::promotion::Engine>>,
 }
 
 #[cfg(test)]
@@ -90,9 +94,23 @@ impl AppState {
         dir: &std::path::Path,
         mode: AuthMode,
     ) -> Self {
+        let secret_key = Arc::new(SecretKey::load(dir).expect("a secret key in the test's dir"));
+        let previews = Arc::new(
+            crate::promotion::Engine::new(crate::promotion::EngineParts {
+                store: store.clone(),
+                steps: dray_steps::builtin_steps(),
+                work_root: dir.join("work"),
+                repos: Arc::new(crate::promotion::SharedMirrors(Arc::new(
+                    crate::discovery::git::MirrorCache::new(dir),
+                ))),
+                secret_key: secret_key.clone(),
+                tools: Default::default(),
+            })
+            .expect("the preview engine of a test server"),
+        );
         AppState {
             store: store.clone(),
-            secret_key: Arc::new(SecretKey::load(dir).expect("a secret key in the test's dir")),
+            secret_key,
             discovery: None,
             auth: Arc::new(Auth {
                 mode,
@@ -102,6 +120,7 @@ impl AppState {
             sessions: Arc::new(auth::sessions::Sessions::new(store)),
             oidc: None,
             shutdown: Default::default(),
+            previews: Some(previews),
         }
     }
 }
@@ -233,6 +252,12 @@ pub fn api_routes() -> Vec<Route> {
             "/projects/{project}/stages/{stage}/promote",
             Door::Api,
             promotions::promote,
+        ),
+        Route::new(
+            M::POST,
+            "/projects/{project}/stages/{stage}/preview",
+            Door::Api,
+            preview::preview,
         ),
         Route::new(
             M::GET,

@@ -116,6 +116,7 @@ const EXPECTED: &[(&str, [u16; 5])] = &[
     ("POST /api/v1/projects/{project}/freight/assemble", [401, 403, 403, 403, 400]),
     ("GET /api/v1/projects/{project}/freight/{name}/diff", [401, 200, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/promote", [401, 403, 201, 201, 201]),
+    ("POST /api/v1/projects/{project}/stages/{stage}/preview", [401, 403, 200, 200, 200]),
     ("GET /api/v1/projects/{project}/stages/{stage}/audit", [401, 404, 404, 403, 404]),
     ("POST /api/v1/projects/{project}/stages/{stage}/approve", [401, 403, 200, 403, 200]),
     ("POST /api/v1/projects/{project}/stages/{stage}/signoffs", [401, 403, 409, 403, 409]),
@@ -439,6 +440,7 @@ fn request_of(world: &World, probe: &Probe, caller: &str) -> (String, Option<Pay
             Some(json!({"warehouse": "app"}))
         }
         (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/promote")
+        | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/preview")
         | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/approve")
         | (&Method::POST, "/api/v1/projects/{project}/stages/{stage}/signoffs") => {
             Some(json!({"freight": "f1"}))

@@ -3,9 +3,13 @@
 //! - `GET /projects/{p}/stages/{s}/confirm?action=…&freight=…`: the confirmation dialog's
 //!   body. For Promote: per image `tag@digest → tag@digest`, per config repo
 //!   `sha subject → sha subject`, the gates that apply (availability, window, approval,
-//!   sign-offs and who signed, hold) and who you are; Sign off shows the same gates. The
-//!   `#confirm-go` button carries the API call (URL and JSON body) the page's script
-//!   makes; when RBAC refuses, it is disabled with the reason.
+//!   sign-offs and who signed, hold), what would unblock a red gate (approve, wait until …, override) for a caller
+//!   allowed to, the preview of what would be committed (one collapsible `<details>` per
+//!   file, from the same preview as `POST …/preview`), and who you are. The `#confirm-go`
+//!   button carries the API call (URL and JSON body) the page's script makes; when RBAC or
+//!   a gate refuses, it is disabled with the reason (a closed window alone keeps it
+//!   disabled until someone allowed to override gives a reason). Sign off shows the same
+//!   gates.
 //! - `GET /projects/{p}/promotions/{name}[/view]`: a Promotion's steps (phase, message,
 //!   attempts), the failed step's reason and pull requests its steps opened. Promotions
 //!   keep no step logs, so the step messages are what is shown.
@@ -208,19 +212,41 @@ pub(crate) async fn confirm(
             } else if query.action == "promote" {
                 let closed = !stage_board.window.is_open();
                 let may_override = perms.allows(Verb::Override, "stages", Some(&stage_name));
+                let may_approve = perms.allows(Verb::Approve, "stages", Some(&stage_name));
+                let rbac = perms.refusal(Verb::Promote, "stages", Some(&stage_name));
+                let availability = &entry.availability;
+                // A red gate disables Confirm; a closed window alone does not, for someone
+                // who may override it (Confirm waits for their reason).
+                let blocked = !availability.is_available() || (closed && !may_override);
+                let refusal = rbac.clone().or_else(|| {
+                    blocked.then(|| {
+                        format!(
+                            "a gate refuses `{}` into `{stage_name}`: see the gates above",
+                            target.spec.alias
+                        )
+                    })
+                });
+                let preview = match &rbac {
+                    Some(_) => None,
+                    None => Some(preview(&state, &viewer, &project, &stage_name, &id).await),
+                };
                 (
                     format!("Promote {} to {stage_name}", freight_label(&target)),
                     html! {
                         (changes(current.as_ref(), &target))
                         (gates)
-                        @if closed && may_override {
-                            label for="confirm-override" { "Promote through the closed window anyway, because (kept on the record):" }
-                            input #confirm-override type="text" name="overrideWindow";
+                        @if rbac.is_none() && (blocked || closed) {
+                            (unblock(&stage_board, entry, &stage_name, closed, may_approve, may_override))
                         }
+                        @if closed && may_override && availability.is_available() {
+                            label for="confirm-override" { "Promote through the closed window anyway, because (kept on the record):" }
+                            input #confirm-override type="text" name="overrideWindow" data-required="true";
+                        }
+                        @if let Some(preview) = &preview { (preview) }
                     },
                     format!("{base}/promote"),
                     json!({"freight": id}),
-                    perms.refusal(Verb::Promote, "stages", Some(&stage_name)),
+                    refusal,
                 )
             } else {
                 (
@@ -262,7 +288,7 @@ pub(crate) async fn confirm(
             html! {
                 p { "Runs the Stage's verification again for its current Freight"
                     @if let Some(c) = &status.current_freight { " (" (if c.alias.is_empty() { &c.name } else { &c.alias }) ")" } "." }
-                @if let Some(v) = &status.verification { p { "Last: " (format!("{:?}", v.phase)) " " (v.message) } }
+                @if let Some(v) = &status.verification { p { "Last: " (format!("{:?}", v.phase)) " " (view::message(&v.message)) } }
             },
             format!("{base}/verify"),
             json!({"abort": false}),
@@ -286,7 +312,7 @@ pub(crate) async fn confirm(
                 html! {
                     p { "Stops the verification of "
                         strong { (status.current_freight.as_ref().filter(|c| c.name == running.freight && !c.alias.is_empty()).map_or(&running.freight, |c| &c.alias)) }
-                        " (" (format!("{:?}", running.phase)) ": " (running.message) "). It ends "
+                        " (" (format!("{:?}", running.phase)) ": " (view::message(&running.message)) "). It ends "
                         strong { "Aborted" } "; whether the Freight counts as verified here does not change." }
                 },
                 format!("{base}/verify"),
@@ -318,11 +344,123 @@ pub(crate) async fn confirm(
             (body)
             (you)
             @if let Some(why) = &refusal {
-                p.refused.why { (why) }
+                p.refused.why { (view::message(why)) }
             }
             template #confirm-call data-url=(url) data-body=(payload.to_string()) data-refused=[refusal.as_deref()] {}
         }
     })
+}
+
+/// What would unblock a promotion the gates refuse, as actions for a caller allowed to
+/// take them: approve (lifts "not verified" and soak), wait (soak, a window with a known
+/// end), override a closed window.
+fn unblock(
+    board: &StageBoard,
+    entry: &FreightGates,
+    stage: &str,
+    closed: bool,
+    may_approve: bool,
+    may_override: bool,
+) -> Markup {
+    use crate::pipeline::availability::Reason;
+    let gates = &entry.availability;
+    let approvable = gates.reasons.iter().any(|r| {
+        matches!(
+            r,
+            Reason::NotVerified { .. } | Reason::Soaking { .. } | Reason::SoakedTooShort { .. }
+        )
+    });
+    let soak_ends = gates.reasons.iter().find_map(|r| match r {
+        Reason::Soaking { until, .. } => Some(*until),
+        _ => None,
+    });
+    let window_opens = board.window.reason().and_then(|r| match r {
+        Reason::WindowClosed { until, .. } => until,
+        _ => None,
+    });
+    html! {
+        section.unblock {
+            h3 { "What would unblock it" }
+            ul.unblock {
+                @if approvable && may_approve {
+                    li { button type="button" data-action="approve" data-stage=(stage) { "Approve for " (stage) }
+                        " — lets it in without upstream verification or soak, on the record" }
+                } @else if approvable {
+                    li { "an approval for " code { (stage) } " by someone with " code { "approve" } " on it" }
+                }
+                @if let Some(until) = soak_ends {
+                    li.wait { "wait until " time datetime=(until.to_string()) { (until.strftime("%Y-%m-%d %H:%M UTC")) } " for the soak to end" }
+                }
+                @if closed {
+                    @if may_override {
+                        li { "override the closed window: give a reason below" }
+                    } @else {
+                        li { "someone with " code { "override" } " on " code { (stage) } " may promote through the window" }
+                    }
+                    @if let Some(until) = window_opens {
+                        li.wait { "wait until " time datetime=(until.to_string()) { (until.strftime("%Y-%m-%d %H:%M UTC")) } " for the window to open" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What promoting `freight` into `stage` would commit, previewed as `viewer` (see
+/// `crate::server::preview`): one collapsible `<details>` per file, or why there is none.
+async fn preview(
+    state: &AppState,
+    viewer: &Viewer,
+    project: &str,
+    stage: &str,
+    freight: &str,
+) -> Markup {
+    let request = crate::pipeline::request::PromoteRequest {
+        stage: stage.to_owned(),
+        freight: Some(freight.to_owned()),
+        ..Default::default()
+    };
+    let previewed =
+        crate::server::preview::preview_through_door(state, &viewer.caller, project, request).await;
+    html! {
+        section.preview {
+            h3 { "What would be committed" }
+            @match &previewed {
+                Err(error) => { p.preview-error { "no preview: " (view::message(&error.to_string())) } }
+                Ok(preview) => {
+                    @let report = &preview.report;
+                    @if let Some(failed) = &report.failed {
+                        p.preview-error { (view::message(failed)) "; the diff is what the steps before it left" }
+                    }
+                    @if report.checkouts.is_empty() {
+                        p.preview-empty { "no changes: the stage branch already holds what these steps render" }
+                    }
+                    @for checkout in &report.checkouts {
+                        p.checkout {
+                            code { (checkout.checkout) }
+                            @if let Some(branch) = &checkout.branch { " → " code { (branch) } }
+                            " (" (checkout.files.len()) " file" @if checkout.files.len() != 1 { "s" } ")"
+                        }
+                        @for file in &checkout.files {
+                            details.file-diff data-path=(file.path) data-status=(file.status.as_str()) {
+                                summary { span.status { (file.status.as_str()) } " " code { (file.path) } }
+                                pre.diff { @for line in file.diff.lines() {
+                                    @let class = if line.starts_with("+++") || line.starts_with("---") { "meta" }
+                                        else if line.starts_with('+') { "add" }
+                                        else if line.starts_with('-') { "del" }
+                                        else if line.starts_with("@@") { "hunk" } else { "ctx" };
+                                    span class=(class) { (line) } "\n"
+                                } }
+                            }
+                        }
+                    }
+                    @if let Some(step) = &report.stopped_before {
+                        p.stopped { "previewed up to step " code { (step) } ", the first that writes; nothing was written" }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The confirmation's "what changes" table.
@@ -379,14 +517,14 @@ fn gates(stage: &Stage, target: &Freight, board: &StageBoard, entry: &FreightGat
             @if gates.is_available() {
                 li.ok { "available to " (name) }
             } @else {
-                @for r in &gates.reasons { li.refused { (r.to_string()) } }
+                @for r in &gates.reasons { li.refused { (view::message(&r.to_string())) } }
             }
             @if window.is_open() {
                 li.ok { "promotion window open" }
             } @else if let Some(e) = window.error() {
                 li.refused { "promotion windows cannot be evaluated: " (e.to_string()) }
             } @else if let Some(reason) = window.reason() {
-                li.refused { (reason.to_string()) }
+                li.refused { (view::message(&reason.to_string())) }
             } @else {
                 li.refused { "promotion window closed" }
             }
@@ -489,13 +627,13 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
                 code { (view::short(&promotion.spec.freight)) } " to "
                 a href={ "/projects/" (project) "/stages/" (promotion.spec.stage) } { (promotion.spec.stage) }
                 ": " strong.phase class=(phase.to_lowercase()) { (phase) }
-                @if !status.message.is_empty() { " — " span.message { (status.message) } }
+                @if !status.message.is_empty() { " — " span.message { (view::message(&status.message)) } }
             }
             @if matches!(status.phase, PromotionPhase::Failed | PromotionPhase::Errored) {
                 p.failure role="alert" {
                     @match failed {
-                        Some(step) => { "step " strong { (step.alias) } " " (step.status.as_str().to_lowercase()) ": " (step.message) }
-                        None => { (status.message) }
+                        Some(step) => { "step " strong { (step.alias) } " " (step.status.as_str().to_lowercase()) ": " (view::message(&step.message)) }
+                        None => { (view::message(&status.message)) }
                     }
                 }
             }
@@ -515,7 +653,7 @@ pub(crate) fn promotion_view(project: &str, promotion: &Promotion, alias: Option
                         " " span.step-status { (step_status) }
                         @if let Some(e) = exec {
                             @if e.attempts > 1 { " " span.attempts { (e.attempts) " attempts" } }
-                            @if !e.message.is_empty() { pre.log { (e.message) } }
+                            @if !e.message.is_empty() { pre.log { (view::message(&e.message)) } }
                             @if !e.log.is_empty() {
                                 details.step-log open[step_status == "Running" || step_status == "Failed" || step_status == "Errored"] {
                                     summary { (e.log.len()) " log line" @if e.log.len() != 1 { "s" } }

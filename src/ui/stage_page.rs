@@ -169,7 +169,7 @@ fn summary(stage: &Stage) -> Markup {
             }
             @if let Some(d) = &status.drift {
                 dt { "Drift" }
-                dd.refused { "the branch moved outside Dray to " code { (view::short(&d.commit)) } " " (d.message) }
+                dd.refused { "the branch moved outside Dray to " code { (view::short(&d.commit)) } " " (view::message(&d.message)) }
             }
         }
     }
@@ -199,8 +199,8 @@ fn promotion_history(
                             td class=(format!("{:?}", status.phase).to_lowercase()) { (format!("{:?}", status.phase)) }
                             td { (view::time(status.finished_at.as_ref().or(status.started_at.as_ref()).or(p.metadata.creation_timestamp.as_ref()))) }
                             td {
-                                @if let Some(step) = failed { "step " (step.alias) ": " (step.message) }
-                                @else if status.phase != crate::api::PromotionPhase::Succeeded { (status.message) }
+                                @if let Some(step) = failed { "step " (step.alias) ": " (view::message(&step.message)) }
+                                @else if status.phase != crate::api::PromotionPhase::Succeeded { (view::message(&status.message)) }
                                 @for (alias, url) in view::pull_requests(status.state.as_ref()) {
                                     " " a.pr href=(url) title=(alias) { "pull request" }
                                 }
@@ -233,7 +233,7 @@ fn health_section(stage: &Stage, repo: &str) -> Markup {
         section #health data-health=(label) {
             h2 { "Health: " span class=(label.to_lowercase()) { (label) } }
             p {
-                @if !health.message.is_empty() { span.message { (health.message) } " · " }
+                @if !health.message.is_empty() { span.message { (view::message(&health.message)) } " · " }
                 @if let Some(since) = &health.since { "since " (view::time(Some(since))) }
                 @if let Some(checked) = &health.checked_at { ", checked " (view::time(Some(checked))) }
             }
@@ -252,7 +252,7 @@ fn health_section(stage: &Stage, repo: &str) -> Markup {
                                     @else { code { (app.synced_revision) } }
                                 }
                                 td class=(verdict.to_lowercase()) { (verdict) }
-                                td { (app.message) }
+                                td { (view::message(&app.message)) }
                             }
                         }
                     }
@@ -277,7 +277,7 @@ fn metric_row(m: &MetricResult) -> Markup {
                 (m.successful) "/" (m.failed) "/" (m.inconclusive) "/" (m.error)
             }
             " of " (m.count) " measured"
-            @if !m.message.is_empty() { " — " span.message { (m.message) } }
+            @if !m.message.is_empty() { " — " span.message { (view::message(&m.message)) } }
             @if !m.measurements.is_empty() {
                 // Newest first, numbered as taken (the kept ones are the newest).
                 @let taken = (m.count as usize).max(m.measurements.len());
@@ -287,7 +287,7 @@ fn metric_row(m: &MetricResult) -> Markup {
                         li data-measurement=(first + i + 1) class=(format!("{:?}", ms.phase).to_lowercase()) {
                             code.value { (if ms.value.is_empty() { "—" } else { &ms.value }) } " "
                             (format!("{:?}", ms.phase))
-                            @if !ms.message.is_empty() { " — " (ms.message) }
+                            @if !ms.message.is_empty() { " — " (view::message(&ms.message)) }
                             @if let Some(t) = ms.finished_at.as_ref().or(ms.started_at.as_ref()) {
                                 " " small { (view::time(Some(t))) }
                             }
@@ -308,7 +308,7 @@ fn verification_row(v: &VerificationInfo, aliases: &HashMap<String, String>) -> 
             td { (v.actor) }
             td { (view::time(v.start_time.as_ref())) }
             td { (view::time(v.finish_time.as_ref())) }
-            td.message { (v.message) }
+            td.message { (view::message(&v.message)) }
             td { @for m in &v.metrics { (metric_row(m)) } }
         }
     }

@@ -481,7 +481,7 @@ async fn a_viewer_sees_actions_disabled_with_the_reason() {
         promote.contains("title=\"user `vic` may not promote stages/staging\""),
         "{promote}"
     );
-    assert!(page.contains(">user `vic` may not promote stages/staging<"));
+    assert!(page.contains(">user <code>vic</code> may not promote stages/staging<"));
     let confirm = ui
         .get(
             "/projects/demo/stages/staging/confirm?action=promote&freight=f1",
@@ -543,13 +543,16 @@ async fn the_selected_freight_shows_each_stage_available_or_why_not() {
     let first = ui.body("/projects/demo?freight=f1", None).await;
     assert!(first.contains("id=\"availability\" data-freight=\"f1\""));
     assert!(row(&first, "dev").contains("available"));
-    assert!(row(&first, "staging").contains("not verified in `dev`"));
-    assert!(row(&first, "prod").contains("not verified in `staging`"));
+    assert!(row(&first, "staging").contains("not verified in <code>dev</code>"));
+    assert!(row(&first, "prod").contains("not verified in <code>staging</code>"));
     // The newest Freight is selected by default.
     let second = ui.body("/projects/demo", None).await;
     assert!(second.contains("id=\"availability\" data-freight=\"f2\""));
     let prod = row(&second, "prod");
-    assert!(prod.contains("soaking in `staging`: 59m"), "{prod}");
+    assert!(
+        prod.contains("soaking in <code>staging</code>: 59m"),
+        "{prod}"
+    );
     assert!(row(&second, "staging").contains("here now"));
 }
 
@@ -668,7 +671,26 @@ async fn the_promote_confirmation_shows_what_changes_and_who_you_are() {
             Some(&cookie),
         )
         .await;
-    assert!(staging.contains("not verified in `dev`"));
+    assert!(staging.contains("not verified in <code>dev</code>"));
+    // A red gate disables Confirm, and what would unblock it is offered to the admin.
+    assert!(
+        staging.contains(
+            "data-refused=\"a gate refuses `second` into `staging`: see the gates above\""
+        ),
+        "{staging}"
+    );
+    assert!(staging.contains("What would unblock it"), "{staging}");
+    assert!(
+        tag_with(
+            &staging,
+            &["data-action=\"approve\"", "data-stage=\"staging\""]
+        )
+        .is_some(),
+        "{staging}"
+    );
+    // An open gate does not.
+    assert!(!body.contains("data-refused"), "{body}");
+    assert!(!body.contains("What would unblock it"), "{body}");
     // The page shows the hold and offers to lift it.
     let page = ui.body("/projects/demo", Some(&cookie)).await;
     assert!(tag_with(&page, &["data-action=\"lift-hold\"", "data-stage=\"dev\""]).is_some());
@@ -983,7 +1005,7 @@ spec:
         .next()
         .unwrap();
     assert!(
-        dev.contains("frozen by window `holiday-freeze` until"),
+        dev.contains("frozen by window <code>holiday-freeze</code> until"),
         "{dev}"
     );
     let staging = page.split("<tr data-stage=\"staging\"").nth(1).unwrap();
@@ -995,10 +1017,14 @@ spec:
         )
         .await;
     assert!(
-        confirm.contains("frozen by window `holiday-freeze` until"),
+        confirm.contains("frozen by window <code>holiday-freeze</code> until"),
         "{confirm}"
     );
     assert!(confirm.contains("id=\"confirm-override\""));
+    // Someone who may override: Confirm waits for the reason, not refused.
+    assert!(confirm.contains("data-required=\"true\""), "{confirm}");
+    assert!(!confirm.contains("data-refused"), "{confirm}");
+    assert!(confirm.contains("override the closed window"), "{confirm}");
     let open = ui
         .body(
             "/projects/demo/stages/staging/confirm?action=promote&freight=f1",
@@ -1215,7 +1241,7 @@ async fn stage_nodes_show_health_verification_and_written_to_git_escaped() {
     );
     assert!(dev.contains("verification: Failed"));
     assert!(dev.contains(
-        "<div class=\"detail\">metric `rate`: failed (2) &gt; failureLimit (1) &lt;i&gt;x&lt;/i&gt;</div>"
+        "<div class=\"detail\">metric <code>rate</code>: failed (2) &gt; failureLimit (1) &lt;i&gt;x&lt;/i&gt;</div>"
     ));
     // Ended: Verify again, no Stop.
     assert!(tag_with(dev, &["data-action=\"verify\""]).is_some());
@@ -1288,7 +1314,12 @@ async fn a_viewer_sees_verify_and_stop_verification_disabled_with_the_reason() {
         assert!(button.contains(&format!("title=\"{why}\"")), "{button}");
     }
     // The reason is said once under the buttons, not once per button.
-    assert_eq!(staging.matches(&format!(">{why}<")).count(), 1, "{staging}");
+    let shown = why.replace("`vic`", "<code>vic</code>");
+    assert_eq!(
+        staging.matches(&format!(">{shown}<")).count(),
+        1,
+        "{staging}"
+    );
     let confirm = ui
         .get(
             "/projects/demo/stages/staging/confirm?action=abort-verification",

@@ -6,6 +6,26 @@ use serde_json::Value;
 
 use crate::api::{Freight, FreightCommit, FreightImage, Time};
 
+/// A message as the UI shows it: text between backticks (`` `staging` ``) as `<code>`, the
+/// rest as text. Every part is escaped by maud, so nothing in a message becomes markup; an
+/// unmatched backtick is shown as it is.
+pub(crate) fn message(text: &str) -> Markup {
+    let parts: Vec<&str> = text.split('`').collect();
+    // An even number of backticks splits into an odd number of parts.
+    let balanced = parts.len() % 2 == 1;
+    html! {
+        @for (i, part) in parts.iter().enumerate() {
+            @if !balanced && i == parts.len() - 1 {
+                "`" (part)
+            } @else if i % 2 == 1 {
+                code { (part) }
+            } @else {
+                (part)
+            }
+        }
+    }
+}
+
 /// A commit id's first 7 characters.
 pub(crate) fn short(sha: &str) -> &str {
     sha.get(..7).unwrap_or(sha)
@@ -141,6 +161,38 @@ pub(crate) fn pull_requests(state: Option<&Value>) -> Vec<(String, String)> {
             http.then(|| (alias.clone(), url.to_owned()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::message;
+
+    #[test]
+    fn code_spans_become_code_and_everything_is_escaped() {
+        assert_eq!(
+            message("not verified in `staging`").into_string(),
+            "not verified in <code>staging</code>"
+        );
+        assert_eq!(
+            message("`a` and `b`").into_string(),
+            "<code>a</code> and <code>b</code>"
+        );
+        assert_eq!(
+            message("user `<script>` may not").into_string(),
+            "user <code>&lt;script&gt;</code> may not"
+        );
+        assert_eq!(
+            message("<b>no</b> markup").into_string(),
+            "&lt;b&gt;no&lt;/b&gt; markup"
+        );
+        // An unmatched backtick stays a backtick.
+        assert_eq!(message("one ` alone").into_string(), "one ` alone");
+        assert_eq!(
+            message("`a` then `b").into_string(),
+            "<code>a</code> then `b"
+        );
+        assert_eq!(message("").into_string(), "");
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! A Stage's health, from the Argo CD Applications its last promotion registered: Healthy
 //! only when every one reports the desired revision synced and Healthy; Progressing while
 //! any is not there yet (or Progressing / Suspended); Unhealthy when any is Degraded or
-//! Missing, with Argo CD's message. Argo CD is read through the transport the promotion
+//! Missing, with Argo CD's message — or at once, once it is synced, when its resource tree
+//! shows pods of the new ReplicaSet in CrashLoopBackOff, ImagePullBackOff / ErrImagePull or
+//! OOM-killed again and again (`dray_steps::argocd::fail_fast_reason`; API server only). Argo CD is read through the transport the promotion
 //! used (API server or Kubernetes API): for the Kubernetes API, the way in the project's
 //! ProjectConfig `spec.argocd.kubernetes` gives (a kubeconfig, the service account, or the
 //! server URL with its CA), else the recorded server URL; the bearer token, where one is
@@ -168,8 +170,22 @@ async fn check_one(
             ..Default::default()
         },
         Ok(Some(object)) => {
-            let (health, argocd_health, synced_revision, message) =
+            let (mut health, argocd_health, synced_revision, mut message) =
                 argocd::judge(&object, &app.desired_revisions);
+            // Fail fast: pods of the new ReplicaSet that will not come up make it Unhealthy
+            // now, not at the Deployment's progress deadline.
+            if health == AppHealth::Progressing
+                && argocd::is_applied(&object, &app.desired_revisions)
+            {
+                let token = target.token_url().and_then(|url| credentials.token(url));
+                if let Ok(Some(tree)) =
+                    argocd::read_resource_tree(http, token, &target, &reference).await
+                    && let Some(reason) = argocd::fail_fast_reason(&shown, &tree)
+                {
+                    health = AppHealth::Unhealthy;
+                    message = reason;
+                }
+            }
             ApplicationHealth {
                 name: shown,
                 status: match health {

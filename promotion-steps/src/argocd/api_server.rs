@@ -42,6 +42,14 @@ impl ApiServer {
         self.http.get(&at(&path, app.namespace.as_deref())).await
     }
 
+    pub(super) async fn resource_tree(
+        &self,
+        app: &ApplicationRef,
+    ) -> Result<Option<Value>, ArgocdError> {
+        let path = format!("/api/v1/applications/{}/resource-tree", app.name);
+        self.http.get(&at(&path, app.namespace.as_deref())).await
+    }
+
     pub(super) async fn list(
         &self,
         selector: &str,

@@ -50,6 +50,29 @@ fn all_reported(value: &Value, desired: &[String]) -> bool {
         .all(|d| reported.iter().any(|r| same_commit(r, d)))
 }
 
+/// Whether Argo CD reports `app` synced to `desired` (every revision, a prefix match) and
+/// applied by a Succeeded operation: what it runs now is ours, so its pods are ours too.
+/// `desired` empty: any revision it reports (what `argocd-wait` waits for).
+pub fn is_applied(app: &Value, desired: &[String]) -> bool {
+    let status = &app["status"];
+    let op = &status["operationState"];
+    if desired.is_empty() {
+        return op["phase"] == "Succeeded" || op.is_null();
+    }
+    op["phase"] == "Succeeded"
+        && all_reported(&op["syncResult"], desired)
+        && all_reported(&status["sync"], desired)
+}
+
+/// Whether an operation syncing `app` to `desired` is running (sync waves wait for the
+/// health of earlier waves: a pod that will not come up holds it until its timeout).
+pub fn is_syncing_to(app: &Value, desired: &[String]) -> bool {
+    let op = &app["status"]["operationState"];
+    !desired.is_empty()
+        && op["phase"] == "Running"
+        && all_reported(&op["operation"]["sync"], desired)
+}
+
 /// Judges an Application: Healthy only when `status.sync.revision(s)` and
 /// `status.operationState.syncResult.revision(s)` match the desired revisions (a prefix
 /// match, so abbreviated ids work), the operation `Succeeded` and health is `Healthy`;

@@ -20,6 +20,7 @@ mod api_server;
 mod client;
 mod health;
 mod kubernetes;
+mod tree;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,8 +28,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use access::KubeAccess;
 pub use client::install_crypto_provider;
-pub use health::{AppHealth, judge};
+pub use health::{AppHealth, is_applied, is_syncing_to, judge};
 pub(crate) use health::{is_commit, same_commit};
+pub use tree::{FailingPod, OOM_RESTARTS, PodFailure, fail_fast_reason, failing_pods};
 
 /// The annotation that makes Argo CD's controller refresh an Application (`hard` also
 /// drops its manifest cache); the controller removes it once done.
@@ -130,6 +132,25 @@ pub async fn read_application(
         .await
         .map_err(|e| e.to_string())?
         .get(app, false)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Reads one Application's resource tree (`None` when the transport has none — the
+/// Kubernetes API — or the Application does not exist); see [`read_application`].
+pub async fn read_resource_tree(
+    http: &reqwest::Client,
+    token: Option<String>,
+    target: &ArgocdTarget,
+    app: &ApplicationRef,
+) -> Result<Option<Value>, String> {
+    target
+        .check()
+        .map_err(|e| format!("cannot reach Argo CD: {e}"))?;
+    Transport::connect(http.clone(), token, target.clone(), None)
+        .await
+        .map_err(|e| e.to_string())?
+        .resource_tree(app)
         .await
         .map_err(|e| e.to_string())
 }
@@ -371,6 +392,40 @@ impl Transport {
         match self {
             Transport::ApiServer(t) => t.get(app, refresh).await,
             Transport::Kubernetes(t) => t.get(app).await,
+        }
+    }
+
+    /// The Application's resource tree (`GET …/resource-tree`), with its pods' states;
+    /// `None` when it does not exist, or over the Kubernetes API, which has no tree.
+    pub(crate) async fn resource_tree(
+        &self,
+        app: &ApplicationRef,
+    ) -> Result<Option<Value>, ArgocdError> {
+        match self {
+            Transport::ApiServer(t) => t.resource_tree(app).await,
+            Transport::Kubernetes(_) => Ok(None),
+        }
+    }
+
+    /// Why `app` (as read) will not become healthy, from its resource tree: a pod of its
+    /// newest ReplicaSet fails (see [`fail_fast_reason`]). `None` when it is Healthy, no
+    /// pod fails, or the tree cannot be read (the caller waits on, as before). The caller
+    /// asks only once what runs is ours ([`is_applied`], [`is_syncing_to`]).
+    pub(crate) async fn fail_fast(
+        &self,
+        reference: &ApplicationRef,
+        app: &Value,
+    ) -> Option<String> {
+        if app["status"]["health"]["status"] == "Healthy" {
+            return None;
+        }
+        match self.resource_tree(reference).await {
+            Ok(Some(tree)) => fail_fast_reason(&reference.shown(), &tree),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::debug!(app = %reference.shown(), %error, "cannot read the resource tree");
+                None
+            }
         }
     }
 

@@ -183,9 +183,18 @@ async fn run(ctx: &StepContext, config: &Config) -> Result<StepOutcome, StepOutc
                 ),
             });
         }
-        for (shown, application) in found {
+        for (reference, application) in found {
+            let shown = reference.shown();
             let verdict = judge(&application, &wanted);
             let health = verdict.health.clone();
+            // Fail fast: pods that will not come up fail the wait now, not at the
+            // Deployment's progress deadline.
+            if wanted.contains(&WaitFor::Health)
+                && crate::argocd::is_applied(&application, &[])
+                && let Some(reason) = api.fail_fast(&reference, &application).await
+            {
+                return Err(StepOutcome::failed(reason));
+            }
             let before = seen.insert(shown.clone(), health.clone());
             if wanted.contains(&WaitFor::Health)
                 && health == "Degraded"
@@ -235,14 +244,14 @@ impl AppConfig {
 }
 
 /// The Applications `app` names, each with how it is shown (`ns/name`).
-async fn read(api: &Transport, app: &AppConfig) -> Result<Vec<(String, Value)>, Stop> {
+async fn read(api: &Transport, app: &AppConfig) -> Result<Vec<(ApplicationRef, Value)>, Stop> {
     match &app.selector {
         None => {
             let reference = app.reference();
             Ok(api
                 .get(&reference, false)
                 .await?
-                .map(|found| vec![(reference.shown(), found)])
+                .map(|found| vec![(reference, found)])
                 .unwrap_or_default())
         }
         Some(selector) => Ok(api
@@ -257,7 +266,7 @@ async fn read(api: &Transport, app: &AppConfig) -> Result<Vec<(String, Value)>, 
                         .to_owned(),
                     namespace: app.namespace.clone(),
                 };
-                (reference.shown(), found)
+                (reference, found)
             })
             .collect()),
     }

@@ -129,6 +129,7 @@ impl TypedStep for GitClone {
                     Target::Branch { name, .. } => Some(name.clone()),
                     _ => None,
                 },
+                commit: want.clone(),
             };
             if let Err(e) = write_record(&git, &plan.dir, &record).await {
                 return StepOutcome::errored(e);

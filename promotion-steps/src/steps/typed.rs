@@ -32,6 +32,11 @@ pub(crate) trait TypedStep: Send + Sync {
         crate::DEFAULT_STEP_TIMEOUT
     }
 
+    /// See [`Step::writes_with`]; `config` is the parsed configuration.
+    fn writes_with(&self, _config: &Self::Config) -> Writes {
+        Self::WRITES
+    }
+
     /// See [`Step::check_config`].
     fn check(&self, _config: &Value) -> Vec<crate::ConfigProblem> {
         Vec::new()
@@ -46,6 +51,14 @@ impl<T: TypedStep> Step for T {
 
     fn writes(&self) -> Writes {
         T::WRITES
+    }
+
+    /// A configuration that does not parse writes what the kind may: the run fails on it.
+    fn writes_with(&self, config: &Value) -> Writes {
+        match serde_json::from_value::<T::Config>(config.clone()) {
+            Ok(config) => TypedStep::writes_with(self, &config),
+            Err(_) => T::WRITES,
+        }
     }
 
     fn config_schema(&self) -> schemars::Schema {

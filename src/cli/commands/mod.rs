@@ -22,6 +22,7 @@ pub mod listing_filters;
 pub mod login;
 pub mod promote;
 pub mod promote_downstream;
+pub mod promote_preview;
 pub mod refresh;
 pub mod reject;
 pub mod serve;

@@ -1,7 +1,8 @@
 //! `dray promote --stage S (--freight ID | --alias A) [--wait [--no-verify-wait]]`: request a
 //! promotion and, with `--wait`, follow its steps live until it ends and then, when the Stage
 //! verifies, its verification until that ends (bounded, together, by `--timeout`).
-//! `--downstream-from S` instead promotes into every Stage fed by S (`promote_downstream`).
+//! `--downstream-from S` instead promotes into every Stage fed by S (`promote_downstream`);
+//! `--dry-run` previews instead (`promote_preview`).
 
 use std::time::Duration;
 
@@ -40,6 +41,12 @@ pub struct PromoteArgs {
     /// With `--wait`, stop when the promotion ends, without waiting for the verification.
     #[arg(long, requires = "wait")]
     pub no_verify_wait: bool,
+    /// Preview only: run the Stage's steps up to (not including) the first that writes, in
+    /// a throwaway work directory on the server, and print what the gates would refuse and
+    /// the unified diff of what would be committed to the stage branch. Nothing is written
+    /// and no Promotion is made.
+    #[arg(long, conflicts_with_all = ["wait", "downstream_from"])]
+    pub dry_run: bool,
     /// How long `--wait` waits (e.g. `10m`).
     #[arg(long, default_value = "30m", value_parser = super::durations::wait_timeout)]
     pub timeout: Duration,
@@ -77,6 +84,9 @@ pub async fn run(ctx: &Context, args: PromoteArgs) -> Result<(), CliError> {
         alias: args.which.alias,
         override_window: args.override_window,
     };
+    if args.dry_run {
+        return super::promote_preview::run(ctx, &project, &stage, &body).await;
+    }
     let path = format!("/api/v1/projects/{project}/stages/{stage}/promote");
     let promotion: Promotion = ctx.client.send(Method::POST, &path, Some(&body)).await?;
     let name = promotion.metadata.name.unwrap_or_default();

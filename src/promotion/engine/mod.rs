@@ -38,12 +38,14 @@ use super::record;
 mod barrier;
 mod context;
 mod frozen;
+mod preview;
 mod run;
 mod state;
 mod step;
 
 pub use barrier::{STEP_BARRIER_ENV, STEP_BARRIER_TIMEOUT};
 pub use context::{argocd_target, target_freight};
+pub use preview::{PREVIEW_TIMEOUT, PreviewReport, PreviewStep};
 
 /// How many consecutive errors a step may have when `retry.errorThreshold` says nothing.
 pub const DEFAULT_ERROR_THRESHOLD: u32 = 1;
@@ -81,6 +83,35 @@ pub enum EngineError {
         /// What reqwest said.
         cause: reqwest::Error,
     },
+    /// A preview's work directory could not be made.
+    #[error(
+        "cannot create the preview's work directory `{dir}`: {cause}; hint: check that Dray's \
+         data directory is writable and has space"
+    )]
+    PreviewWorkDir {
+        /// The directory.
+        dir: String,
+        /// Why.
+        cause: std::io::Error,
+    },
+    /// A preview's steps did not end in time.
+    #[error(
+        "the preview of Stage `{stage}` did not finish within {}s; hint: a step before the \
+         first one that writes is waiting (an `http` gate, a slow render): promote without \
+         a preview, or make that step faster",
+        after.as_secs()
+    )]
+    PreviewTimedOut {
+        /// The Stage.
+        stage: String,
+        /// How long it was given.
+        after: Duration,
+    },
+    /// The checkouts of a preview could not be diffed.
+    #[error(
+        "{0}; hint: this is a bug or a broken git mirror — try again, and report it if it stays"
+    )]
+    PreviewDiff(dray_steps::preview::PreviewError),
 }
 
 /// Everything the engine is built from.

@@ -95,35 +95,19 @@ impl Engine {
             run.status.current_step = Some(index as u32);
             let step = run.promotion.spec.steps[index].clone();
             let alias = step.as_.clone().unwrap_or_else(|| format!("step-{index}"));
-            let metadata = self.metadata_view(&run, &project, &step).await?;
             let began = std::time::Instant::now();
-            let outcome = match self.expr_context(&run, &base, &view, &step) {
-                Err(reason) => StepOutcome::failed(reason),
-                Ok(mut expr_ctx) => {
-                    expr_ctx.metadata = metadata;
-                    let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
-                    match self
-                        .exprs
-                        .evaluate_condition(run.language, condition, &expr_ctx)
-                    {
-                        Err(error) => StepOutcome::failed(format!("`if`: {error}")),
-                        Ok(false) => StepOutcome::skipped(format!("`if: {condition}` is false")),
-                        Ok(true) if self.is_held_at_freeze(&run, index) => {
-                            match self.wait_out_freeze(&mut run, index, &cancel).await? {
-                                Some(outcome) => outcome,
-                                None => {
-                                    self.run_prepared(
-                                        &mut run, index, &step, &alias, &base, &expr_ctx,
-                                    )
-                                    .await?
-                                }
-                            }
-                        }
-                        Ok(true) => {
-                            self.run_prepared(&mut run, index, &step, &alias, &base, &expr_ctx)
-                                .await?
-                        }
-                    }
+            // A step that writes waits while the Stage or the project is frozen (unless the
+            // promotion overrode the freeze); it runs once the freeze lifts.
+            let held = if self.is_held_at_freeze(&run, index) {
+                self.wait_out_freeze(&mut run, index, &cancel).await?
+            } else {
+                None
+            };
+            let outcome = match held {
+                Some(outcome) => outcome,
+                None => {
+                    self.step_outcome(&mut run, &base, &view, &project, index, &alias)
+                        .await?
                 }
             };
             // What the step asks of Dray's own resources is applied now, so the next step
@@ -169,27 +153,44 @@ impl Engine {
         Ok(phase)
     }
 
-    /// Runs step `index` (its `if` said yes) with the run's context, its log, saved state
-    /// and expressions.
-    async fn run_prepared(
+    /// Step `index` (`alias`) of `run` to its outcome: its `if` decides whether it runs;
+    /// nothing of the outcome is filed yet.
+    pub(super) async fn step_outcome(
         &self,
         run: &mut Run,
-        index: usize,
-        step: &PromotionStep,
-        alias: &str,
         base: &dray_steps::StepContext,
-        expr_ctx: &crate::expr::ExprContext,
+        view: &crate::expr::FreightView,
+        project: &str,
+        index: usize,
+        alias: &str,
     ) -> Result<StepOutcome, EngineError> {
-        let mut ctx = base.clone();
-        ctx.alias = alias.to_owned();
-        ctx.log = run.logs.sink(&run.key.to_string(), index, alias);
-        ctx.saved_state = run.saved.get(alias).cloned();
-        ctx.exprs = std::sync::Arc::new(StepExprs::new(
-            self.exprs.clone(),
-            run.language,
-            expr_ctx.clone(),
-        ));
-        self.run_step(run, index, step, expr_ctx, ctx).await
+        let step = run.promotion.spec.steps[index].clone();
+        let metadata = self.metadata_view(run, project, &step).await?;
+        let mut expr_ctx = match self.expr_context(run, base, view, &step) {
+            Err(reason) => return Ok(StepOutcome::failed(reason)),
+            Ok(expr_ctx) => expr_ctx,
+        };
+        expr_ctx.metadata = metadata;
+        let condition = step.if_.as_deref().unwrap_or(DEFAULT_CONDITION);
+        match self
+            .exprs
+            .evaluate_condition(run.language, condition, &expr_ctx)
+        {
+            Err(error) => Ok(StepOutcome::failed(format!("`if`: {error}"))),
+            Ok(false) => Ok(StepOutcome::skipped(format!("`if: {condition}` is false"))),
+            Ok(true) => {
+                let mut ctx = base.clone();
+                ctx.alias = alias.to_owned();
+                ctx.log = run.logs.sink(&run.key.to_string(), index, alias);
+                ctx.saved_state = run.saved.get(alias).cloned();
+                ctx.exprs = std::sync::Arc::new(StepExprs::new(
+                    self.exprs.clone(),
+                    run.language,
+                    expr_ctx.clone(),
+                ));
+                self.run_step(run, index, &step, &expr_ctx, ctx).await
+            }
+        }
     }
 
     /// The metadata `freightMetadata()` / `stageMetadata()` read, loaded only when the step
@@ -228,6 +229,9 @@ impl Engine {
     /// Saves the run's status (and the log lines kept since the last save).
     pub(super) async fn save(&self, run: &mut Run) -> Result<(), EngineError> {
         run.logs.drain_into(&mut run.status.step_execution_metadata);
+        if !run.persist {
+            return Ok(());
+        }
         run.status.state = Some(run.state());
         let status =
             serde_json::to_value(&run.status).map_err(|e| StoreError::Internal(e.to_string()))?;
@@ -329,7 +333,7 @@ fn conclusion(run: &Run) -> (PromotionPhase, String) {
 
 /// Runs whole-tree file work on a directory (create it, remove it) on tokio's blocking
 /// pool, so that a large work directory never stalls the runtime's threads.
-async fn blocking_fs(
+pub(super) async fn blocking_fs(
     dir: std::path::PathBuf,
     work: fn(&std::path::Path) -> std::io::Result<()>,
 ) -> std::io::Result<()> {

@@ -30,6 +30,8 @@ pub(super) struct Run {
     pub(super) logs: StepLogs,
     /// The language of its expressions (its `dray.dev/expression-language` annotation).
     pub(super) language: ExprLanguage,
+    /// Whether its status is saved to the store (a preview's is not: it is never stored).
+    pub(super) persist: bool,
 }
 
 /// Now, as the status records times.
@@ -72,6 +74,7 @@ impl Run {
             promotion,
             logs: StepLogs::default(),
             language,
+            persist: true,
         }
     }
 

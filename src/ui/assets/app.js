@@ -141,6 +141,15 @@
     if (call && !call.dataset.refused) {
       pending = { url: call.dataset.url, body: call.dataset.body, action: action };
       go.disabled = false;
+      // Through a closed window, Confirm waits for the reason the override is kept with.
+      const override = content.querySelector("#confirm-override[data-required]");
+      if (override) {
+        const needReason = function () {
+          go.disabled = !override.value.trim();
+        };
+        needReason();
+        override.addEventListener("input", needReason);
+      }
     }
   }
 

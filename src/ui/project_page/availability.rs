@@ -67,7 +67,7 @@ pub(super) fn availability_panel(data: &ProjectData) -> Markup {
                                     span.ok { "available" }
                                     @if let Some(by) = &approved_by { " (approved by " (by) ")" }
                                 } @else {
-                                    ul.reasons { @for r in &reasons { li { (r) } } }
+                                    ul.reasons { @for r in &reasons { li { (crate::ui::view::message(r)) } } }
                                 }
                                 @if here { " " span.here { "here now" } }
                             }

@@ -44,7 +44,7 @@ fn action_buttons(stage: &str, actions: &[Action]) -> Markup {
         @let whys = refusals(actions);
         @if !whys.is_empty() {
             ul.whys {
-                @for why in &whys { li.why { (why) } }
+                @for why in &whys { li.why { (crate::ui::view::message(why)) } }
             }
         }
     }
@@ -293,7 +293,7 @@ pub(super) fn stage_node(data: &ProjectData, stage: &Stage, place: &Place) -> Ma
                     span.dot aria-hidden="true" {}
                     (verification_text(v))
                     @if verification_message_shown(v) {
-                        div.detail { (v.message) }
+                        div.detail { (crate::ui::view::message(&v.message)) }
                     }
                 }
             }

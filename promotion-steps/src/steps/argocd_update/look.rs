@@ -103,7 +103,17 @@ pub(super) async fn look(
             requested.remove(&shown);
             Ok(Look::Done)
         }
-        Action::Wait { cause } => Ok(Look::Waiting(cause)),
+        Action::Wait { cause } => {
+            // Fail fast: a sync to our revision held by pods that will not come up.
+            let revisions: Vec<String> =
+                wants.desired.iter().map(|(_, d)| (*d).to_owned()).collect();
+            if crate::argocd::is_syncing_to(&app, &revisions)
+                && let Some(reason) = api.fail_fast(&reference, &app).await
+            {
+                return Err(StepOutcome::failed(reason).into());
+            }
+            Ok(Look::Waiting(cause))
+        }
         Action::WaitForWindow { whose, comparison } => {
             // Argo CD's controller holds the operation until the window opens.
             let windows = api.windows(&reference, &app).await?;

@@ -113,6 +113,19 @@ impl TypedStep for Http {
     const WRITES: Writes = Writes::Nothing;
     type Config = Config;
 
+    /// `GET`, `HEAD` and `OPTIONS` read; any other method may change the service.
+    fn writes_with(&self, config: &Config) -> Writes {
+        let method = config
+            .method
+            .as_deref()
+            .unwrap_or("GET")
+            .to_ascii_uppercase();
+        match method.as_str() {
+            "GET" | "HEAD" | "OPTIONS" => Writes::Nothing,
+            _ => Writes::Service,
+        }
+    }
+
     async fn run_config(&self, ctx: &StepContext, config: Config) -> StepOutcome {
         let prepared = poll_interval(&config).and_then(|poll| {
             let parts = Parts {
@@ -297,6 +310,25 @@ mod tests {
     use crate::testing::{context, context_with_log, errored, failed, outputs};
     use crate::{CredentialProvider, GitCredentials, Step};
     use serde_json::Value;
+
+    #[test]
+    fn only_a_request_with_an_unsafe_method_may_write() {
+        let writes = |config: Value| Step::writes_with(&Http, &config);
+        assert_eq!(writes(json!({"url": "http://x/"})), Writes::Nothing);
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "head"})),
+            Writes::Nothing
+        );
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "POST"})),
+            Writes::Service
+        );
+        assert_eq!(
+            writes(json!({"url": "http://x/", "method": "delete"})),
+            Writes::Service
+        );
+        assert_eq!(Step::writes(&Http), Writes::Nothing);
+    }
 
     /// What `/leak` echoes besides the request: the token of the Credential in
     /// [`ProjectToken`].
