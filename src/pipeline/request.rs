@@ -23,8 +23,8 @@ use super::door::{AuthorizeError, Authorizer};
 use super::unblock;
 use super::windows::{self, WindowError, WindowState};
 use super::{
-    ABORT_ANNOTATION, ACTOR_ANNOTATION, REQUESTED_AT_ANNOTATION, SIGNED_OFF_BY_ANNOTATION,
-    WINDOW_OVERRIDE_ANNOTATION, FREEZE_OVERRIDE_ANNOTATION, signoff,
+    ABORT_ANNOTATION, ACTOR_ANNOTATION, FREEZE_OVERRIDE_ANNOTATION, REQUESTED_AT_ANNOTATION,
+    SIGNED_OFF_BY_ANNOTATION, WINDOW_OVERRIDE_ANNOTATION, signoff,
 };
 
 pub use super::door::PromoteRequest;

@@ -534,7 +534,7 @@ fn gates(stage: &Stage, target: &Freight, board: &StageBoard, entry: &FreightGat
             }
             @if let Some(policy) = &stage.spec.signoff {
                 @let counted = crate::pipeline::signoff::counted(policy, signed, None);
-                li.signoffs class=(if counted.len() >= policy.required as usize { "ok" } else { "refused" }) {
+                li class={ "signoffs " (if counted.len() >= policy.required as usize { "ok" } else { "refused" }) } {
                     "sign-offs: " (counted.len()) " of " (policy.required)
                     @if !policy.groups.is_empty() { " (members of " (policy.groups.join(", ")) ")" }
                     @if !policy.allow_self { "; the promoter's own does not count" }

@@ -1586,7 +1586,7 @@ async fn sign_off_is_offered_where_asked_refused_to_a_viewer_and_lists_who_signe
         )
         .await;
     assert!(
-        promote.contains("needs sign-offs from 2 people, has 1 (`admin`)"),
+        promote.contains("needs sign-offs from 2 people, has 1 (<code>admin</code>)"),
         "{promote}"
     );
 }
