@@ -209,6 +209,19 @@ impl Browser {
         self.check_page().await
     }
 
+    /// Logs in to the web UI at `base` with the API token `token`, as a person would:
+    /// the login page's token field and its Log in button.
+    pub async fn log_in(&self, base: &str, token: &str) -> Result<()> {
+        self.goto(&format!("{base}/login")).await?;
+        let field = self.wait_for("#token", "the token field").await?;
+        field.send_keys(token).await?;
+        self.wait_for("#login", "the Log in button")
+            .await?
+            .click()
+            .await?;
+        Ok(())
+    }
+
     /// Fails when the current page's source shows a secret the harness made.
     pub async fn check_page(&self) -> Result<()> {
         let source = self

@@ -176,13 +176,7 @@ async fn the_diff_page_opens_from_the_timeline_with_a_section_per_file() -> Resu
     })?;
     let base = p.dray.url();
     let browser = Browser::start().await?;
-    browser.goto(&format!("{base}/login")).await?;
-    browser
-        .wait_for("#token", "the token field")
-        .await?
-        .send_keys(p.dray.token())
-        .await?;
-    browser.wait_for("#login", "Log in").await?.click().await?;
+    browser.log_in(&base, p.dray.token()).await?;
 
     // The timeline row of the second Freight links to its diff with the first.
     browser.goto(&format!("{base}/projects/demo")).await?;

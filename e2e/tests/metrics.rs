@@ -182,17 +182,7 @@ async fn metrics_on_their_own_address_count_a_promotion_and_the_project_page_cha
     // The project page's panel, in Chromium: dev's bar for today and its numbers.
     let browser = Browser::start().await?;
     let base = p.dray.url();
-    browser.goto(&format!("{base}/login")).await?;
-    browser
-        .wait_for("#token", "the token field")
-        .await?
-        .send_keys(p.dray.token())
-        .await?;
-    browser
-        .wait_for("#login", "the Log in button")
-        .await?
-        .click()
-        .await?;
+    browser.log_in(&base, p.dray.token()).await?;
     browser
         .wait_for("[data-warehouse=\"app\"]", "the pipeline after logging in")
         .await?;

@@ -168,18 +168,6 @@ async fn two_people_sign_off_a_third_promotes_and_the_commit_names_both() -> Res
     })
 }
 
-async fn log_in(browser: &Browser, base: &str, token: &str) -> Result<()> {
-    browser.goto(&format!("{base}/login")).await?;
-    let field = browser.wait_for("#token", "the token field").await?;
-    field.send_keys(token).await?;
-    browser
-        .wait_for("#login", "the Log in button")
-        .await?
-        .click()
-        .await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_manager_clicks_sign_off_and_the_freight_may_go() -> Result<()> {
     if !Browser::is_available() {
@@ -201,7 +189,7 @@ async fn a_release_manager_clicks_sign_off_and_the_freight_may_go() -> Result<()
     })?;
     let base = p.dray.url();
     let browser = Browser::start().await?;
-    log_in(&browser, &base, &bob).await?;
+    browser.log_in(&base, &bob).await?;
     browser.wait_for_text("#user", "bob").await?;
     browser
         .wait_for(

@@ -26,18 +26,6 @@ fn quickstart() -> Result<Pipeline> {
     Ok(p)
 }
 
-async fn log_in(browser: &Browser, base: &str, token: &str) -> Result<()> {
-    browser.goto(&format!("{base}/login")).await?;
-    let field = browser.wait_for("#token", "the token field").await?;
-    field.send_keys(token).await?;
-    browser
-        .wait_for("#login", "the Log in button")
-        .await?
-        .click()
-        .await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> Result<()> {
     if !Browser::is_available() {
@@ -69,7 +57,7 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
     let base = p.dray.url();
 
     let mut browser = Browser::start().await?;
-    log_in(&browser, &base, p.dray.token()).await?;
+    browser.log_in(&base, p.dray.token()).await?;
 
     // The pipeline, drawn: the Warehouse and the three Stages, dev holding the Freight.
     browser
@@ -250,7 +238,7 @@ async fn a_release_manager_promotes_from_the_browser_and_a_viewer_may_not() -> R
         .click()
         .await?;
     browser.wait_for("#token", "the login form again").await?;
-    log_in(&browser, &base, &viewer_token).await?;
+    browser.log_in(&base, &viewer_token).await?;
     browser.wait_for_text("#user", "vic").await?;
     let promote = browser
         .client()
@@ -329,7 +317,7 @@ async fn deploy_and_verify_show_live_and_a_failed_reverification_blocks_staging(
     );
     let base = p.dray.url();
     let mut browser = Browser::start().await?;
-    log_in(&browser, &base, p.dray.token()).await?;
+    browser.log_in(&base, p.dray.token()).await?;
     browser
         .wait_for(
             &format!("#availability[data-freight=\"{id}\"]"),

@@ -142,13 +142,7 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
     let (p, alias) = two_projects().await?;
     let base = p.dray.url();
     let browser = Browser::start().await?;
-    browser.goto(&format!("{base}/login")).await?;
-    browser
-        .wait_for("#token", "the token field")
-        .await?
-        .send_keys(p.dray.token())
-        .await?;
-    browser.wait_for("#login", "Log in").await?.click().await?;
+    browser.log_in(&base, p.dray.token()).await?;
 
     // Two projects: login lands on the board, one row each, dev holding the Freight.
     browser

@@ -11,14 +11,7 @@ use dray_e2e::oci;
 use dray_e2e::pipeline::{Pipeline, text};
 
 async fn log_in(browser: &Browser, base: &str, token: &str) -> Result<()> {
-    browser.goto(&format!("{base}/login")).await?;
-    let field = browser.wait_for("#token", "the token field").await?;
-    field.send_keys(token).await?;
-    browser
-        .wait_for("#login", "the Log in button")
-        .await?
-        .click()
-        .await?;
+    browser.log_in(base, token).await?;
     browser.wait_for("#user", "the logged-in user").await?;
     Ok(())
 }

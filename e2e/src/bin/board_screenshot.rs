@@ -166,13 +166,7 @@ async fn run(target: PathBuf) -> Result<()> {
     dray.restart()?;
     let browser = Browser::start().await?;
     let base = dray.url();
-    browser.goto(&format!("{base}/login")).await?;
-    browser
-        .wait_for("#token", "the token field")
-        .await?
-        .send_keys(dray.token())
-        .await?;
-    browser.wait_for("#login", "Log in").await?.click().await?;
+    browser.log_in(&base, dray.token()).await?;
     browser.wait_for("table.board", "the release board").await?;
     let rows = browser
         .client()
