@@ -202,7 +202,7 @@ async fn a_release_manager_clicks_sign_off_and_the_freight_may_go() -> Result<()
     browser
         .wait_for_text(
             "#availability [data-stage=\"prod\"]",
-            "needs sign-offs from 2 people in `release`, has 1 (`ann`)",
+            "needs sign-offs from 2 people in release, has 1 (ann)",
         )
         .await?;
     browser
