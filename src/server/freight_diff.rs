@@ -48,15 +48,8 @@ pub(crate) async fn freight_diff(
             )),
         );
     };
-    let load = |name: String| {
-        let state = state.clone();
-        let project = project.clone();
-        async move {
-            let stored = freight_names::resolve(state.store.as_ref(), &project, &name).await?;
-            Ok::<Freight, ApiError>(stored.to_typed()?)
-        }
-    };
-    let (from, to) = (load(name).await?, load(to).await?);
+    let (from, to) = freight_names::resolve_two(state.store.as_ref(), &project, &name, &to).await?;
+    let (from, to): (Freight, Freight) = (from.to_typed()?, to.to_typed()?);
     let mirrors = state.discovery.as_ref().map(|d| d.mirrors.as_ref());
     let diff = freight_diff::freight_diff(
         state.store.as_ref(),

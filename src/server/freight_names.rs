@@ -180,6 +180,36 @@ pub async fn resolve_choice(
     })
 }
 
+/// Resolves the Freight `request` names (see [`resolve_choice`]) in place, keeping the
+/// [`Resolved`] for explaining a refusal. Every route that hands a [`PromoteRequest`] to the
+/// pipeline — promote, preview, approve, sign off — names Freight through here.
+pub async fn resolve_request(
+    store: &dyn Store,
+    project: &str,
+    request: &mut crate::pipeline::request::PromoteRequest,
+) -> Result<Resolved, ApiError> {
+    let named =
+        resolve_choice(store, project, request.freight.take(), request.alias.take()).await?;
+    (request.freight, request.alias) = (named.freight.clone(), named.alias.clone());
+    Ok(named)
+}
+
+/// The two Freight of `project` that `a` and `b` name, from one read of its Freight.
+pub async fn resolve_two(
+    store: &dyn Store,
+    project: &str,
+    a: &str,
+    b: &str,
+) -> Result<(StoredObject, StoredObject), ApiError> {
+    let all = store.list(Kind::Freight, Some(project)).await?;
+    let pairs = pairs(&all);
+    let (a, b) = (
+        resolve_in(project, &pairs, a)?,
+        resolve_in(project, &pairs, b)?,
+    );
+    Ok((all[a].clone(), all[b].clone()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use super::auth::Caller;
 use super::credentials::present;
 use super::error::ApiError;
 
-/// The body of `POST …/stages/{stage}/approve`.
+/// The body of `POST …/stages/{stage}/approve` and `…/signoffs`: the Freight, and why.
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 pub struct ApproveBody {
     /// The Freight: its id, a unique id prefix (7 characters or more) or its alias.
@@ -30,9 +30,29 @@ pub struct ApproveBody {
     /// The Freight, named the same ways.
     #[serde(default)]
     pub alias: Option<String>,
-    /// Why it is approved (kept on the record).
+    /// Why it is approved or signed off (kept on the record, and in the sign-off's
+    /// trailer).
     #[serde(default)]
     pub reason: String,
+}
+
+impl ApproveBody {
+    /// The request for `stage` naming the body's Freight, resolved as every route does.
+    pub(super) async fn request(
+        &self,
+        store: &dyn crate::store::Store,
+        project: &str,
+        stage: &str,
+    ) -> Result<(super::freight_names::Resolved, PromoteRequest), ApiError> {
+        let mut which = PromoteRequest {
+            stage: stage.to_owned(),
+            freight: self.freight.clone(),
+            alias: self.alias.clone(),
+            ..Default::default()
+        };
+        let named = super::freight_names::resolve_request(store, project, &mut which).await?;
+        Ok((named, which))
+    }
 }
 
 /// `POST /api/v1/projects/{project}/stages/{stage}/approve`.
@@ -43,14 +63,7 @@ pub(crate) async fn approve(
     Json(body): Json<ApproveBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.as_ref();
-    let named =
-        super::freight_names::resolve_choice(store, &project, body.freight, body.alias).await?;
-    let which = PromoteRequest {
-        stage: stage.clone(),
-        freight: named.freight.clone(),
-        alias: named.alias.clone(),
-        ..Default::default()
-    };
+    let (named, which) = body.request(store, &project, &stage).await?;
     let updated = request::approve(store, &caller, &project, &stage, &which, &body.reason)
         .await
         .map_err(|e| named.explain(e))?;

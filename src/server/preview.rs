@@ -49,14 +49,7 @@ pub(crate) async fn preview_through_door(
     mut request: PromoteRequest,
 ) -> Result<Preview, ApiError> {
     let store = state.store.as_ref();
-    let named = super::freight_names::resolve_choice(
-        store,
-        project,
-        request.freight.take(),
-        request.alias.take(),
-    )
-    .await?;
-    (request.freight, request.alias) = (named.freight.clone(), named.alias.clone());
+    let named = super::freight_names::resolve_request(store, project, &mut request).await?;
     let Some(engine) = &state.previews else {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

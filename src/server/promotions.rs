@@ -109,14 +109,7 @@ pub(crate) async fn request_through_door(
     mut request: PromoteRequest,
 ) -> Result<Value, ApiError> {
     let store = state.store.as_ref();
-    let named = super::freight_names::resolve_choice(
-        store,
-        project,
-        request.freight.take(),
-        request.alias.take(),
-    )
-    .await?;
-    (request.freight, request.alias) = (named.freight.clone(), named.alias.clone());
+    let named = super::freight_names::resolve_request(store, project, &mut request).await?;
     let created = match request::request_promotion(store, caller, project, &request).await {
         Ok(created) => created,
         // A Stage of a project that does not exist: say the project does not.

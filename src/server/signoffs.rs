@@ -5,10 +5,8 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::pipeline::request::PromoteRequest;
 use crate::pipeline::signoff::{self, SignoffError};
 
 use super::AppState;
@@ -16,19 +14,8 @@ use super::auth::Caller;
 use super::credentials::present;
 use super::error::ApiError;
 
-/// The body of `POST …/stages/{stage}/signoffs`.
-#[derive(Deserialize, Serialize, Debug, Clone, Default)]
-pub struct SignoffBody {
-    /// The Freight: its id, a unique id prefix (7 characters or more) or its alias.
-    #[serde(default)]
-    pub freight: Option<String>,
-    /// The Freight, named the same ways.
-    #[serde(default)]
-    pub alias: Option<String>,
-    /// Why it is signed off (kept on the record and in the commit's trailer).
-    #[serde(default)]
-    pub reason: String,
-}
+/// The body of `POST …/stages/{stage}/signoffs`: the same as approve's.
+pub type SignoffBody = super::gates::ApproveBody;
 
 /// `POST /api/v1/projects/{project}/stages/{stage}/signoffs`: records the caller's
 /// sign-off; answers the updated Freight.
@@ -39,14 +26,7 @@ pub(crate) async fn sign_off(
     Json(body): Json<SignoffBody>,
 ) -> Result<Json<Value>, ApiError> {
     let store = state.store.as_ref();
-    let named =
-        super::freight_names::resolve_choice(store, &project, body.freight, body.alias).await?;
-    let which = PromoteRequest {
-        stage: stage.clone(),
-        freight: named.freight.clone(),
-        alias: named.alias.clone(),
-        ..Default::default()
-    };
+    let (named, which) = body.request(store, &project, &stage).await?;
     let updated =
         match signoff::sign_off(store, &caller, &project, &stage, &which, &body.reason).await {
             Ok(updated) => updated,

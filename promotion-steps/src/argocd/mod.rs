@@ -125,12 +125,8 @@ pub async fn read_application(
     target: &ArgocdTarget,
     app: &ApplicationRef,
 ) -> Result<Option<Value>, String> {
-    target
-        .check()
-        .map_err(|e| format!("cannot reach Argo CD: {e}"))?;
-    Transport::connect(http.clone(), token, target.clone(), None)
-        .await
-        .map_err(|e| e.to_string())?
+    connected(http, token, target)
+        .await?
         .get(app, false)
         .await
         .map_err(|e| e.to_string())
@@ -144,13 +140,23 @@ pub async fn read_resource_tree(
     target: &ArgocdTarget,
     app: &ApplicationRef,
 ) -> Result<Option<Value>, String> {
+    connected(http, token, target)
+        .await?
+        .resource_tree(app)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// A transport to `target` for one read, errors as readable strings.
+async fn connected(
+    http: &reqwest::Client,
+    token: Option<String>,
+    target: &ArgocdTarget,
+) -> Result<Transport, String> {
     target
         .check()
         .map_err(|e| format!("cannot reach Argo CD: {e}"))?;
     Transport::connect(http.clone(), token, target.clone(), None)
-        .await
-        .map_err(|e| e.to_string())?
-        .resource_tree(app)
         .await
         .map_err(|e| e.to_string())
 }

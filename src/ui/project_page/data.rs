@@ -212,8 +212,18 @@ pub(crate) struct Lanes {
     pub shown: Vec<Lane>,
     /// Warehouses beyond [`MAX_LANES`], offered as links (`?lane=W`).
     pub more: Vec<String>,
+}
+
+impl Lanes {
+    /// Whether one lane is shown, paged: a project with one Warehouse, or `?lane=W`.
+    pub(crate) fn is_single(&self) -> bool {
+        self.shown.len() == 1
+    }
+
     /// Whether one Warehouse's lane was asked for (`?lane=W`).
-    pub one_asked: bool,
+    pub(crate) fn one_asked(&self) -> bool {
+        self.is_single() && self.shown[0].warehouse.is_some()
+    }
 }
 
 /// One lane: a page of a Warehouse's Freight (`warehouse: None`: the project's).
@@ -284,7 +294,6 @@ async fn read_lanes(
                 older,
             }],
             more: Vec::new(),
-            one_asked: asked.is_some(),
         });
     }
     let mut lanes = Lanes::default();

@@ -17,7 +17,6 @@ const IN_SHOWN: usize = 8;
 
 pub(super) fn timeline(data: &ProjectData) -> Markup {
     let project = &data.project;
-    let one_lane = data.lanes.shown.len() == 1;
     html! {
         section #timeline {
             h2 { "Freight" }
@@ -27,11 +26,11 @@ pub(super) fn timeline(data: &ProjectData) -> Markup {
             @if data.timeline.len() > 1 {
                 p { a.compare href={ "/projects/" (project) "/diff" } { "Compare two Freight…" } }
             }
-            @if data.lanes.one_asked {
+            @if data.lanes.one_asked() {
                 p.lane-scope { "One Warehouse's lane · " a href="?" { "every lane" } }
             }
             @for lane in &data.lanes.shown {
-                @if one_lane && !data.lanes.one_asked {
+                @if data.lanes.is_single() && !data.lanes.one_asked() {
                     (rows(data, lane))
                 } @else {
                     section.lane data-lane=[lane.warehouse.as_deref()] {
@@ -57,7 +56,7 @@ pub(super) fn timeline(data: &ProjectData) -> Markup {
 /// A lane's rows and its paging.
 fn rows(data: &ProjectData, lane: &Lane) -> Markup {
     let project = &data.project;
-    let paged = data.lanes.one_asked || data.lanes.shown.len() == 1;
+    let paged = data.lanes.is_single();
     // Each row's diff link compares it with the next older Freight from its Warehouse.
     let previous: Vec<Option<&str>> = lane
         .freight
@@ -70,7 +69,7 @@ fn rows(data: &ProjectData, lane: &Lane) -> Markup {
                 .and_then(|o| o.metadata.name.as_deref())
         })
         .collect();
-    let lane_query = match (&lane.warehouse, data.lanes.one_asked) {
+    let lane_query = match (&lane.warehouse, data.lanes.one_asked()) {
         (Some(w), true) => format!("&lane={w}"),
         _ => String::new(),
     };
