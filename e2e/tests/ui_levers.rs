@@ -121,7 +121,7 @@ async fn reject_and_freeze_are_clicked_in_the_browser_and_gate_promote() -> Resu
     browser
         .wait_for_text(
             "#availability [data-stage=\"dev\"]",
-            "frozen by admin: release week (project `demo`)",
+            "frozen by admin: release week (project demo)",
         )
         .await?;
     browser.screenshot("project-frozen").await?;
