@@ -85,7 +85,11 @@ fn helm_shim() -> Result<String> {
 }
 
 fn json(p: &Pipeline, args: &[&str]) -> Result<Value> {
-    let mut all = vec!["-p", "myapp"];
+    json_in(p, "myapp", args)
+}
+
+fn json_in(p: &Pipeline, project: &str, args: &[&str]) -> Result<Value> {
+    let mut all = vec!["-p", project];
     all.extend_from_slice(args);
     all.extend_from_slice(&["-o", "json"]);
     let output = p.dray.cli(all)?;
@@ -255,5 +259,88 @@ async fn the_seed_kargo_project_applies_unchanged_and_auto_promotes_dev_pinned_b
                 .any(|f| f["images"][0]["digest"] == newer.as_str())
                 .then_some(()))
         })
+    })
+}
+
+/// A Kargo Warehouse's `expressionFilter` and `freightCreationCriteria` are expr-lang, as in
+/// Kargo: `dray apply` checks them in that language (a CEL spelling is refused with the way
+/// to write it), and discovery skips the commit the filter refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kargo_warehouse_filters_commits_in_expr_lang_end_to_end() -> Result<()> {
+    let world = TestWorld::new()?;
+    let registry = Registry::start(&world, Default::default())?;
+    let git = GitServer::start(&world, Default::default())?;
+    let git_url = git.create_repo("platform/filtered")?;
+    let config = GitRepo::clone_from_url(&world, &git_url)?;
+    config.write("app/config.yaml", "replicas: 1\n")?;
+    config.commit("feat: first config")?;
+    config.push("main")?;
+    let wanted = config.head("main")?;
+    config.write("app/config.yaml", "replicas: 2\n")?;
+    config.commit("chore: bump [skip-ci]")?;
+    config.push("main")?;
+    let skipped = config.head("main")?;
+    let documents = |filter: &str| {
+        format!(
+            "apiVersion: kargo.akuity.io/v1alpha1
+kind: Project
+metadata:
+  name: filtered
+---
+apiVersion: kargo.akuity.io/v1alpha1
+kind: Warehouse
+metadata:
+  name: config
+  namespace: filtered
+spec:
+  freightCreationCriteria:
+    expression: commitFrom('{git_url}').ID != ''
+  subscriptions:
+    - git:
+        repoURL: {git_url}
+        branch: main
+        expressionFilter: \"{filter}\"
+"
+        )
+    };
+    let dir = world.unique_dir("kargo-filter")?;
+    std::fs::create_dir_all(&dir)?;
+    let cel = dir.join("cel.yaml").display().to_string();
+    std::fs::write(&cel, documents("!subject.contains('[skip-ci]')"))?;
+    let kargo = dir.join("kargo.yaml").display().to_string();
+    std::fs::write(&kargo, documents("!(subject contains '[skip-ci]')"))?;
+    let dray = Dray::start(&world, DrayOptions::default())?;
+    let services = Services {
+        registry,
+        git,
+        config,
+        config_url: git_url.clone(),
+    };
+    let p = Pipeline::from_parts(world, services, dray);
+    tokio::task::block_in_place(|| -> Result<()> {
+        let refused = p.dray.cli(["apply", "-f", &cel])?;
+        let said = text(&refused);
+        assert!(!refused.status.success(), "{said}");
+        assert!(
+            said.contains("spec.subscriptions[0].git.expressionFilter")
+                && said.contains("has no method contains")
+                && said.contains("`subject contains 'x'`"),
+            "{said}"
+        );
+        let applied = p.dray.cli(["apply", "-f", &kargo])?;
+        assert!(applied.status.success(), "{}", text(&applied));
+        let refreshed =
+            p.dray
+                .cli(["-p", "filtered", "refresh", "warehouse", "config", "--wait"])?;
+        assert!(refreshed.status.success(), "{}", text(&refreshed));
+        let minted: Vec<Value> =
+            serde_json::from_value(json_in(&p, "filtered", &["get", "freight"])?)?;
+        assert_eq!(minted.len(), 1, "{minted:#?}");
+        assert_eq!(
+            minted[0]["commits"][0]["id"],
+            wanted.as_str(),
+            "the [skip-ci] commit {skipped} is filtered out: {minted:#?}"
+        );
+        Ok(())
     })
 }

@@ -43,7 +43,7 @@ const UNREAD: [(&str, &str); 2] = [
 const KINDS: [(&str, bool); 7] = [
     ("Project", false),
     ("ProjectConfig", true),
-    ("Warehouse", false),
+    ("Warehouse", true),
     ("Stage", true),
     ("PromotionTask", true),
     ("ClusterPromotionTask", true),

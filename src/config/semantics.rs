@@ -14,11 +14,12 @@ use crate::api::{
 
 use crate::api::ImageSubscription;
 use crate::discovery::chart::source::ChartSource;
+use crate::discovery::git;
 use crate::discovery::git::error::GitDiscoveryError;
 use crate::discovery::git::select::{PathFilter, SemverConstraint, TagFilter};
 use crate::discovery::image::constraint::Constraint;
 use crate::discovery::image::{self, ImageDiscoveryError};
-use crate::expr::{COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, check_filter, check_predicate};
+use crate::expr::{IMAGE_FIELDS, PredicateScope, check_filter, check_predicate, commit_fields};
 
 use super::durations;
 use super::error::Issue;
@@ -378,8 +379,9 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
             ),
         );
     }
+    let language = ExprLanguage::of_annotations(warehouse.metadata.annotations.as_ref());
     for (i, sub) in warehouse.spec.subscriptions.iter().enumerate() {
-        subscription(sub, &at.index(i), &mut issues);
+        subscription(sub, &at.index(i), language, &mut issues);
     }
     if let Some(interval) = &warehouse.spec.interval {
         issues.extend(durations::check(
@@ -387,13 +389,13 @@ fn warehouse(warehouse: &Warehouse) -> Vec<Issue> {
             FieldPath::of(&["spec", "interval"]),
         ));
     }
-    criteria(warehouse, &mut issues);
+    criteria(warehouse, language, &mut issues);
     issues
 }
 
-/// `freightCreationCriteria.expression`: CEL over `imageFrom()`/`commitFrom()` of the
-/// Warehouse's own subscriptions.
-fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
+/// `freightCreationCriteria.expression`: in the Warehouse's `language`, over
+/// `imageFrom()`/`commitFrom()`/`chartFrom()` of the Warehouse's own subscriptions.
+fn criteria(warehouse: &Warehouse, language: ExprLanguage, issues: &mut Vec<Issue>) {
     let Some(expression) = warehouse
         .spec
         .freight_creation_criteria
@@ -429,6 +431,7 @@ fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
         .map(|c| c.repo_url.as_str())
         .collect();
     let scope = PredicateScope {
+        language,
         artifact_functions: true,
         images: &images,
         commits: &commits,
@@ -445,13 +448,18 @@ fn criteria(warehouse: &Warehouse, issues: &mut Vec<Issue>) {
 
 /// An image subscription's selection rules, compiled as discovery compiles them: a
 /// `SemVer` constraint that parses, the tag `Digest` follows, tag regexes, the platform.
-fn image_selection(image: &ImageSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+fn image_selection(
+    image: &ImageSubscription,
+    at: &FieldPath,
+    language: ExprLanguage,
+    issues: &mut Vec<Issue>,
+) {
     if let Err(ImageDiscoveryError::InvalidSubscription {
         field,
         value,
         reason,
         hint,
-    }) = image::check_subscription(image)
+    }) = image::check_subscription(image, language)
         // `discoveryLimit` and `expressionFilter` have their own rules.
         && field != "discoveryLimit"
         && field != "expressionFilter"
@@ -527,15 +535,18 @@ fn git_selection(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
 type Checker = fn(&String) -> Result<(), GitDiscoveryError>;
 
 /// A git subscription's `expressionFilter` and `since`.
-fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+fn commit_filters(
+    git: &GitSubscription,
+    at: &FieldPath,
+    language: ExprLanguage,
+    issues: &mut Vec<Issue>,
+) {
     if let Some(expression) = git.expression_filter.as_deref().map(str::trim)
-        && let Err(error) = check_filter(expression, COMMIT_FIELDS)
+        && let Err(error) = check_filter(language, expression, commit_fields(language))
     {
         issues.push(
-            Issue::new(at.key("expressionFilter"), error.to_string()).hint(format!(
-                "use CEL over the commit's fields ({}), e.g. `!subject.startsWith('wip')`",
-                COMMIT_FIELDS.join(", ")
-            )),
+            Issue::new(at.key("expressionFilter"), error.to_string())
+                .hint(git::filter_hint(language)),
         );
     }
     if let Err(reason) = git.since_time() {
@@ -549,7 +560,12 @@ fn commit_filters(git: &GitSubscription, at: &FieldPath, issues: &mut Vec<Issue>
     }
 }
 
-fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>) {
+fn subscription(
+    sub: &RepoSubscription,
+    at: &FieldPath,
+    language: ExprLanguage,
+    issues: &mut Vec<Issue>,
+) {
     let (kind, repo_url, limit) = match (&sub.image, &sub.git, &sub.chart) {
         (Some(image), None, None) => ("image", &image.repo_url, image.discovery_limit),
         (None, Some(git), None) => ("git", &git.repo_url, git.discovery_limit),
@@ -586,21 +602,21 @@ fn subscription(sub: &RepoSubscription, at: &FieldPath, issues: &mut Vec<Issue>)
         issues.push(issue);
     }
     if let Some(git) = &sub.git {
-        commit_filters(git, &at, issues);
+        commit_filters(git, &at, language, issues);
         git_selection(git, &at, issues);
     }
     if let Some(image) = &sub.image {
-        image_selection(image, &at, issues);
+        image_selection(image, &at, language, issues);
     }
     if let Some(expression) = sub
         .image
         .as_ref()
         .and_then(|i| i.expression_filter.as_deref())
-        && let Err(error) = check_filter(expression.trim(), IMAGE_FIELDS)
+        && let Err(error) = check_filter(language, expression.trim(), IMAGE_FIELDS)
     {
         issues.push(
             Issue::new(at.key("expressionFilter"), error.to_string())
-                .hint("use CEL over the tag (`tag`), e.g. `!tag.endsWith('-debug')`"),
+                .hint(image::tag_filter_hint(language)),
         );
     }
     if !(1..=MAX_DISCOVERY_LIMIT).contains(&limit) {
@@ -1011,6 +1027,60 @@ mod tests {
             "{}",
             found[0].1
         );
+    }
+
+    #[test]
+    fn a_kargo_warehouse_s_filters_and_criteria_are_checked_as_expr_lang() {
+        let annotations = json!({"dray.dev/expression-language": "expr-lang"});
+        let kargo = |spec: serde_json::Value| {
+            issues(
+                Kind::Warehouse,
+                json!({"metadata": {"name": "app", "annotations": annotations}, "spec": spec}),
+            )
+        };
+        // Kargo's own examples apply.
+        let found = kargo(json!({
+        "freightCreationCriteria": {"expression": "imageFrom('reg/app').Tag == commitFrom('https://git/cfg.git').Tag"},
+        "subscriptions": [
+            {"image": {"repoURL": "reg/app", "expressionFilter": "!(tag endsWith '-debug')"}},
+            {"git": {"repoURL": "https://git/cfg.git", "expressionFilter": "!(subject contains '[skip-ci]') && commitDate.After(date('2025-01-01'))"}},
+        ]}));
+        assert!(found.is_empty(), "{found:?}");
+        // CEL's spelling, a Dray field name, an unsubscribed repository and a Kargo variable
+        // Dray has no value for are each refused with the reason.
+        let found = kargo(json!({
+        "freightCreationCriteria": {"expression": "imageFrom('reg/ap').Tag != ''"},
+        "subscriptions": [
+            {"image": {"repoURL": "reg/app", "expressionFilter": "!tag.endsWith('-debug')"}},
+            {"git": {"repoURL": "https://git/cfg.git", "expressionFilter": "tagger == 'ann'"}},
+        ]}));
+        let paths: Vec<_> = found.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "spec.subscriptions[0].image.expressionFilter",
+                "spec.subscriptions[1].git.expressionFilter",
+                "spec.freightCreationCriteria.expression",
+            ],
+            "{found:?}"
+        );
+        assert!(
+            found[1].1.contains("Kargo's `tagger` is not available"),
+            "{}",
+            found[1].1
+        );
+        assert!(
+            found[2]
+                .1
+                .contains("`imageFrom('reg/ap')` names no image subscription"),
+            "{}",
+            found[2].1
+        );
+        let found = kargo(json!({
+            "freightCreationCriteria": {"expression": "imageFrom('reg/app').tag == ''"},
+            "subscriptions": [{"image": {"repoURL": "reg/app"}}]}));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].1.contains("did you mean `Tag`"), "{}", found[0].1);
     }
 
     #[test]

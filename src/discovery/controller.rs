@@ -35,6 +35,7 @@ use crate::api::{
     ResourceBody as _, SubscriptionKind, SubscriptionStatus, Time, Warehouse, WarehouseStatus,
     parse_duration,
 };
+use crate::expr::exprlang::ExprLanguage;
 use crate::runtime::{Action, Cache, Controller, Resource};
 use crate::secrets::SecretKey;
 use crate::store::{Store, StoreError, StoredObject};
@@ -140,11 +141,12 @@ impl WarehouseController {
             .list(Kind::Credential, Some(&project))
             .await
             .map_err(|error| error.to_string());
+        let language = ExprLanguage::of_annotations(warehouse.metadata.annotations.as_ref());
         for (index, sub) in warehouse.spec.subscriptions.iter().enumerate() {
             let before = previous.subscriptions.get(index);
             status
                 .subscriptions
-                .push(self.discover(&credentials, sub, before).await);
+                .push(self.discover(&credentials, sub, before, language).await);
         }
         let failures: Vec<String> = status
             .subscriptions
@@ -154,9 +156,13 @@ impl WarehouseController {
             .collect();
         if failures.is_empty() {
             let candidate = criteria::newest(&status.subscriptions);
-            let decision = candidate
-                .as_ref()
-                .map(|c| criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), c));
+            let decision = candidate.as_ref().map(|c| {
+                criteria::decide(
+                    warehouse.spec.freight_creation_criteria.as_ref(),
+                    language,
+                    c,
+                )
+            });
             if let Some(decision) = &decision {
                 status
                     .conditions
@@ -224,12 +230,13 @@ impl WarehouseController {
     }
 
     /// Discovers one subscription with the project's `credentials` (or why they could not
-    /// be read).
+    /// be read); its filter is in the Warehouse's `language`.
     async fn discover(
         &self,
         credentials: &Result<Vec<StoredObject>, String>,
         sub: &RepoSubscription,
         before: Option<&SubscriptionStatus>,
+        language: ExprLanguage,
     ) -> SubscriptionStatus {
         if let Some(image) = &sub.image {
             let mut status = SubscriptionStatus {
@@ -244,7 +251,11 @@ impl WarehouseController {
                     return status;
                 }
             };
-            match self.images.discover(image, creds.as_ref()).await {
+            match self
+                .images
+                .discover_in(image, creds.as_ref(), language)
+                .await
+            {
                 Ok(found) => {
                     status.ready = true;
                     status.images = found
@@ -289,7 +300,7 @@ impl WarehouseController {
             .and_then(|v| serde_json::from_value(v).ok());
         match self
             .git
-            .discover(git, creds.as_ref(), previous_state.as_ref())
+            .discover_in(git, creds.as_ref(), previous_state.as_ref(), language)
             .await
         {
             Ok(found) => {

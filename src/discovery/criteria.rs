@@ -14,7 +14,8 @@ use crate::api::{
     Condition, FreightChart, FreightCommit, FreightCreationCriteria, FreightImage,
     SubscriptionKind, SubscriptionStatus, Time,
 };
-use crate::expr::{ExprCache, FreightView, Verdict};
+use crate::expr::exprlang::ExprLanguage;
+use crate::expr::{FreightView, PredicateCache, Verdict};
 
 /// The condition type that carries the criteria's verdict.
 pub use crate::api::CRITERIA_CONDITION as CONDITION;
@@ -163,16 +164,24 @@ impl Decision {
     }
 }
 
-/// Judges `candidate` by `criteria` (none, or a blank expression, allow everything).
-pub fn decide(criteria: Option<&FreightCreationCriteria>, candidate: &Candidate) -> Decision {
+/// Judges `candidate` by `criteria`, written in `language` (none, or a blank expression,
+/// allow everything).
+pub fn decide(
+    criteria: Option<&FreightCreationCriteria>,
+    language: ExprLanguage,
+    candidate: &Candidate,
+) -> Decision {
     let Some(expression) = criteria
         .map(|c| c.expression.trim())
         .filter(|e| !e.is_empty())
     else {
         return Decision::NoCriteria;
     };
-    let verdict =
-        ExprCache::new().evaluate_predicate(expression, &serde_json::Map::new(), &candidate.view());
+    let verdict = PredicateCache::new(language).evaluate(
+        expression,
+        &serde_json::Map::new(),
+        &candidate.view(),
+    );
     match verdict {
         Ok(Verdict::Accepted) => Decision::Satisfied,
         Ok(Verdict::Refused(why)) => Decision::Refused(format!(
@@ -245,9 +254,25 @@ mod tests {
     }
 
     #[test]
+    fn a_kargo_warehouse_judges_in_expr_lang_with_kargo_field_names() {
+        let kargo = "imageFrom('reg/app').Tag == commitFrom('https://git/cfg.git').Tag";
+        let lang = ExprLanguage::ExprLang;
+        let matching = newest(&subscriptions(&["v1"], &["v1"])).unwrap();
+        assert_eq!(
+            decide(Some(&criteria(kargo)), lang, &matching),
+            Decision::Satisfied
+        );
+        let newer = newest(&subscriptions(&["v2"], &["v1"])).unwrap();
+        let Decision::Refused(why) = decide(Some(&criteria(kargo)), lang, &newer) else {
+            panic!("v2 against v1 is refused");
+        };
+        assert!(why.ends_with(&format!("`{kargo}` is false")), "{why}");
+    }
+
+    #[test]
     fn a_refusal_names_the_artifacts_and_why() {
         let candidate = newest(&subscriptions(&["v2", "v1"], &["v1"])).unwrap();
-        let decision = decide(Some(&criteria(SAME_TAG)), &candidate);
+        let decision = decide(Some(&criteria(SAME_TAG)), ExprLanguage::Cel, &candidate);
         assert!(!decision.allows());
         let condition = decision.condition(Some(3)).unwrap();
         assert_eq!(
@@ -265,7 +290,7 @@ mod tests {
         );
         let matching = newest(&subscriptions(&["v1"], &["v1"])).unwrap();
         assert_eq!(
-            decide(Some(&criteria(SAME_TAG)), &matching),
+            decide(Some(&criteria(SAME_TAG)), ExprLanguage::Cel, &matching),
             Decision::Satisfied
         );
     }
@@ -291,12 +316,13 @@ mod tests {
         assert_eq!(candidate.charts[0].version, "1.4.0");
         let same = "imageFrom('reg/app').tag == chartFrom('oci://reg/charts/app').version";
         assert_eq!(
-            decide(Some(&criteria(same)), &candidate),
+            decide(Some(&criteria(same)), ExprLanguage::Cel, &candidate),
             Decision::Satisfied
         );
         subs[2].charts.remove(0);
         let older = newest(&subs).unwrap();
-        let Decision::Refused(why) = decide(Some(&criteria(same)), &older) else {
+        let Decision::Refused(why) = decide(Some(&criteria(same)), ExprLanguage::Cel, &older)
+        else {
             panic!("expected a refusal");
         };
         assert!(why.contains("oci://reg/charts/app/app:1.3.0"), "{why}");
@@ -309,14 +335,18 @@ mod tests {
     #[test]
     fn no_criteria_allow_everything_and_errors_refuse() {
         let candidate = newest(&subscriptions(&["v2"], &["v1"])).unwrap();
-        assert_eq!(decide(None, &candidate), Decision::NoCriteria);
         assert_eq!(
-            decide(Some(&criteria("  ")), &candidate),
+            decide(None, ExprLanguage::Cel, &candidate),
+            Decision::NoCriteria
+        );
+        assert_eq!(
+            decide(Some(&criteria("  ")), ExprLanguage::Cel, &candidate),
             Decision::NoCriteria
         );
         assert!(Decision::NoCriteria.condition(None).is_none());
         let decision = decide(
             Some(&criteria("imageFrom('reg/gone').tag == ''")),
+            ExprLanguage::Cel,
             &candidate,
         );
         let Decision::Failed(message) = &decision else {

@@ -46,7 +46,8 @@ pub use condition_names::check_analysis_condition;
 pub use context::{ExprContext, FreightView, MetadataView, cel_to_json, json_to_cel};
 pub use error::ExprError;
 pub use predicate::{
-    COMMIT_FIELDS, IMAGE_FIELDS, PredicateScope, Verdict, check_filter, check_predicate,
+    COMMIT_FIELDS, IMAGE_FIELDS, KARGO_COMMIT_FIELDS, PredicateCache, PredicateScope, Verdict,
+    check_filter, check_predicate, commit_fields,
 };
 pub use template::{ExprSegment, Segment, Template, has_expressions, to_text};
 

@@ -13,6 +13,10 @@ use super::ExprError;
 use super::compile::{ExprCache, on_cel_stack};
 use super::context::{ExprContext, FreightView, json_to_cel};
 use super::explain::explain;
+use super::exprlang::{
+    ExprLangEngine, ExprLangError, ExprLanguage, IssueKind, KnownShapes, check_exprlang_expression,
+    json_to_expr, literal_calls, time_to_expr,
+};
 use super::functions;
 use super::why::why_false;
 
@@ -28,20 +32,129 @@ pub const COMMIT_FIELDS: &[&str] = &[
     "tag",
 ];
 
+/// The variables a git subscription's `expressionFilter` sees in a Kargo document: Kargo's
+/// (`id`, `commitDate`, `author`, `committer`, `subject`; for tags `tag` and
+/// `creatorDate`, the commit's date) and Dray's (`message`, `branch`). `commitDate` and
+/// `creatorDate` are times there (`commitDate.Year()`).
+pub const KARGO_COMMIT_FIELDS: &[&str] = &[
+    "id",
+    "subject",
+    "message",
+    "author",
+    "committer",
+    "commitDate",
+    "creatorDate",
+    "branch",
+    "tag",
+];
+
+/// Kargo's filter variables Dray has no value for, and why.
+const KARGO_UNREAD_FIELDS: &[(&str, &str)] = &[
+    (
+        "tagger",
+        "Dray does not read annotated tags' taggers; filter on `author` or `committer`",
+    ),
+    (
+        "annotation",
+        "Dray does not read annotated tags' messages; filter on `subject` or `tag`",
+    ),
+];
+
+/// The candidate fields that are times in expr-lang (Go's `time.Time` to Kargo).
+const TIME_FIELDS: &[&str] = &["commitDate", "creatorDate"];
+
 /// The variables an image subscription's `expressionFilter` sees (a tag, before anything
 /// is read from the registry).
 pub const IMAGE_FIELDS: &[&str] = &["tag"];
 
-/// Checks a subscription's `expressionFilter` whose variables are `fields`
-/// ([`COMMIT_FIELDS`], [`IMAGE_FIELDS`]): syntax, and only those variables.
-pub fn check_filter(expression: &str, fields: &[&str]) -> Result<(), ExprError> {
+/// The variables a git subscription's `expressionFilter` sees in `language`.
+pub fn commit_fields(language: ExprLanguage) -> &'static [&'static str] {
+    match language {
+        ExprLanguage::Cel => COMMIT_FIELDS,
+        ExprLanguage::ExprLang => KARGO_COMMIT_FIELDS,
+    }
+}
+
+/// Checks a subscription's `expressionFilter` in `language` whose variables are `fields`
+/// ([`commit_fields`], [`IMAGE_FIELDS`]): syntax, and only those variables.
+pub fn check_filter(
+    language: ExprLanguage,
+    expression: &str,
+    fields: &'static [&'static str],
+) -> Result<(), ExprError> {
     check_predicate(
         expression,
         &PredicateScope {
+            language,
             variables: fields,
             ..PredicateScope::default()
         },
     )
+}
+
+/// A Warehouse's predicates, evaluated in the language its document is written in
+/// (CEL for Dray's, expr-lang for Kargo's), each compiled once.
+#[derive(Clone, Debug, Default)]
+pub struct PredicateCache {
+    language: ExprLanguage,
+    cel: ExprCache,
+    exprlang: ExprLangEngine,
+}
+
+impl PredicateCache {
+    /// An empty cache for predicates in `language`.
+    pub fn new(language: ExprLanguage) -> Self {
+        Self {
+            language,
+            ..Self::default()
+        }
+    }
+
+    /// Evaluates `expr` with only `variables` in scope and `imageFrom()`/`commitFrom()`/
+    /// `chartFrom()` looking in `artifacts`; it must be a bool. A runtime error is an
+    /// error, never a verdict.
+    pub fn evaluate(
+        &self,
+        expr: &str,
+        variables: &serde_json::Map<String, Value>,
+        artifacts: &FreightView,
+    ) -> Result<Verdict, ExprError> {
+        match self.language {
+            ExprLanguage::Cel => self.cel.evaluate_predicate(expr, variables, artifacts),
+            ExprLanguage::ExprLang => {
+                let values: Vec<(&str, expr::Value)> = variables
+                    .iter()
+                    .map(|(name, value)| (name.as_str(), exprlang_variable(name, value)))
+                    .collect();
+                let scope = ExprContext {
+                    freight: artifacts.clone(),
+                    ..ExprContext::default()
+                };
+                let expr = expr.trim();
+                match self.exprlang.evaluate_predicate(expr, &values, &scope) {
+                    Ok(true) => Ok(Verdict::Accepted),
+                    Ok(false) => Ok(Verdict::Refused(format!("`{expr}` is false"))),
+                    Err(ExprLangError::NotBool { got, .. }) => Err(ExprError::NotBool {
+                        expr: expr.to_owned(),
+                        got,
+                    }),
+                    Err(error) => Err(ExprError::Eval {
+                        field: None,
+                        expr: expr.to_owned(),
+                        message: error.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// A candidate's field as expr-lang sees it: times as times, the rest as JSON reads.
+fn exprlang_variable(name: &str, value: &Value) -> expr::Value {
+    match value.as_str().map(str::parse::<jiff::Timestamp>) {
+        Some(Ok(at)) if TIME_FIELDS.contains(&name) => time_to_expr(at),
+        _ => json_to_expr(value),
+    }
 }
 
 /// What a predicate said about a candidate.
@@ -96,8 +209,10 @@ impl ExprCache {
 /// What [`check_predicate`] checks an expression against.
 #[derive(Clone, Debug, Default)]
 pub struct PredicateScope<'a> {
+    /// The language the expression is written in (its Warehouse's).
+    pub language: ExprLanguage,
     /// The variables the expression may name (a commit's fields), none for criteria.
-    pub variables: &'a [&'a str],
+    pub variables: &'a [&'static str],
     /// Whether `imageFrom()` and `commitFrom()` may be called (criteria).
     pub artifact_functions: bool,
     /// The image repositories `imageFrom('…')` may name.
@@ -113,7 +228,56 @@ pub struct PredicateScope<'a> {
 /// subscribed repository. Unknown functions are found by a trial evaluation; an
 /// expression whose unknown function is behind a short-circuit is found when it runs.
 pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), ExprError> {
-    let expr = expr.trim();
+    match scope.language {
+        ExprLanguage::Cel => check_cel_predicate(expr.trim(), scope),
+        ExprLanguage::ExprLang => check_exprlang_predicate(expr.trim(), scope),
+    }
+}
+
+/// [`check_predicate`] for expr-lang: syntax, functions, variables and result fields
+/// from the source's tokens, then the repositories named.
+fn check_exprlang_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), ExprError> {
+    let problem = |message: String| ExprError::Eval {
+        field: None,
+        expr: expr.to_owned(),
+        message,
+    };
+    let shapes = KnownShapes::predicate(scope.variables, scope.artifact_functions);
+    if let Some(issue) = check_exprlang_expression(expr, &shapes).into_iter().next() {
+        let named: String = expr
+            .get(issue.offset..)
+            .unwrap_or_default()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let unread = KARGO_UNREAD_FIELDS
+            .iter()
+            .find(|(field, _)| issue.kind == IssueKind::UnknownVariable && *field == named);
+        return Err(problem(match unread {
+            Some((field, why)) => format!("Kargo's `{field}` is not available: {why}"),
+            None if issue.kind == IssueKind::UnknownVariable && !scope.variables.is_empty() => {
+                format!("{} (known: {})", issue.message, scope.variables.join(", "))
+            }
+            None => issue.message,
+        }));
+    }
+    subscribed_repositories(literal_calls(expr, PREDICATE_FUNCTIONS), scope).map_err(problem)?;
+    // expr-lang has no methods on strings (CEL's `subject.startsWith('x')`): a trial run
+    // finds them. Other failures depend on the values, so they wait for a real one.
+    let (variables, artifacts) = placeholders(scope);
+    match PredicateCache::new(ExprLanguage::ExprLang).evaluate(expr, &variables, &artifacts) {
+        Err(ExprError::Eval { message, .. }) if message.contains("has no method") => {
+            Err(problem(format!(
+                "{message}; expr-lang writes these as operators: `subject contains 'x'`, \
+                 `subject startsWith 'x'`, `tag endsWith 'x'`, `tag matches '^v'`"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// [`check_predicate`] for CEL.
+fn check_cel_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), ExprError> {
     let cache = ExprCache::new();
     let program = cache.compile(expr)?;
     let problem = |message: String| ExprError::Eval {
@@ -133,39 +297,35 @@ pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), Exp
             return Err(problem(format!("no variable `{name}` (known: {known})")));
         }
     }
-    for (function, repo) in super::explain::literal_calls(program.expression(), PREDICATE_FUNCTIONS)
-    {
-        if !scope.artifact_functions {
-            return Err(problem(format!(
-                "`{function}()` is only defined in a Warehouse's freightCreationCriteria"
-            )));
-        }
-        let (subscribed, what) = match function.as_str() {
-            "imageFrom" => (scope.images, "image"),
-            "chartFrom" => (scope.charts, "chart"),
-            _ => (scope.commits, "git"),
-        };
-        if !subscribed.contains(&repo.as_str()) {
-            let list = if subscribed.is_empty() {
-                "none".to_owned()
-            } else {
-                subscribed
-                    .iter()
-                    .map(|r| format!("`{r}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            return Err(problem(format!(
-                "`{function}('{repo}')` names no {what} subscription of this Warehouse (its \
-                 {what} subscriptions: {list})"
-            )));
-        }
-    }
+    subscribed_repositories(
+        super::explain::literal_calls(program.expression(), PREDICATE_FUNCTIONS),
+        scope,
+    )
+    .map_err(problem)?;
     // A trial run over placeholder artifacts finds unknown functions.
+    let (variables, artifacts) = placeholders(scope);
+    match cache.evaluate_predicate(expr, &variables, &artifacts) {
+        Err(ExprError::Eval { message, .. }) if message.starts_with("no function") => {
+            Err(problem(message))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Empty values of `scope`'s variables (the current time for times) and placeholder
+/// artifacts of its subscribed repositories: what a trial run evaluates over.
+fn placeholders(scope: &PredicateScope<'_>) -> (serde_json::Map<String, Value>, FreightView) {
     let variables: serde_json::Map<String, Value> = scope
         .variables
         .iter()
-        .map(|name| ((*name).to_owned(), Value::String(String::new())))
+        .map(|name| {
+            let value = if TIME_FIELDS.contains(name) {
+                jiff::Timestamp::now().to_string()
+            } else {
+                String::new()
+            };
+            ((*name).to_owned(), Value::String(value))
+        })
         .collect();
     let artifacts = FreightView {
         images: scope
@@ -194,12 +354,43 @@ pub fn check_predicate(expr: &str, scope: &PredicateScope<'_>) -> Result<(), Exp
             .collect(),
         ..FreightView::default()
     };
-    match cache.evaluate_predicate(expr, &variables, &artifacts) {
-        Err(ExprError::Eval { message, .. }) if message.starts_with("no function") => {
-            Err(problem(message))
+    (variables, artifacts)
+}
+
+/// Each `imageFrom('…')`/`commitFrom('…')`/`chartFrom('…')` of `calls` names a repository
+/// `scope` subscribes to, and only where artifact functions are defined; why not, if not.
+fn subscribed_repositories(
+    calls: Vec<(String, String)>,
+    scope: &PredicateScope<'_>,
+) -> Result<(), String> {
+    for (function, repo) in calls {
+        if !scope.artifact_functions {
+            return Err(format!(
+                "`{function}()` is only defined in a Warehouse's freightCreationCriteria"
+            ));
         }
-        _ => Ok(()),
+        let (subscribed, what) = match function.as_str() {
+            "imageFrom" => (scope.images, "image"),
+            "chartFrom" => (scope.charts, "chart"),
+            _ => (scope.commits, "git"),
+        };
+        if !subscribed.contains(&repo.as_str()) {
+            let list = if subscribed.is_empty() {
+                "none".to_owned()
+            } else {
+                subscribed
+                    .iter()
+                    .map(|r| format!("`{r}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(format!(
+                "`{function}('{repo}')` names no {what} subscription of this Warehouse (its \
+                 {what} subscriptions: {list})"
+            ));
+        }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use crate::api::{
 use crate::discovery::credentials;
 use crate::discovery::criteria::{self, Candidate};
 use crate::discovery::mint::{self, MintError, MintOrigin, MintRequest, Minted};
+use crate::expr::exprlang::ExprLanguage;
 
 use super::auth::Caller;
 use super::credentials::present;
@@ -348,7 +349,12 @@ fn chosen_artifacts(
 /// The Warehouse's criteria's objection to `candidate`, recorded on hand-made Freight (a
 /// person may mint what the criteria refuse; the Freight says so).
 fn criteria_warnings(warehouse: &Warehouse, candidate: &Candidate) -> Vec<String> {
-    match criteria::decide(warehouse.spec.freight_creation_criteria.as_ref(), candidate) {
+    let language = ExprLanguage::of_annotations(warehouse.metadata.annotations.as_ref());
+    match criteria::decide(
+        warehouse.spec.freight_creation_criteria.as_ref(),
+        language,
+        candidate,
+    ) {
         criteria::Decision::Refused(why) | criteria::Decision::Failed(why) => {
             vec![format!("criteriaNotMet: {why}")]
         }

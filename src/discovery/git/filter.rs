@@ -1,9 +1,11 @@
 //! A git subscription's `expressionFilter` and `since`, compiled: whether one commit counts.
 //!
-//! `expressionFilter` is CEL over the commit's fields ([`crate::expr::COMMIT_FIELDS`]): `id`,
-//! `subject` (the first line), `message` (all of it), `author` and `committer`
-//! (`Name <email>`), `commitDate` (RFC 3339, compare with `timestamp(commitDate)`),
-//! `branch` and `tag` (`""` when not found that way). `since` is an RFC 3339 time; commits
+//! `expressionFilter` is an expression in its Warehouse's language over the commit's fields
+//! ([`crate::expr::commit_fields`]): `id`, `subject` (the first line), `message` (all of
+//! it), `author` and `committer` (`Name <email>`), `commitDate` (CEL: RFC 3339, compare with
+//! `timestamp(commitDate)`; expr-lang: a time, `commitDate.Year()`), `branch` and `tag`
+//! (`""` when not found that way), and in Kargo's documents `creatorDate` (the commit's
+//! date). `since` is an RFC 3339 time; commits
 //! made (committer time) before it never count. Owns no I/O and picks no winner: the
 //! strategies in [`super`] ask it about each candidate, so `discoveryLimit` counts only
 //! commits it accepts.
@@ -13,7 +15,8 @@ use serde_json::{Map, Value, json};
 use super::error::{GitDiscoveryError, redact_url};
 use super::history::CommitInfo;
 use crate::api::GitSubscription;
-use crate::expr::{COMMIT_FIELDS, ExprCache, FreightView, Verdict, check_filter};
+use crate::expr::exprlang::ExprLanguage;
+use crate::expr::{FreightView, PredicateCache, Verdict, check_filter, commit_fields};
 
 /// How `since` is written, for hints.
 const SINCE_HINT: &str = "write an RFC 3339 time such as `2026-01-31T00:00:00Z`";
@@ -23,24 +26,29 @@ const SINCE_HINT: &str = "write an RFC 3339 time such as `2026-01-31T00:00:00Z`"
 pub(crate) struct CommitFilter {
     expression: Option<String>,
     since: Option<jiff::Timestamp>,
-    cache: ExprCache,
+    cache: PredicateCache,
 }
 
 impl CommitFilter {
-    /// Compiles the subscription's `expressionFilter` and parses its `since`.
-    pub(crate) fn new(sub: &GitSubscription) -> Result<Self, GitDiscoveryError> {
+    /// Compiles the subscription's `expressionFilter`, written in `language`, and parses
+    /// its `since`.
+    pub(crate) fn new(
+        sub: &GitSubscription,
+        language: ExprLanguage,
+    ) -> Result<Self, GitDiscoveryError> {
         let expression = sub
             .expression_filter
             .as_deref()
             .map(str::trim)
             .filter(|e| !e.is_empty());
         if let Some(text) = expression {
-            check_filter(text, COMMIT_FIELDS).map_err(|e| GitDiscoveryError::InvalidFilter {
-                field: "expressionFilter",
-                value: text.to_owned(),
-                reason: e.to_string(),
-                hint: "use CEL over id, subject, message, author, committer, commitDate, branch \
-                       and tag, e.g. `!subject.startsWith('wip')`",
+            check_filter(language, text, commit_fields(language)).map_err(|e| {
+                GitDiscoveryError::InvalidFilter {
+                    field: "expressionFilter",
+                    value: text.to_owned(),
+                    reason: e.to_string(),
+                    hint: filter_hint(language),
+                }
             })?;
         }
         let since = sub
@@ -54,7 +62,7 @@ impl CommitFilter {
         Ok(Self {
             expression: expression.map(str::to_owned),
             since,
-            cache: ExprCache::new(),
+            cache: PredicateCache::new(language),
         })
     }
 
@@ -79,7 +87,7 @@ impl CommitFilter {
         };
         let verdict = self
             .cache
-            .evaluate_predicate(
+            .evaluate(
                 expression,
                 &variables(commit, branch, tag),
                 &FreightView::default(),
@@ -93,6 +101,20 @@ impl CommitFilter {
     }
 }
 
+/// How a commit filter is written in `language`, for hints.
+pub(crate) fn filter_hint(language: ExprLanguage) -> &'static str {
+    match language {
+        ExprLanguage::Cel => {
+            "use CEL over id, subject, message, author, committer, commitDate, branch and tag, \
+             e.g. `!subject.startsWith('wip')`"
+        }
+        ExprLanguage::ExprLang => {
+            "use expr-lang over id, subject, message, author, committer, commitDate, \
+             creatorDate, branch and tag, e.g. `!(subject contains 'wip')`"
+        }
+    }
+}
+
 fn variables(commit: &CommitInfo, branch: Option<&str>, tag: Option<&str>) -> Map<String, Value> {
     let Value::Object(fields) = json!({
         "id": commit.id,
@@ -101,6 +123,7 @@ fn variables(commit: &CommitInfo, branch: Option<&str>, tag: Option<&str>) -> Ma
         "author": commit.author,
         "committer": commit.committer,
         "commitDate": commit.committed_at.to_string(),
+        "creatorDate": commit.committed_at.to_string(),
         "branch": branch.unwrap_or_default(),
         "tag": tag.unwrap_or_default(),
     }) else {
@@ -127,11 +150,74 @@ mod tests {
         expression: Option<&str>,
         since: Option<&str>,
     ) -> Result<CommitFilter, GitDiscoveryError> {
-        CommitFilter::new(&GitSubscription {
-            expression_filter: expression.map(str::to_owned),
-            since: since.map(str::to_owned),
-            ..GitSubscription::default()
-        })
+        filter_in(ExprLanguage::Cel, expression, since)
+    }
+
+    fn filter_in(
+        language: ExprLanguage,
+        expression: Option<&str>,
+        since: Option<&str>,
+    ) -> Result<CommitFilter, GitDiscoveryError> {
+        CommitFilter::new(
+            &GitSubscription {
+                expression_filter: expression.map(str::to_owned),
+                since: since.map(str::to_owned),
+                ..GitSubscription::default()
+            },
+            language,
+        )
+    }
+
+    #[test]
+    fn a_kargo_filter_is_expr_lang_with_times_as_times() {
+        let lang = ExprLanguage::ExprLang;
+        let ok = commit("feat: x\n\nbody", "2026-01-02T00:00:00Z");
+        let wip = commit("chore: [skip-ci] x", "2026-01-02T00:00:00Z");
+        let old = commit("feat: y", "2023-06-01T00:00:00Z");
+        let found = filter_in(
+            lang,
+            Some("!(subject contains '[skip-ci]') && author != 'dependabot'"),
+            None,
+        )
+        .unwrap();
+        assert!(found.accepts("u", &ok, Some("main"), None).unwrap());
+        assert!(!found.accepts("u", &wip, Some("main"), None).unwrap());
+        let recent = filter_in(
+            lang,
+            Some("commitDate.After(date('2025-01-01')) && creatorDate.Year() >= 2024"),
+            None,
+        )
+        .unwrap();
+        assert!(recent.accepts("u", &ok, None, Some("v1")).unwrap());
+        assert!(!recent.accepts("u", &old, None, Some("v0")).unwrap());
+        let tagged = filter_in(lang, Some("tag matches '^v[0-9]+$'"), None).unwrap();
+        assert!(tagged.accepts("u", &ok, None, Some("v12")).unwrap());
+        assert!(!tagged.accepts("u", &ok, None, Some("v1.2-rc")).unwrap());
+        // CEL's spelling is not expr-lang's, and the reverse.
+        let err = filter_in(lang, Some("subject.startsWith('wip')"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("has no method startsWith"), "{err}");
+        assert!(err.contains("`subject startsWith 'x'`"), "{err}");
+        let err = filter(Some("!(subject contains 'wip')"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("CEL"), "{err}");
+    }
+
+    #[test]
+    fn kargo_filter_variables_dray_does_not_have_are_refused_with_the_reason() {
+        let err = filter_in(ExprLanguage::ExprLang, Some("tagger == 'ann'"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("Kargo's `tagger` is not available"), "{err}");
+        let err = filter_in(ExprLanguage::ExprLang, Some("msg == ''"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("`msg`") && err.contains("known: id, subject"),
+            "{err}"
+        );
     }
 
     #[test]

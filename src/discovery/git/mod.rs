@@ -63,12 +63,14 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 use crate::api::{CommitSelectionStrategy, FreightCommit, GitSubscription};
+use crate::expr::exprlang::ExprLanguage;
 
 pub use error::{GitDiscoveryError, redact_url};
 pub use mirror::{FETCH_TIMEOUT, GitCredentials, MirrorCache, RemoteRefs};
 pub use select::{PROMOTION_TRAILER, is_dray_commit};
 
 use filter::CommitFilter;
+pub(crate) use filter::filter_hint;
 use history::CommitInfo;
 use mirror::blocking;
 use select::{PathFilter, SemverConstraint, TagFilter, parse_version, sort_semver};
@@ -197,15 +199,29 @@ impl GitDiscoverer {
     }
 
     /// Select the commits `sub` asks for. With `previous` (the state returned last time),
-    /// an unmoved branch head or tag set returns `unchanged` without fetching.
+    /// an unmoved branch head or tag set returns `unchanged` without fetching. Its
+    /// `expressionFilter` is CEL, as in Dray's own documents.
     pub async fn discover(
         &self,
         sub: &GitSubscription,
         creds: Option<&GitCredentials>,
         previous: Option<&GitDiscoveryState>,
     ) -> Result<GitDiscovery, GitDiscoveryError> {
+        self.discover_in(sub, creds, previous, ExprLanguage::Cel)
+            .await
+    }
+
+    /// [`Self::discover`] for a subscription of a Warehouse whose expressions are in
+    /// `language` (expr-lang for Kargo's documents).
+    pub async fn discover_in(
+        &self,
+        sub: &GitSubscription,
+        creds: Option<&GitCredentials>,
+        previous: Option<&GitDiscoveryState>,
+        language: ExprLanguage,
+    ) -> Result<GitDiscovery, GitDiscoveryError> {
         // Check the subscription before any network call.
-        let rules = Rules::new(sub)?;
+        let rules = Rules::new(sub, language)?;
         let url = sub.repo_url.trim();
         let remote = self.mirrors.list_remote(url, creds).await?;
         let mut stats = GitDiscoveryStats {
@@ -267,7 +283,7 @@ struct Rules {
 }
 
 impl Rules {
-    fn new(sub: &GitSubscription) -> Result<Self, GitDiscoveryError> {
+    fn new(sub: &GitSubscription, language: ExprLanguage) -> Result<Self, GitDiscoveryError> {
         let semver = match sub.commit_selection_strategy {
             CommitSelectionStrategy::SemVer => {
                 Some(SemverConstraint::new(sub.semver_constraint.as_deref())?)
@@ -285,7 +301,7 @@ impl Rules {
         Ok(Self {
             paths: PathFilter::new(&sub.include_paths, &sub.exclude_paths)?,
             tags: TagFilter::new(&sub.allow_tags, &sub.ignore_tags)?,
-            commits: CommitFilter::new(sub)?,
+            commits: CommitFilter::new(sub, language)?,
             semver,
             limit: sub.discovery_limit.clamp(1, MAX_DISCOVERY_LIMIT) as usize,
             sub: sub.clone(),

@@ -760,3 +760,63 @@ async fn expression_filter_and_since_choose_commits_and_discovery_limit_counts_o
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_kargo_warehouse_filters_commits_and_tags_in_expr_lang() {
+    let origin = Origin::new();
+    let old = origin.commit_at(&[("a", "1")], "feat: old", Some("2023-06-01T00:00:00Z"));
+    let kept = origin.commit_at(&[("a", "2")], "feat: kept", Some("2026-02-01T00:00:00Z"));
+    origin.commit_at(
+        &[("a", "3")],
+        "chore: [skip-ci] x",
+        Some("2026-02-02T00:00:00Z"),
+    );
+    let discoverer = origin.discoverer();
+    let lang = ExprLanguage::ExprLang;
+    // Kargo's documented filters, as written there.
+    let sub = GitSubscription {
+        expression_filter: Some("!(subject contains '[skip-ci]')".into()),
+        ..origin.sub()
+    };
+    let found = discoverer
+        .discover_in(&sub, None, None, lang)
+        .await
+        .unwrap();
+    assert_eq!(ids(&found), vec![kept.as_str(), old.as_str()]);
+    let sub = GitSubscription {
+        expression_filter: Some("commitDate.After(date('2025-01-01'))".into()),
+        ..origin.sub()
+    };
+    let found = discoverer
+        .discover_in(&sub, None, None, lang)
+        .await
+        .unwrap();
+    assert_eq!(ids(&found).len(), 2, "both 2026 commits, not the 2023 one");
+    assert!(!ids(&found).contains(&old.as_str()));
+
+    origin.tag("v1.0.0", None);
+    origin.tag("v2.0.0-skip", None);
+    let sub = GitSubscription {
+        commit_selection_strategy: CommitSelectionStrategy::Lexical,
+        expression_filter: Some(
+            "tag matches '^v[0-9]+\\\\.[0-9]+\\\\.[0-9]+$' && creatorDate.Year() >= 2024".into(),
+        ),
+        ..origin.sub()
+    };
+    let found = discoverer
+        .discover_in(&sub, None, None, lang)
+        .await
+        .unwrap();
+    assert_eq!(tags(&found), vec!["v1.0.0"]);
+
+    // The same filter read as CEL (a Dray document) is refused before any fetch.
+    let err = discoverer
+        .discover(&sub, None, None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("expressionFilter") && err.contains("CEL"),
+        "{err}"
+    );
+}

@@ -13,6 +13,7 @@ use super::constraint::{Constraint, parse_tag};
 use super::manifest::Platform;
 use super::select::{Selector, newest_build_first};
 use crate::api::{ImageSelectionStrategy as S, ImageSubscription};
+use crate::expr::exprlang::ExprLanguage;
 
 const REPO: &str = "example/image";
 
@@ -40,7 +41,7 @@ fn own(patterns: &[&str]) -> Vec<String> {
 fn kargo_new_semver_selector() {
     let cases: [(&str, bool); 3] = [("invalid", false), ("", true), ("^1.24", true)];
     for (constraint, builds) in cases {
-        let got = Selector::new(&sub(S::SemVer, constraint));
+        let got = Selector::new(&sub(S::SemVer, constraint), ExprLanguage::Cel);
         assert_eq!(got.is_ok(), builds, "constraint `{constraint}`: {got:?}");
         if let Err(err) = got {
             // Kargo: "error parsing semver constraint"; Dray names the field and the value.
@@ -49,7 +50,7 @@ fn kargo_new_semver_selector() {
         }
     }
     // `^1.24` means `>=1.24.0 <2.0.0` in Masterminds, as in npm.
-    let selector = Selector::new(&sub(S::SemVer, "^1.24")).unwrap();
+    let selector = Selector::new(&sub(S::SemVer, "^1.24"), ExprLanguage::Cel).unwrap();
     let got = selector
         .rank(REPO, &list(&["1.23.9", "1.24.0", "1.99.1", "2.0.0"]))
         .unwrap();
@@ -65,7 +66,7 @@ fn kargo_sort_images_by_semver() {
     let expected = [
         "7.0.6", "5.0.0", "1.1.1", "1.0.2", "1.0.0", "0.2.1", "0.1.1", "0.0.1",
     ];
-    let got = Selector::new(&sub(S::SemVer, ""))
+    let got = Selector::new(&sub(S::SemVer, ""), ExprLanguage::Cel)
         .unwrap()
         .rank(REPO, &list(&tags))
         .unwrap();
@@ -78,7 +79,7 @@ fn kargo_sort_images_by_semver() {
 fn kargo_semver_ties_break_on_the_original_tag() {
     let mut loose = sub(S::SemVer, "");
     loose.strict_semvers = false;
-    let got = Selector::new(&loose)
+    let got = Selector::new(&loose, ExprLanguage::Cel)
         .unwrap()
         .rank(REPO, &list(&["1.0", "1.0.0", "v1.0.0", "0.9"]))
         .unwrap();
@@ -130,7 +131,10 @@ fn kargo_tag_based_selector_matches_tag() {
         let mut s = sub(S::Lexical, "");
         s.allow_tags = own(allow);
         s.ignore_tags = own(ignore);
-        let got = Selector::new(&s).unwrap().passes_filters(tag).unwrap();
+        let got = Selector::new(&s, ExprLanguage::Cel)
+            .unwrap()
+            .passes_filters(tag)
+            .unwrap();
         assert_eq!(got, kargo, "allow {allow:?} ignore {ignore:?} tag `{tag}`");
     }
 }
@@ -141,7 +145,7 @@ fn kargo_tag_based_selector_filter_tags() {
     let mut s = sub(S::Lexical, "");
     s.allow_tags = own(&[r"v1\."]);
     s.ignore_tags = own(&["v1.0.0"]);
-    let got = Selector::new(&s)
+    let got = Selector::new(&s, ExprLanguage::Cel)
         .unwrap()
         .filter(REPO, &list(&["v1.0.0", "v1.1.0", "v2.0.0"]))
         .unwrap();
@@ -165,7 +169,10 @@ fn kargo_ignore_tags_difference_whole_names_vs_regexes() {
     for (ignore, tag, kargo, dray) in cases {
         let mut s = sub(S::Lexical, "");
         s.ignore_tags = own(&[ignore]);
-        let got = Selector::new(&s).unwrap().passes_filters(tag).unwrap();
+        let got = Selector::new(&s, ExprLanguage::Cel)
+            .unwrap()
+            .passes_filters(tag)
+            .unwrap();
         assert_eq!(got, dray, "ignore `{ignore}` tag `{tag}` (Kargo: {kargo})");
     }
 }
@@ -176,7 +183,9 @@ fn kargo_ignore_tags_difference_whole_names_vs_regexes() {
 fn kargo_new_tag_based_selector() {
     let mut s = sub(S::Lexical, "");
     s.allow_tags = own(&["["]);
-    let err = Selector::new(&s).unwrap_err().to_string();
+    let err = Selector::new(&s, ExprLanguage::Cel)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.starts_with("invalid `allowTags[0]` `[`: it is not a regular expression"),
         "{err}"
@@ -184,7 +193,7 @@ fn kargo_new_tag_based_selector() {
     s.allow_tags = own(&[r"^v1\."]);
     s.ignore_tags = own(&["v1.0.0"]);
     s.discovery_limit = 5;
-    let selector = Selector::new(&s).unwrap();
+    let selector = Selector::new(&s, ExprLanguage::Cel).unwrap();
     assert_eq!(selector.limit, 5);
 }
 
@@ -192,7 +201,7 @@ fn kargo_new_tag_based_selector() {
 #[test]
 fn kargo_sort_tag_names_lexically() {
     let tags = ["a", "z", "b", "y", "c", "x", "d", "w", "e", "v"];
-    let got = Selector::new(&sub(S::Lexical, ""))
+    let got = Selector::new(&sub(S::Lexical, ""), ExprLanguage::Cel)
         .unwrap()
         .rank(REPO, &list(&tags))
         .unwrap();
@@ -203,7 +212,7 @@ fn kargo_sort_tag_names_lexically() {
 /// rule as image `Lexical`, greatest name first.
 #[test]
 fn kargo_select_lexically_last_tag() {
-    let got = Selector::new(&sub(S::Lexical, ""))
+    let got = Selector::new(&sub(S::Lexical, ""), ExprLanguage::Cel)
         .unwrap()
         .rank(REPO, &list(&["abc", "xyz", "foo", "bar"]))
         .unwrap();
@@ -233,20 +242,20 @@ fn kargo_newest_build_sort() {
 /// would not honour), a documented difference.
 #[test]
 fn kargo_new_newest_build_selector_with_a_constraint_is_refused() {
-    let err = Selector::new(&sub(S::NewestBuild, "latest"))
+    let err = Selector::new(&sub(S::NewestBuild, "latest"), ExprLanguage::Cel)
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("`NewestBuild` does not use a constraint"),
         "{err}"
     );
-    assert!(Selector::new(&sub(S::NewestBuild, "")).is_ok());
+    assert!(Selector::new(&sub(S::NewestBuild, ""), ExprLanguage::Cel).is_ok());
 }
 
 /// Kargo `TestNewDigestSelector`: the constraint is the tag whose digest is followed.
 #[test]
 fn kargo_new_digest_selector() {
-    let selector = Selector::new(&sub(S::Digest, "latest")).unwrap();
+    let selector = Selector::new(&sub(S::Digest, "latest"), ExprLanguage::Cel).unwrap();
     assert_eq!(selector.digest_tag.as_deref(), Some("latest"));
 }
 
@@ -278,7 +287,7 @@ fn kargo_platform_constraints() {
     // The subscription takes it too.
     let mut s = sub(S::SemVer, "");
     s.platform = Some("linux/amd64/fake-variant".into());
-    assert!(Selector::new(&s).is_ok());
+    assert!(Selector::new(&s, ExprLanguage::Cel).is_ok());
 }
 
 /// Kargo `TestPlatformConstraintMatches`: an image for `linux/amd64` serves `linux/amd64`,
@@ -309,7 +318,7 @@ fn kargo_pre_release_difference() {
         (">=1.2.0-rc.0", "1.3.0", true, true),
     ];
     for (constraint, tag, kargo, dray) in cases {
-        let got = Selector::new(&sub(S::SemVer, constraint))
+        let got = Selector::new(&sub(S::SemVer, constraint), ExprLanguage::Cel)
             .unwrap()
             .rank(REPO, &list(&[tag]))
             .is_ok();

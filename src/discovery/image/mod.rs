@@ -86,17 +86,20 @@ use jiff::Timestamp;
 
 use self::cache::Caches;
 pub use self::error::ImageDiscoveryError;
+use crate::expr::exprlang::ExprLanguage;
 
 /// Compiles `sub`'s selection rules (constraint, `Digest`'s tag, tag regexes, platform,
 /// limit) as discovery will, so `dray apply` refuses what discovery could not honour.
 pub(crate) fn check_subscription(
     sub: &ImageSubscription,
+    language: ExprLanguage,
 ) -> std::result::Result<(), ImageDiscoveryError> {
-    select::Selector::new(sub).map(|_| ())
+    select::Selector::new(sub, language).map(|_| ())
 }
 use self::registry::RegistryHttp;
 use self::repo::Repo;
 use self::resolve::{Pinned, Resolver};
+pub(crate) use self::select::tag_filter_hint;
 use self::select::{Selector, newest_build_first};
 use crate::api::{FreightImage, ImageSelectionStrategy, ImageSubscription};
 
@@ -247,13 +250,25 @@ impl ImageDiscoverer {
         })
     }
 
-    /// Discover the images `sub` selects, newest first, reading the registry with `auth`.
+    /// Discover the images `sub` selects, newest first, reading the registry with `auth`;
+    /// its `expressionFilter` is CEL, as in Dray's own documents.
     pub async fn discover(
         &self,
         sub: &ImageSubscription,
         auth: Option<&RegistryCredentials>,
     ) -> Result<ImageDiscovery> {
-        let selector = Selector::new(sub)?;
+        self.discover_in(sub, auth, ExprLanguage::Cel).await
+    }
+
+    /// [`Self::discover`] for a subscription of a Warehouse whose expressions are in
+    /// `language` (expr-lang for Kargo's documents).
+    pub async fn discover_in(
+        &self,
+        sub: &ImageSubscription,
+        auth: Option<&RegistryCredentials>,
+        language: ExprLanguage,
+    ) -> Result<ImageDiscovery> {
+        let selector = Selector::new(sub, language)?;
         let repo = Repo::parse(&sub.repo_url, sub.insecure)?;
         let session = self.inner.http.session(&repo, auth);
         let resolver = Resolver {

@@ -24,7 +24,8 @@ use super::constraint::{Constraint, parse_tag};
 use super::error::ImageDiscoveryError;
 use super::manifest::Platform;
 use crate::api::{ImageSelectionStrategy, ImageSubscription};
-use crate::expr::{ExprCache, FreightView, IMAGE_FIELDS, Verdict, check_filter};
+use crate::expr::exprlang::ExprLanguage;
+use crate::expr::{FreightView, IMAGE_FIELDS, PredicateCache, Verdict, check_filter};
 
 /// The largest `discoveryLimit`.
 pub(crate) const MAX_DISCOVERY_LIMIT: u32 = 100;
@@ -43,12 +44,15 @@ pub(crate) struct Selector {
     /// How many candidates to return.
     pub(crate) limit: usize,
     /// `expressionFilter`, checked, and the cache it runs from.
-    expression: Option<(String, ExprCache)>,
+    expression: Option<(String, PredicateCache)>,
 }
 
 impl Selector {
     /// Validate `sub` (all but `repoURL`), naming the field in the error.
-    pub(crate) fn new(sub: &ImageSubscription) -> Result<Self, ImageDiscoveryError> {
+    pub(crate) fn new(
+        sub: &ImageSubscription,
+        language: ExprLanguage,
+    ) -> Result<Self, ImageDiscoveryError> {
         use ImageSelectionStrategy as S;
         let strategy = sub.image_selection_strategy;
         let text = sub
@@ -118,15 +122,15 @@ impl Selector {
         let expression = match sub.expression_filter.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(text) => {
-                check_filter(text, IMAGE_FIELDS).map_err(|e| {
+                check_filter(language, text, IMAGE_FIELDS).map_err(|e| {
                     ImageDiscoveryError::invalid(
                         "expressionFilter",
                         text,
                         e.to_string(),
-                        Some("use CEL over `tag`, e.g. `!tag.endsWith('-debug')`"),
+                        Some(tag_filter_hint(language)),
                     )
                 })?;
-                Some((text.to_owned(), ExprCache::new()))
+                Some((text.to_owned(), PredicateCache::new(language)))
             }
         };
         Ok(Self {
@@ -153,7 +157,7 @@ impl Selector {
         let mut variables = serde_json::Map::new();
         variables.insert("tag".into(), tag.into());
         cache
-            .evaluate_predicate(expression, &variables, &FreightView::default())
+            .evaluate(expression, &variables, &FreightView::default())
             .map(|verdict| verdict == Verdict::Accepted)
             .map_err(|e| {
                 ImageDiscoveryError::invalid(
@@ -240,6 +244,14 @@ impl Selector {
     }
 }
 
+/// How a tag filter is written in `language`, for hints.
+pub(crate) fn tag_filter_hint(language: ExprLanguage) -> &'static str {
+    match language {
+        ExprLanguage::Cel => "use CEL over `tag`, e.g. `!tag.endsWith('-debug')`",
+        ExprLanguage::ExprLang => "use expr-lang over `tag`, e.g. `!(tag endsWith '-debug')`",
+    }
+}
+
 /// `NewestBuild`'s order of `(tag, created)` pairs: newest first, unknown times last, ties
 /// by tag, greatest first.
 pub(crate) fn newest_build_first(
@@ -323,7 +335,7 @@ mod tests {
     }
 
     fn rank(sub: &ImageSubscription, list: &[&str]) -> Result<Vec<String>, ImageDiscoveryError> {
-        Selector::new(sub)?.rank(REPO, &tags(list))
+        Selector::new(sub, ExprLanguage::Cel)?.rank(REPO, &tags(list))
     }
 
     #[test]
@@ -403,7 +415,11 @@ mod tests {
 
     #[test]
     fn invalid_constraint_and_regex_name_the_field() {
-        let err = Selector::new(&sub(ImageSelectionStrategy::SemVer, Some("^1.x.y"))).unwrap_err();
+        let err = Selector::new(
+            &sub(ImageSelectionStrategy::SemVer, Some("^1.x.y")),
+            ExprLanguage::Cel,
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "invalid `constraint` `^1.x.y`: `^1.x.y` is not a version comparator; hint: write a \
@@ -412,7 +428,9 @@ mod tests {
         assert!(err.is_config_error());
         let mut s = sub(ImageSelectionStrategy::SemVer, None);
         s.ignore_tags = vec!["ok".into(), "(unclosed".into()];
-        let err = Selector::new(&s).unwrap_err().to_string();
+        let err = Selector::new(&s, ExprLanguage::Cel)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("invalid `ignoreTags[1]` `(unclosed`: it is not a regular expression"),
             "{err}"
@@ -421,16 +439,32 @@ mod tests {
 
     #[test]
     fn strategy_specific_constraint_rules() {
-        let err = Selector::new(&sub(ImageSelectionStrategy::Digest, None)).unwrap_err();
+        let err = Selector::new(
+            &sub(ImageSelectionStrategy::Digest, None),
+            ExprLanguage::Cel,
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("the `Digest` strategy needs the tag to follow")
         );
-        let err = Selector::new(&sub(ImageSelectionStrategy::Digest, Some("a b"))).unwrap_err();
+        let err = Selector::new(
+            &sub(ImageSelectionStrategy::Digest, Some("a b")),
+            ExprLanguage::Cel,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not a valid tag"));
-        let ok = Selector::new(&sub(ImageSelectionStrategy::Digest, Some("latest"))).unwrap();
+        let ok = Selector::new(
+            &sub(ImageSelectionStrategy::Digest, Some("latest")),
+            ExprLanguage::Cel,
+        )
+        .unwrap();
         assert_eq!(ok.digest_tag.as_deref(), Some("latest"));
-        let err = Selector::new(&sub(ImageSelectionStrategy::Lexical, Some("^1.0.0"))).unwrap_err();
+        let err = Selector::new(
+            &sub(ImageSelectionStrategy::Lexical, Some("^1.0.0")),
+            ExprLanguage::Cel,
+        )
+        .unwrap_err();
         assert!(
             err.to_string()
                 .contains("`Lexical` does not use a constraint")
@@ -442,7 +476,7 @@ mod tests {
         let mut s = sub(ImageSelectionStrategy::SemVer, None);
         s.platform = Some("linux".into());
         assert!(
-            Selector::new(&s)
+            Selector::new(&s, ExprLanguage::Cel)
                 .unwrap_err()
                 .to_string()
                 .starts_with("invalid `platform` `linux`")
@@ -450,14 +484,18 @@ mod tests {
         s.platform = Some("linux/arm64".into());
         s.discovery_limit = 0;
         assert!(
-            Selector::new(&s)
+            Selector::new(&s, ExprLanguage::Cel)
                 .unwrap_err()
                 .to_string()
                 .contains("between 1 and 100")
         );
         s.discovery_limit = 100;
         assert_eq!(
-            Selector::new(&s).unwrap().platform.unwrap().to_string(),
+            Selector::new(&s, ExprLanguage::Cel)
+                .unwrap()
+                .platform
+                .unwrap()
+                .to_string(),
             "linux/arm64"
         );
     }

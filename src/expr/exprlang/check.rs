@@ -211,6 +211,23 @@ impl KnownShapes {
         }
     }
 
+    /// A Warehouse predicate in a Kargo document: a subscription's `expressionFilter` over
+    /// `variables` (a commit's or tag's fields), or with `artifact_functions`
+    /// `freightCreationCriteria` over `imageFrom()`, `commitFrom()` and `chartFrom()`.
+    pub fn predicate(variables: &[&'static str], artifact_functions: bool) -> Self {
+        Self {
+            variables: variables.to_vec(),
+            functions: if artifact_functions {
+                vec!["imageFrom", "commitFrom", "chartFrom"]
+            } else {
+                Vec::new()
+            },
+            promotion_ctx: false,
+            results: SHAPES,
+            fields_only: false,
+        }
+    }
+
     /// The field checks of Dray's CEL (`commitFrom(repo).id`: `.ID` is the mistake there).
     pub fn cel_results() -> Self {
         Self {
@@ -296,6 +313,49 @@ pub fn check_exprlang_expression(source: &str, shapes: &KnownShapes) -> Vec<Expr
         return vec![syntax_issue(&err, lead)];
     }
     Names::new(tokenize(source), shapes).check()
+}
+
+/// The calls of `functions` in `source` whose first argument is a string literal, as
+/// `(function, argument)`; a call without arguments gives an empty argument.
+pub fn literal_calls(source: &str, functions: &[&str]) -> Vec<(String, String)> {
+    let tokens = tokenize(source);
+    let mut calls = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        let is_call = token.kind == TokenKind::Ident
+            && functions.contains(&token.text.as_str())
+            && !(i > 0 && matches!(tokens[i - 1].text.as_str(), "." | "?."))
+            && tokens.get(i + 1).is_some_and(|t| t.text == "(");
+        if !is_call {
+            continue;
+        }
+        match tokens.get(i + 2) {
+            Some(arg) if arg.kind == TokenKind::Literal && is_quoted(&arg.text) => {
+                calls.push((token.text.clone(), unquote(&arg.text)));
+            }
+            Some(close) if close.text == ")" => calls.push((token.text.clone(), String::new())),
+            _ => {}
+        }
+    }
+    calls
+}
+
+fn is_quoted(text: &str) -> bool {
+    text.len() >= 2 && matches!(text.as_bytes()[0], b'\'' | b'"' | b'`')
+}
+
+/// A string literal's text without its quotes; `\\` and an escaped quote read as one
+/// character, as in repository URLs.
+fn unquote(text: &str) -> String {
+    let inner = &text[1..text.len() - 1];
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.extend(chars.next()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Checks the result fields read in a CEL expression of a Dray document (bare, no

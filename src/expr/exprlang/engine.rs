@@ -9,7 +9,7 @@ use expr::{Context, Environment, Program, Value};
 
 use crate::expr::{ExprContext, on_cel_stack};
 
-use super::functions::{KargoHost, add_common_functions, add_kargo_functions};
+use super::functions::{KargoHost, NoHost, add_common_functions, add_kargo_functions};
 use super::lexer::{tokenize, too_deep};
 use super::rewrite::{MAX_RANGE, oversized_range, rewrite};
 use super::rollouts::{AnalysisResult, add_rollouts_functions};
@@ -130,6 +130,27 @@ impl ExprLangEngine {
         host: &dyn KargoHost,
     ) -> Result<Value, ExprLangError> {
         self.run(source, &Scope::promotion(ctx, host))
+    }
+
+    /// Evaluates a Warehouse predicate written in a Kargo document: a subscription's
+    /// `expressionFilter` over one candidate's `variables` (a commit's or tag's fields,
+    /// times as expr-lang times), or `freightCreationCriteria.expression` over `artifacts`
+    /// through `imageFrom()`, `commitFrom()` and `chartFrom()`; it must be a bool.
+    pub fn evaluate_predicate(
+        &self,
+        source: &str,
+        variables: &[(&str, Value)],
+        artifacts: &ExprContext,
+    ) -> Result<bool, ExprLangError> {
+        let mut context = Context::default();
+        for (name, value) in variables {
+            context.insert(*name, value.clone());
+        }
+        let mut env = Environment::new();
+        add_kargo_functions(&mut env, artifacts, &NoHost);
+        let scope = Scope { context, env };
+        let value = self.run(source.trim(), &scope)?;
+        as_bool(source.trim(), &value)
     }
 
     /// Evaluates an Argo Rollouts `successCondition`/`failureCondition` with `result`

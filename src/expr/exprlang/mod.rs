@@ -53,7 +53,7 @@ mod tests;
 pub use check::{
     EXPR_LANG_BUILTINS, ExprLangIssue, IssueKind, KARGO_FUNCTIONS, KnownShapes,
     check_cel_result_fields, check_exprlang_condition, check_exprlang_expression,
-    check_exprlang_template, check_exprlang_value,
+    check_exprlang_template, check_exprlang_value, literal_calls,
 };
 pub use engine::ExprLangEngine;
 pub use error::ExprLangError;
@@ -63,7 +63,7 @@ pub use functions::{
 };
 pub use rollouts::{AnalysisResult, ROLLOUTS_FUNCTIONS};
 pub use template::{Delimiter, Piece, coerce, has_kargo_expressions, split};
-pub use value::{expr_to_json, json_to_expr};
+pub use value::{expr_to_json, json_to_expr, time_to_expr};
 
 /// The longest expression accepted, in bytes: bounds the parser's and evaluator's
 /// recursion (a chain of operators nests one level per operator).

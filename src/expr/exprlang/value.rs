@@ -24,6 +24,17 @@ pub fn json_to_expr(value: &serde_json::Value) -> Value {
     }
 }
 
+/// A point in time as expr-lang's time (Go's `time.Time` to Kargo's expressions), in UTC:
+/// `commitDate.Year()`, `commitDate.After(date('2025-01-01'))`.
+pub fn time_to_expr(at: jiff::Timestamp) -> Value {
+    let nanos = u32::try_from(at.subsec_nanosecond()).unwrap_or(0);
+    match chrono::DateTime::from_timestamp(at.as_second(), nanos) {
+        Some(utc) => Value::DateTime(expr::DateTimeValue::fixed(utc.fixed_offset())),
+        // Outside chrono's range (±262,000 years): no commit has such a date.
+        None => Value::String(at.to_string()),
+    }
+}
+
 /// An expr-lang value as JSON, or a description of what has no JSON form. Dates become
 /// RFC 3339 strings and durations nanoseconds, as Go's `encoding/json` writes them.
 pub fn expr_to_json(value: &Value) -> Result<serde_json::Value, String> {
