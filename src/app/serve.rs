@@ -34,6 +34,8 @@ pub struct ServeOptions {
     pub metrics_listen: Option<SocketAddr>,
     /// Dray's external URL for links in notifications (default `http://<listen>`).
     pub public_url: Option<String>,
+    /// The overall deadline of one fetch into a git mirror (`--git-fetch-timeout`).
+    pub git_fetch_timeout: std::time::Duration,
     /// YAML files or directories applied at start-up.
     pub config: Vec<PathBuf>,
     /// Where `git`, `kubectl`, `kustomize` and `helm` are.
@@ -156,7 +158,8 @@ pub async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
-    let mirrors = Arc::new(MirrorCache::new(&options.data_dir));
+    let mirrors =
+        Arc::new(MirrorCache::new(&options.data_dir).with_fetch_timeout(options.git_fetch_timeout));
     let services = Arc::new(DiscoveryServices {
         images: images.clone(),
         mirrors: mirrors.clone(),

@@ -46,6 +46,8 @@ pub struct ControllerOptions {
     pub tools: dray_steps::ToolPaths,
     /// Dray's external URL, for links in notifications and commit statuses.
     pub public_url: String,
+    /// The overall deadline of one fetch into a git mirror (`--git-fetch-timeout`).
+    pub git_fetch_timeout: std::time::Duration,
 }
 
 /// Runs until SIGTERM/SIGINT (`Ok`) or until the Lease is lost (`Err`).
@@ -87,7 +89,8 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
     );
     let images = ImageDiscoverer::new(ImageDiscovererOptions::default())
         .context("cannot set up the registry client")?;
-    let mirrors = Arc::new(MirrorCache::new(&options.data_dir));
+    let mirrors =
+        Arc::new(MirrorCache::new(&options.data_dir).with_fetch_timeout(options.git_fetch_timeout));
     let (controllers, cache) = super::super::controllers::start(
         super::super::controllers::Parts {
             store: store.clone() as Arc<dyn Store>,

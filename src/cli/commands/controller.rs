@@ -19,6 +19,10 @@ pub struct ControllerArgs {
     /// notifications and commit statuses (default `http://localhost:7070`).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// How long one fetch into a git mirror may take (discovery's and git-clone's); past
+    /// it git is stopped and the mirror unlocked, so a stalled server holds nothing.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = super::durations::git_fetch_timeout)]
+    pub git_fetch_timeout: std::time::Duration,
     /// The kubeconfig to use; without it, the pod's ServiceAccount (in a cluster), then
     /// `$KUBECONFIG` or `~/.kube/config`.
     #[arg(long, value_name = "FILE")]
@@ -95,6 +99,7 @@ pub async fn run(args: ControllerArgs) -> Result<(), CliError> {
         public_url: args
             .public_url
             .unwrap_or_else(|| "http://localhost:7070".into()),
+        git_fetch_timeout: args.git_fetch_timeout,
     };
     run_controller(options)
         .await

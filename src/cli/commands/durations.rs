@@ -51,6 +51,15 @@ pub fn freeze_until(text: &str) -> Result<String, String> {
         .to_string())
 }
 
+/// `--git-fetch-timeout` of `dray serve` and `dray controller`: 1s to 24h.
+pub const GIT_FETCH_TIMEOUT: DurationRule =
+    DurationRule::between(Duration::from_secs(1), Duration::from_secs(24 * 3600));
+
+/// The value parser of `--git-fetch-timeout`.
+pub fn git_fetch_timeout(text: &str) -> Result<Duration, String> {
+    GIT_FETCH_TIMEOUT.parse(text)
+}
+
 /// The value parser of `dray refresh --timeout`.
 pub fn refresh_timeout(text: &str) -> Result<Duration, String> {
     REFRESH_TIMEOUT.parse(text)
@@ -90,6 +99,8 @@ mod tests {
         assert_eq!(refresh_timeout("500"), Err("at most 2m (120s)".to_owned()));
         assert_eq!(refresh_timeout("500s"), Err("at most 2m (120s)".to_owned()));
         assert_eq!(wait_timeout("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(git_fetch_timeout("5m"), Ok(Duration::from_secs(300)));
+        assert!(git_fetch_timeout("500ms").is_err_and(|e| e.contains("at least")));
         assert!(
             wait_timeout("30").is_err(),
             "a bare number only for refresh"

@@ -31,6 +31,10 @@ pub struct ServeArgs {
     /// `http://<listen>`).
     #[arg(long, value_name = "URL")]
     pub public_url: Option<String>,
+    /// How long one fetch into a git mirror may take (discovery's and git-clone's); past
+    /// it git is stopped and the mirror unlocked, so a stalled server holds nothing.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = super::durations::git_fetch_timeout)]
+    pub git_fetch_timeout: std::time::Duration,
     /// YAML files or directories applied at start-up; may be repeated.
     #[arg(long)]
     pub config: Vec<PathBuf>,
@@ -175,6 +179,7 @@ pub async fn run(args: ServeArgs) -> Result<(), CliError> {
         listen: args.listen,
         metrics_listen: args.metrics_listen,
         public_url: args.public_url.clone(),
+        git_fetch_timeout: args.git_fetch_timeout,
         config: args.config,
         tools,
         auth: match args.auth {
