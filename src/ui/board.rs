@@ -227,9 +227,8 @@ fn details(cell: &Cell, age: Option<&str>) -> String {
         if let Some(commit) = &f.commit {
             parts.push(format!("config commit {commit}"));
         }
-        match (age, f.since) {
-            (Some(age), Some(since)) => parts.push(format!("there for {age}, since {since}")),
-            _ => {}
+        if let (Some(age), Some(since)) = (age, f.since) {
+            parts.push(format!("there for {age}, since {since}"));
         }
     } else {
         parts.push("no Freight yet".into());

@@ -41,11 +41,12 @@ impl Default for Paging {
     }
 }
 
+/// A request's query parameters, in order.
+type Query = Vec<(String, String)>;
+
 /// Splits `query` into the paging (and whether `stuck` is asked) and the rest, which is
 /// the board filter's. A bad number is a 400 naming it.
-pub(crate) fn split(
-    query: &[(String, String)],
-) -> Result<(Paging, bool, Vec<(String, String)>), ApiError> {
+pub(crate) fn split(query: &[(String, String)]) -> Result<(Paging, bool, Query), ApiError> {
     let mut paging = Paging::default();
     let mut stuck = false;
     let mut rest = Vec::new();
