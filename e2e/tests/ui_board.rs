@@ -1,8 +1,9 @@
 //! The release board and the project page's Stage search, through the real `dray serve`
 //! with the quickstart pipeline (real git, registry and kustomize) beside a second
 //! project: `dray get board` in the terminal (table, JSON, `--attention`), then in a real
-//! headless Chromium the board at `/` (a cell's Freight and what differs downstream, the
-//! "needs attention" filter as a plain form) and the Stage search on the project page.
+//! headless Chromium the board at `/` (a compact cell's Freight and what differs
+//! downstream, the column paging and the "stuck only" filter as plain links and a plain
+//! form) and the Stage search on the project page.
 //! Screenshots land in `target/e2e-artifacts/`.
 
 use anyhow::{Context, Result, bail};
@@ -154,7 +155,7 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
     browser
         .wait_for_text(
             "tr[data-project=\"demo\"] td[data-stage=\"dev\"] .differs",
-            "ahead of staging",
+            "staging",
         )
         .await?;
     browser
@@ -163,11 +164,43 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
             "held",
         )
         .await?;
+    // Compact: each cell two lines, the row well under 40 px.
+    let height = browser
+        .client()
+        .execute(
+            "return document.querySelector('tr[data-project=\"demo\"]').getBoundingClientRect().height;",
+            vec![],
+        )
+        .await?
+        .as_f64()
+        .context("the row's height")?;
+    assert!(height <= 40.0, "demo's row is {height} px high");
     browser.screenshot("release-board").await?;
 
-    // "Needs attention", as a plain form: only shop is left.
+    // Column paging by plain links: two Stage names a page, the rest said hidden.
+    browser.goto(&format!("{base}/?cols=2")).await?;
     browser
-        .wait_for("#board-attention", "the Needs attention box")
+        .wait_for_text("#board-colpages", "Stage names 1–2 of 4 · 2 hidden")
+        .await?;
+    browser
+        .wait_for("#board-colpages a.next", "the next Stage names link")
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for("th[data-column=\"prod\"]", "the prod column")
+        .await?;
+    let dev = browser
+        .client()
+        .find_all(Locator::Css("th[data-column=\"dev\"]"))
+        .await?;
+    assert!(dev.is_empty(), "dev is on the first column page");
+    assert!(browser.current_url().await.contains("colpage=2"));
+    browser.goto(&format!("{base}/")).await?;
+
+    // "Stuck only", as a plain form: only shop is left.
+    browser
+        .wait_for("#board-attention", "the Stuck only box")
         .await?
         .click()
         .await?;
@@ -187,7 +220,7 @@ async fn the_board_and_the_stage_search_work_in_the_browser() -> Result<()> {
         .find_all(Locator::Css("tr[data-project=\"demo\"]"))
         .await?;
     assert!(demo.is_empty(), "demo needs no attention");
-    assert!(browser.current_url().await.contains("attention=true"));
+    assert!(browser.current_url().await.contains("stuck=1"));
 
     // The Stage search on the project page.
     browser.goto(&format!("{base}/projects/demo")).await?;

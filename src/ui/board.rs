@@ -1,21 +1,27 @@
 //! `GET /`: the release board (what runs where across the projects the viewer may read,
 //! and what is stuck), drawn from [`crate::server::board::visible_board`] as the API and
 //! `dray get board` show it. One row per project, one column per Stage name; each cell
-//! its Freight (alias, images, config commit), how long it has been there, health and
-//! verification as a colour and a word, what needs attention, and the downstream Stages
-//! that hold other Freight. The filters are a plain GET form (`?name=&warehouse=&
-//! attention=true`), so they work without JavaScript. With no filter and one project to
-//! show, `/` goes straight to that project's page.
+//! is two short lines — its Freight (alias, image tag or config commit, what differs
+//! downstream) and its state as a colour and a word (what is stuck, else health and
+//! verification) with how long it has been there — so 25 and more projects fit on one
+//! 1080-px screen; the cell's `title` and the project page hold the details. The filters
+//! are a plain GET form (`?name=&warehouse=&stuck=1`, `attention=true` as the API takes
+//! it) and the columns and rows are paged by plain links ([`super::board_pages`]), so
+//! everything works without JavaScript. With no filter and one project to show, `/` goes
+//! straight to that project's page.
 
 use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 
-use crate::api::{HealthState, VerificationPhase};
-use crate::pipeline::release_board::{BoardFilter, Cell, ProjectRow, ReleaseBoard, age_text};
+use crate::api::{HealthState, PromotionPhase, VerificationPhase};
+use crate::pipeline::release_board::{
+    Attention, BoardFilter, Cell, ProjectRow, ReleaseBoard, age_text,
+};
 use crate::server::AppState;
 use crate::server::board::{board_filter, visible_board};
 
+use super::board_pages::{self, Paging};
 use super::{UiError, Viewer, layout};
 
 /// `GET /`.
@@ -24,7 +30,9 @@ pub(crate) async fn page(
     viewer: Viewer,
     Query(query): Query<Vec<(String, String)>>,
 ) -> Result<Response, UiError> {
-    let filter = board_filter(&query)?;
+    let (paging, stuck, rest) = board_pages::split(&query)?;
+    let mut filter = board_filter(&rest)?;
+    filter.attention |= stuck;
     let board = visible_board(&state, &viewer.caller, &filter).await?;
     if let ([only], true) = (board.rows.as_slice(), query.is_empty())
         && board.projects == 1
@@ -39,7 +47,7 @@ pub(crate) async fn page(
             h1 { "Release board" }
             (filters(&filter))
             (summary(&board, &filter))
-            @if !board.rows.is_empty() { (table(&board)) }
+            @if !board.rows.is_empty() { (table(&board, &filter, paging)) }
         },
     )
     .into_response())
@@ -54,8 +62,8 @@ fn filters(filter: &BoardFilter) -> Markup {
             label for="board-warehouse" { "Warehouse" }
             input #board-warehouse type="text" name="warehouse" value=[filter.warehouse.as_deref()];
             label for="board-attention" {
-                input #board-attention type="checkbox" name="attention" value="true" checked[filter.attention];
-                " Needs attention"
+                input #board-attention type="checkbox" name="stuck" value="1" checked[filter.attention];
+                " Stuck only (failed, unhealthy, held, frozen, waiting)"
             }
             button #board-filter type="submit" { "Filter" }
             @if !filter.is_empty() { a href="/" { "Clear filters" } }
@@ -63,8 +71,9 @@ fn filters(filter: &BoardFilter) -> Markup {
     }
 }
 
-/// How many projects are shown, or why none is.
+/// How many projects are shown and how many are stuck, or why none is.
 fn summary(board: &ReleaseBoard, filter: &BoardFilter) -> Markup {
+    let stuck = board.rows.iter().filter(|r| r.needs_attention()).count();
     html! {
         @if board.projects == 0 {
             p.empty { "No project you may see. Apply one with " code { "dray apply -f" } ", or ask an admin for a RoleBinding." }
@@ -75,40 +84,61 @@ fn summary(board: &ReleaseBoard, filter: &BoardFilter) -> Markup {
                 (board.rows.len()) " of " (board.projects) " projects"
                 @if filter.attention { ", each with a Stage that needs attention" }
                 "."
+                @if !filter.attention {
+                    " "
+                    @if stuck > 0 {
+                        a.stuck-count href=(board_pages::href(&BoardFilter { attention: true, ..filter.clone() }, Paging::default(), |_| {})) {
+                            strong { (stuck) " stuck" }
+                        }
+                    } @else {
+                        span.ok { "Nothing stuck." }
+                    }
+                }
             }
         }
     }
 }
 
-fn table(board: &ReleaseBoard) -> Markup {
+fn table(board: &ReleaseBoard, filter: &BoardFilter, paging: Paging) -> Markup {
+    let (cols, colpage) = board_pages::window(board.columns.len(), paging.cols, paging.colpage);
+    let (rows, page) = board_pages::window(board.rows.len(), paging.rows, paging.page);
+    let paging = Paging {
+        colpage,
+        page,
+        ..paging
+    };
+    let columns = &board.columns[cols.clone()];
     html! {
+        (board_pages::nav("board-colpages", "Stage names", board.columns.len(), &cols, colpage, paging.cols,
+            |n| board_pages::href(filter, paging, |p| p.colpage = n)))
+        (board_pages::nav("board-rowpages", "projects", board.rows.len(), &rows, page, paging.rows,
+            |n| board_pages::href(filter, paging, |p| p.page = n)))
         div.board-scroll {
             table.board {
                 caption.visually-hidden { "Freight in each Stage, by project" }
                 thead {
                     tr {
                         th scope="col" { "Project" }
-                        @for column in &board.columns { th scope="col" data-column=(column) { (column) } }
+                        @for column in columns { th scope="col" data-column=(column) { (column) } }
                     }
                 }
                 tbody {
-                    @for row in &board.rows { (project_row(board, row)) }
+                    @for row in &board.rows[rows] { (project_row(board, columns, row)) }
                 }
             }
         }
     }
 }
 
-fn project_row(board: &ReleaseBoard, row: &ProjectRow) -> Markup {
+fn project_row(board: &ReleaseBoard, columns: &[String], row: &ProjectRow) -> Markup {
+    let warehouses = row.warehouses.join(", ");
     html! {
         tr data-project=(row.project) {
-            th scope="row" {
+            th scope="row" title=[(!warehouses.is_empty()).then(|| format!("Warehouses: {warehouses}"))] {
                 a href={ "/projects/" (row.project) } { (row.project) }
-                @if !row.warehouses.is_empty() {
-                    div.warehouses { (row.warehouses.join(", ")) }
-                }
+                @if !warehouses.is_empty() { " " span.warehouses { (warehouses) } }
             }
-            @for (column, cell) in row.aligned(&board.columns) {
+            @for (column, cell) in row.aligned(columns) {
                 @match cell {
                     Some(cell) => { (stage_cell(board, &row.project, cell)) }
                     None => { td.absent data-stage=(column) { span.visually-hidden { "no such Stage" } } }
@@ -119,50 +149,107 @@ fn project_row(board: &ReleaseBoard, row: &ProjectRow) -> Markup {
 }
 
 fn stage_cell(board: &ReleaseBoard, project: &str, cell: &Cell) -> Markup {
-    let attention = !cell.attention.is_empty();
+    let stuck = !cell.attention.is_empty();
+    let age = cell.age(board.now).map(age_text);
     html! {
-        td.cell.attention[attention] data-stage=(cell.stage) {
-            @match &cell.freight {
-                Some(f) => {
-                    a.alias href={ "/projects/" (project) "?freight=" (f.id) } data-freight=(f.id) { (f.label()) }
-                    div.artifacts {
-                        @for image in &f.images { span.image { (image) } }
-                        @if let Some(commit) = &f.commit { span.commit title="config commit" { code { (commit) } } }
+        td.cell.attention[stuck] data-stage=(cell.stage) title=(details(cell, age.as_deref())) {
+            div.line {
+                @match &cell.freight {
+                    Some(f) => {
+                        a.alias href={ "/projects/" (project) "?freight=" (f.id) } data-freight=(f.id) { (f.label()) }
+                        @if let Some(version) = f.images.first().and_then(|i| i.rsplit_once(':')).map(|(_, tag)| tag) {
+                            " " span.tag { (version) }
+                        } @else if let Some(commit) = &f.commit {
+                            " " code.commit { (commit) }
+                        }
                     }
-                    @if let Some(age) = cell.age(board.now) {
-                        div.age title=[f.since.map(|s| s.to_string())] { "for " (age_text(age)) }
+                    None => { span.none { "no Freight" } }
+                }
+                @if !cell.differs_from.is_empty() {
+                    " " span.differs data-differs=(cell.differs_from.join(" ")) {
+                        span aria-hidden="true" { "≠" } span.visually-hidden { "ahead of " } (cell.differs_from.join(", "))
                     }
                 }
-                None => { span.none { "no Freight yet" } }
             }
-            @if let Some(health) = cell.health {
-                @let word = health_word(health);
-                div class={ "state health " (word.to_lowercase()) } data-health=(word) {
-                    span.dot aria-hidden="true" {} "health: " strong { (word) }
-                }
-            }
-            @if let Some(phase) = cell.verification {
-                div class={ "state verification " (phase.as_str().to_lowercase()) } data-phase=(phase.as_str()) {
-                    span.dot aria-hidden="true" {} "verification: " strong { (verification_word(phase)) }
-                }
-            }
-            @if let Some(p) = &cell.promotion {
-                div.promotion data-phase=(p.phase.as_str()) {
-                    a href={ "/projects/" (project) "/promotions/" (p.name) } { "promotion " (p.phase.as_str()) }
-                }
-            }
-            @if attention {
-                ul.attention-list aria-label="needs attention" {
-                    @for a in &cell.attention { li data-attention=(a.word()) { (a.word()) } }
-                }
-            }
-            @if !cell.differs_from.is_empty() {
-                div.differs data-differs=(cell.differs_from.join(" ")) {
-                    span aria-hidden="true" { "≠ " } "ahead of " (cell.differs_from.join(", "))
+            div.line {
+                (state(project, cell))
+                @if let Some(age) = &age {
+                    " " span.age { (age) }
                 }
             }
         }
     }
+}
+
+/// The cell's state as a colour and a word: what is stuck when something is (a link to
+/// the Promotion when it failed or waits), else its health and verification.
+fn state(project: &str, cell: &Cell) -> Markup {
+    let health = cell.health.map(health_word);
+    let phase = cell.verification;
+    html! {
+        @if !cell.attention.is_empty() {
+            span.state.stuck data-health=[health] data-phase=[phase.map(|p| p.as_str())] {
+                span.dot aria-hidden="true" {}
+                @for (i, a) in cell.attention.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    @match (&cell.promotion, a) {
+                        (Some(p), Attention::PromotionFailed | Attention::Waiting) => {
+                            a href={ "/projects/" (project) "/promotions/" (p.name) } data-attention=(a.word()) { (a.word()) }
+                        }
+                        _ => { strong data-attention=(a.word()) { (a.word()) } }
+                    }
+                }
+            }
+        } @else {
+            @if let Some(word) = health {
+                span class={ "state health " (word.to_lowercase()) } data-health=(word) {
+                    span.dot aria-hidden="true" {} (word)
+                }
+            }
+            @if let Some(phase) = phase {
+                " " span class={ "state verification " (phase.as_str().to_lowercase()) } data-phase=(phase.as_str()) {
+                    (verification_word(phase))
+                }
+            }
+            @if let Some(p) = cell.promotion.as_ref().filter(|p| p.phase == PromotionPhase::Running) {
+                " " a.promotion data-phase=(p.phase.as_str()) href={ "/projects/" (project) "/promotions/" (p.name) } { "promoting" }
+            }
+        }
+    }
+}
+
+/// Everything about a cell in one line of text, for its `title`.
+fn details(cell: &Cell, age: Option<&str>) -> String {
+    let mut parts = vec![cell.stage.clone()];
+    if let Some(f) = &cell.freight {
+        parts.push(format!("Freight {} ({})", f.label(), f.id));
+        parts.extend(f.images.iter().cloned());
+        if let Some(commit) = &f.commit {
+            parts.push(format!("config commit {commit}"));
+        }
+        if let (Some(age), Some(since)) = (age, f.since) {
+            parts.push(format!("there for {age}, since {since}"));
+        }
+    } else {
+        parts.push("no Freight yet".into());
+    }
+    if let Some(health) = cell.health {
+        parts.push(format!("health: {}", health_word(health)));
+    }
+    if let Some(phase) = cell.verification {
+        parts.push(format!("verification: {}", verification_word(phase)));
+    }
+    if let Some(p) = &cell.promotion {
+        parts.push(format!("promotion {} {}", p.name, p.phase.as_str()));
+    }
+    if !cell.attention.is_empty() {
+        let words: Vec<&str> = cell.attention.iter().map(|a| a.word()).collect();
+        parts.push(format!("needs attention: {}", words.join(", ")));
+    }
+    if !cell.differs_from.is_empty() {
+        parts.push(format!("ahead of {}", cell.differs_from.join(", ")));
+    }
+    parts.join(" · ")
 }
 
 /// The word for a health verdict.
@@ -180,6 +267,7 @@ fn verification_word(phase: VerificationPhase) -> &'static str {
     match phase {
         VerificationPhase::Pending => "waiting for health",
         VerificationPhase::Running => "measuring",
+        VerificationPhase::Successful => "verified",
         phase => phase.as_str(),
     }
 }

@@ -208,7 +208,7 @@ async fn crafted_board_queries_get_a_400_naming_the_parameter() {
     let long = "x".repeat(400);
     for (query, says) in [
         ("attention=maybe", "`attention` is `maybe`"),
-        ("page=99999999999999999999", "no filter `page`"),
+        ("pages=99999999999999999999", "no filter `pages`"),
         ("name=a&name=b", "`name` is given twice"),
         (
             &format!("warehouse={long}") as &str,
@@ -228,6 +228,17 @@ async fn crafted_board_queries_get_a_400_naming_the_parameter() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
         assert!(html.contains(says), "{query}: {html}");
     }
+    let cookie = login(&fresh, &fresh.admin).await;
+    for (query, says) in [
+        ("cols=0", "board paging `cols` is `0`"),
+        ("colpage=x", "board paging `colpage` is `x`"),
+        ("page=99999999999999999999", "board paging `page`"),
+        ("stuck=maybe", "board filter `stuck` is `maybe`"),
+    ] {
+        let (status, html, _) = page(&fresh, &cookie, &format!("/?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {html}");
+        assert!(html.contains(says), "{query}: {html}");
+    }
 }
 
 #[tokio::test]
@@ -244,20 +255,24 @@ async fn the_board_page_draws_each_cell_with_words_and_filters_without_script() 
     );
     assert!(html.contains(">brave-badger</a>"), "{html}");
     assert!(html.contains("data-health=\"Unhealthy\""), "{html}");
+    // A stuck cell: its state in a colour and a word, the details in its title.
     assert!(
-        html.contains("health: <strong>Unhealthy</strong>"),
+        html.contains("<strong data-attention=\"unhealthy\">unhealthy</strong>"),
         "{html}"
     );
-    assert!(
-        html.contains("<li data-attention=\"unhealthy\">unhealthy</li>"),
-        "{html}"
-    );
-    assert!(html.contains("ahead of staging"), "{html}");
+    assert!(html.contains("health: Unhealthy · "), "{html}");
+    assert!(html.contains("ahead of </span>staging"), "{html}");
+    assert!(html.contains("1 stuck"), "{html}");
+    assert!(html.contains("href=\"/?stuck=1\""), "{html}");
     assert!(html.contains("<label for=\"board-name\">"), "{html}");
     let (_, filtered, _) = page(&fresh, &cookie, "/?name=sho&warehouse=&attention=").await;
     assert!(filtered.contains("data-project=\"shop\""), "{filtered}");
     assert!(!filtered.contains("data-project=\"demo\""), "{filtered}");
     assert!(filtered.contains("1 of 2 projects"), "{filtered}");
+    let (_, stuck, _) = page(&fresh, &cookie, "/?stuck=1").await;
+    assert!(stuck.contains("data-project=\"demo\""), "{stuck}");
+    assert!(!stuck.contains("data-project=\"shop\""), "{stuck}");
+    assert!(stuck.contains("checked"), "{stuck}");
 
     // One project to see and no filter: straight to its page; with a filter, the board.
     let tina = login(&fresh, SHOP_VIEWER).await;
@@ -307,4 +322,45 @@ async fn the_project_page_finds_a_stage_by_name_without_script() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert!(none.contains("Showing 0 of 3 Stages"), "{none}");
+}
+
+#[tokio::test]
+async fn the_board_pages_its_columns_and_rows_with_plain_links() {
+    let fresh = world().await;
+    let cookie = login(&fresh, &fresh.admin).await;
+    let header = |c: &str| format!("<th scope=\"col\" data-column=\"{c}\">{c}</th>");
+    let (status, first, _) = page(&fresh, &cookie, "/?cols=2").await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert!(
+        first.contains(&header("dev")) && first.contains(&header("qa")),
+        "{first}"
+    );
+    assert!(!first.contains(&header("staging")), "{first}");
+    assert!(
+        first.contains("Stage names 1–2 of 4 · <strong>2 hidden</strong>"),
+        "{first}"
+    );
+    assert!(first.contains("href=\"/?cols=2&amp;colpage=2\""), "{first}");
+    let (_, second, _) = page(&fresh, &cookie, "/?cols=2&colpage=2&name=o").await;
+    assert!(
+        second.contains(&header("prod")) && !second.contains(&header("dev")),
+        "{second}"
+    );
+    assert!(second.contains("href=\"/?name=o&amp;cols=2\""), "{second}");
+    assert!(second.contains("aria-current=\"page\""), "{second}");
+    // Rows: one project a page, the second page is shop's; a page past the end, the last.
+    let (_, rows, _) = page(&fresh, &cookie, "/?rows=1&page=2").await;
+    assert!(
+        rows.contains("data-project=\"shop\"") && !rows.contains("data-project=\"demo\""),
+        "{rows}"
+    );
+    assert!(
+        rows.contains("projects 2–2 of 2 · <strong>1 hidden</strong>"),
+        "{rows}"
+    );
+    let (_, past, _) = page(&fresh, &cookie, "/?rows=1&page=9").await;
+    assert!(past.contains("data-project=\"shop\""), "{past}");
+    // Everything on one page: no paging drawn.
+    let (_, all, _) = page(&fresh, &cookie, "/").await;
+    assert!(!all.contains("board-pages"), "{all}");
 }

@@ -15,6 +15,7 @@
 //! - `oidc_pages`: `GET /auth/login`, `GET /auth/callback` (OpenID Connect login's pages);
 //! - `layout`: the page shell, assets, security headers;
 //! - `board`: `/`, the release board across projects (`crate::pipeline::release_board`);
+//! - `board_pages`: the board's column and row paging and its `stuck` filter;
 //! - `project_page`: `/projects/{p}` (pipeline graph, Freight timeline,
 //!   availability of the selected Freight);
 //! - `graph`: the DAG layout;
@@ -27,6 +28,7 @@
 
 mod actions;
 mod board;
+mod board_pages;
 #[cfg(test)]
 mod board_tests;
 mod events;

@@ -11,8 +11,8 @@
 //!   cargo run -p dray-e2e --bin board_screenshot -- docs/images/release-board-50.png
 //! ```
 //!
-//! Checks what it photographs: the board must show 50 rows, else it saves nothing and
-//! exits 1.
+//! Checks what it photographs: the board must show 50 rows, at least 25 of them within the
+//! first 1080 px of the viewport, else it saves nothing and exits 1.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -30,6 +30,8 @@ use sha2::{Digest, Sha256};
 
 /// How many projects (services) the board shows.
 const PROJECTS: usize = 50;
+/// How many rows must end within the first 1080 px of the viewport.
+const FIRST_SCREEN: u64 = 25;
 /// Freight minted per service.
 const FREIGHT: usize = 4;
 /// The Stages of each service, in pipeline order.
@@ -167,6 +169,18 @@ async fn run(target: PathBuf) -> Result<()> {
     let browser = Browser::start().await?;
     let base = dray.url();
     browser.log_in(&base, dray.token()).await?;
+    // One full-HD screen, as a release manager's.
+    browser.client().set_window_size(1920, 1080).await?;
+    let chrome = browser
+        .client()
+        .execute("return window.outerHeight - window.innerHeight;", vec![])
+        .await?
+        .as_u64()
+        .unwrap_or(0);
+    browser
+        .client()
+        .set_window_size(1920, 1080 + u32::try_from(chrome)?)
+        .await?;
     browser.wait_for("table.board", "the release board").await?;
     let rows = browser
         .client()
@@ -176,6 +190,21 @@ async fn run(target: PathBuf) -> Result<()> {
     if rows != PROJECTS {
         bail!("the board shows {rows} projects, not {PROJECTS}");
     }
+    // One screen: at least FIRST_SCREEN rows end within the first 1080 px.
+    let within = browser
+        .client()
+        .execute(
+            "return [...document.querySelectorAll('table.board tr[data-project]')]\
+               .filter(r => r.getBoundingClientRect().bottom <= 1080).length;",
+            vec![],
+        )
+        .await?
+        .as_u64()
+        .context("counting the rows within 1080 px")?;
+    if within < FIRST_SCREEN {
+        bail!("only {within} projects fit in the first 1080 px, not {FIRST_SCREEN}");
+    }
+    println!("{within} of {PROJECTS} projects within the first 1080 px");
     let shot = browser.screenshot("release-board-50").await?;
     if let Some(dir) = target.parent() {
         std::fs::create_dir_all(dir)?;
