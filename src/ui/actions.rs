@@ -236,7 +236,12 @@ pub(crate) async fn confirm(
                         (changes(current.as_ref(), &target))
                         (gates)
                         @if rbac.is_none() && (blocked || closed) {
-                            (unblock(&stage_board, entry, &stage_name, closed, may_approve, may_override))
+                            (unblock(&stage_board, entry, &stage_name, closed, Levers {
+                                may_approve,
+                                may_override,
+                                may_signoff: perms.allows(Verb::Signoff, "stages", Some(&stage_name)),
+                                viewer: &viewer.caller.user,
+                            }))
                         }
                         @if closed && may_override && availability.is_available() {
                             label for="confirm-override" { "Promote through the closed window anyway, because (kept on the record):" }
@@ -354,16 +359,37 @@ pub(crate) async fn confirm(
 /// What would unblock a promotion the gates refuse, as actions for a caller allowed to
 /// take them: approve (lifts "not verified" and soak), wait (soak, a window with a known
 /// end), override a closed window.
+/// What the viewer of a confirm dialog may do about a red gate.
+struct Levers<'a> {
+    may_approve: bool,
+    may_override: bool,
+    may_signoff: bool,
+    /// Who is looking: a sign-off is offered only to someone who has not signed yet.
+    viewer: &'a str,
+}
+
 fn unblock(
     board: &StageBoard,
     entry: &FreightGates,
     stage: &str,
     closed: bool,
-    may_approve: bool,
-    may_override: bool,
+    levers: Levers<'_>,
 ) -> Markup {
     use crate::pipeline::availability::Reason;
+    let Levers {
+        may_approve,
+        may_override,
+        may_signoff,
+        viewer,
+    } = levers;
     let gates = &entry.availability;
+    // The sign-off gate is red; `Some(true)` when the viewer has not signed yet.
+    let signoff = gates.reasons.iter().find_map(|r| match r {
+        Reason::SignoffsMissing { have, own, .. } => {
+            Some(!have.iter().any(|u| u == viewer) && own.as_deref() != Some(viewer))
+        }
+        _ => None,
+    });
     let approvable = gates.reasons.iter().any(|r| {
         matches!(
             r,
@@ -387,6 +413,16 @@ fn unblock(
                         " — lets it in without upstream verification or soak, on the record" }
                 } @else if approvable {
                     li { "an approval for " code { (stage) } " by someone with " code { "approve" } " on it" }
+                }
+                @match signoff {
+                    Some(true) if may_signoff => {
+                        li { button type="button" data-action="signoff" data-stage=(stage) { "Sign off for " (stage) }
+                            " — your sign-off counts toward the gate, on the record" }
+                    }
+                    Some(_) => {
+                        li { "more sign-offs for " code { (stage) } " by people with " code { "signoff" } " on it" }
+                    }
+                    None => {}
                 }
                 @if let Some(until) = soak_ends {
                     li.wait { "wait until " time datetime=(until.to_string()) { (until.strftime("%Y-%m-%d %H:%M UTC")) } " for the soak to end" }

@@ -1555,6 +1555,22 @@ async fn sign_off_is_offered_where_asked_refused_to_a_viewer_and_lists_who_signe
     )
     .unwrap();
     assert!(!button.contains("disabled"), "{button}");
+    // The promote dialog's red sign-off gate offers the admin, who has not signed, a Sign off.
+    let promote = ui
+        .body(
+            "/projects/demo/stages/staging/confirm?action=promote&freight=f1",
+            Some(&admin),
+        )
+        .await;
+    assert!(promote.contains("What would unblock it"), "{promote}");
+    assert!(
+        tag_with(
+            &promote,
+            &["data-action=\"signoff\"", "data-stage=\"staging\""]
+        )
+        .is_some(),
+        "{promote}"
+    );
     let csrf = csrf_of(&page);
     let signed = ui
         .post_json(
@@ -1587,6 +1603,19 @@ async fn sign_off_is_offered_where_asked_refused_to_a_viewer_and_lists_who_signe
         .await;
     assert!(
         promote.contains("needs sign-offs from 2 people, has 1 (<code>admin</code>)"),
+        "{promote}"
+    );
+    // Once signed, the admin is not offered a second sign-off, only told who else must.
+    assert!(
+        tag_with(
+            &promote,
+            &["data-action=\"signoff\"", "data-stage=\"staging\""]
+        )
+        .is_none(),
+        "{promote}"
+    );
+    assert!(
+        promote.contains("more sign-offs for <code>staging</code>"),
         "{promote}"
     );
 }
