@@ -21,7 +21,7 @@ use jiff::Timestamp;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{
-    Freight, Kind, Notification, ObjectKey, Outbox, PendingDelivery, ProjectConfig,
+    Freight, Kind, Notification, ObjectKey, Outbox, PendingDelivery, Project, ProjectConfig,
     ProjectConfigStatus, Promotion, Stage, Warehouse,
 };
 use crate::discovery::credentials;
@@ -106,6 +106,12 @@ impl Notifier {
             .watches(Kind::Stage, to_config)
             .watches(Kind::Freight, to_config)
             .watches(Kind::Warehouse, to_config)
+            // A project-wide freeze is on the Project (cluster-scoped: named as its project).
+            .watches(Kind::Project, |changed: &Changed, cache: &Cache| {
+                let project = &changed.change.key.name;
+                let key = ObjectKey::namespaced(Kind::ProjectConfig, project, project);
+                cache.get_stored(&key).map(|_| key).into_iter().collect()
+            })
             .run(
                 reconcile,
                 |_, _: &StoreError, _| Action::requeue(Duration::from_secs(30)),
@@ -138,8 +144,12 @@ pub async fn reconcile(
         return Ok(Action::await_change());
     }
     let freight = cache.list::<Freight>(Some(&project));
+    let project_freeze = cache
+        .get_key::<Project>(&ObjectKey::cluster(Kind::Project, &project))
+        .and_then(|p| p.status.as_ref().and_then(|s| s.freeze.clone()));
     let all = occurrences(
         &project,
+        project_freeze.as_ref(),
         &cache.list::<Promotion>(Some(&project)),
         &cache.list::<Stage>(Some(&project)),
         &freight,

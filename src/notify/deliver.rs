@@ -14,6 +14,7 @@ use hmac::{Hmac, Mac};
 use serde_json::json;
 use sha2::Sha256;
 
+use super::events::EVERY_STAGE;
 use crate::api::{EventPayload, NotificationEvent};
 
 /// The header naming the event.
@@ -69,19 +70,23 @@ fn headline(event: &EventPayload) -> String {
     } else {
         event.freight.alias.clone()
     };
-    let (icon, what) = match event.event {
-        NotificationEvent::PromotionSucceeded => (":white_check_mark:", "promoted to"),
-        NotificationEvent::PromotionFailed => (":x:", "failed to promote to"),
-        NotificationEvent::PromotionErrored => (":warning:", "errored promoting to"),
-        NotificationEvent::FreightVerified => (":large_green_circle:", "verified in"),
-        NotificationEvent::VerificationFailed => (":red_circle:", "failed verification in"),
-        NotificationEvent::FreightRejected => (":no_entry:", "rejected for"),
-        NotificationEvent::StageFrozen => (":snowflake:", "frozen:"),
+    let stage = if event.stage == EVERY_STAGE {
+        "every Stage".to_owned()
+    } else {
+        format!("`{}`", event.stage)
     };
-    format!(
-        "{icon} `{freight}` {what} `{}` in `{}`",
-        event.stage, event.project
-    )
+    let project = &event.project;
+    let about =
+        |icon: &str, what: &str| format!("{icon} `{freight}` {what} {stage} in `{project}`");
+    match event.event {
+        NotificationEvent::PromotionSucceeded => about(":white_check_mark:", "promoted to"),
+        NotificationEvent::PromotionFailed => about(":x:", "failed to promote to"),
+        NotificationEvent::PromotionErrored => about(":warning:", "errored promoting to"),
+        NotificationEvent::FreightVerified => about(":large_green_circle:", "verified in"),
+        NotificationEvent::VerificationFailed => about(":red_circle:", "failed verification in"),
+        NotificationEvent::FreightRejected => about(":no_entry:", "rejected for"),
+        NotificationEvent::StageFrozen => format!(":snowflake: {stage} frozen in `{project}`"),
+    }
 }
 
 /// Slack's incoming-webhook message for an event: `text` (the fallback) and one

@@ -2,20 +2,25 @@
 //! that ended (`PromotionSucceeded`, `PromotionFailed`, `PromotionErrored`), Freight
 //! verified in a Stage (`FreightVerified`, from the Freight's `verifiedIn`), a
 //! verification that failed (`VerificationFailed`, from the Stage's verification
-//! history). Each occurrence has an id that stays the same however often it is read, so
-//! the outbox takes each once.
+//! history), Freight rejected by a person (`FreightRejected`, from the Freight's
+//! `rejected`/`rejectedFor`), and a line stopped (`StageFrozen`, from a Stage's or the
+//! Project's `freeze`). Each occurrence has an id that stays the same however often it is
+//! read (a rejection or freeze is named by its time, so lifting one and pulling the lever
+//! again is a new occurrence), so the outbox takes each once.
 //!
 //! Reading events from state rather than from the moment a phase changes means nothing
 //! is lost while Dray is down: what ended meanwhile is still in the resources when it
-//! starts again. `FreightRejected` and `StageFrozen` have no source yet (their levers are
-//! not built); they fire once those write what they did.
+//! starts again.
 
 use jiff::Timestamp;
 
 use crate::api::{
-    EventFreight, EventPayload, Freight, NotificationEvent, Promotion, PromotionPhase, Stage, Time,
-    VerificationPhase,
+    EventFreight, EventPayload, Freeze, Freight, NotificationEvent, Promotion, PromotionPhase,
+    Rejection, Stage, Time, VerificationPhase,
 };
+
+/// The Stage named in a project-wide rejection's or freeze's payload: every Stage.
+pub const EVERY_STAGE: &str = "*";
 
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +46,11 @@ pub struct Links {
 }
 
 impl Links {
+    /// The project's page in the web UI.
+    pub fn project(&self, project: &str) -> String {
+        format!("{}/projects/{project}", self.base.trim_end_matches('/'))
+    }
+
     /// The Stage's page in the web UI.
     pub fn stage(&self, project: &str, stage: &str) -> String {
         format!(
@@ -54,6 +64,7 @@ impl Links {
 /// events before verification events, then by id).
 pub fn occurrences(
     project: &str,
+    project_freeze: Option<&Freeze>,
     promotions: &[impl AsRef<Promotion>],
     stages: &[impl AsRef<Stage>],
     freight: &[impl AsRef<Freight>],
@@ -126,11 +137,27 @@ pub fn occurrences(
             });
         }
     }
+    for f in freight.iter().map(AsRef::as_ref) {
+        let Some(status) = &f.status else {
+            continue;
+        };
+        let everywhere = status.rejected.iter().map(|r| (EVERY_STAGE, r));
+        let per_stage = status.rejected_for.iter().map(|(s, r)| (s.as_str(), r));
+        for (stage, rejection) in everywhere.chain(per_stage) {
+            found.extend(rejected(project, f, stage, rejection, links));
+        }
+    }
+    if let Some(freeze) = project_freeze {
+        found.extend(frozen(project, EVERY_STAGE, freeze, links));
+    }
     for stage in stages.iter().map(AsRef::as_ref) {
         let Some(status) = &stage.status else {
             continue;
         };
         let stage_name = stage.metadata.name.clone().unwrap_or_default();
+        if let Some(freeze) = &status.freeze {
+            found.extend(frozen(project, &stage_name, freeze, links));
+        }
         let mut runs: Vec<_> = status.verification_history.iter().collect();
         runs.extend(status.verification.iter());
         runs.sort_by(|a, b| a.id.cmp(&b.id));
@@ -168,6 +195,63 @@ pub fn occurrences(
         (a.at(), rank(a.payload.event), &a.id).cmp(&(b.at(), rank(b.payload.event), &b.id))
     });
     found
+}
+
+/// `FreightRejected` for `freight` in `stage` ([`EVERY_STAGE`] when everywhere).
+fn rejected(
+    project: &str,
+    freight: &Freight,
+    stage: &str,
+    rejection: &Rejection,
+    links: &Links,
+) -> Option<Occurrence> {
+    let at = rejection.rejected_at.clone()?;
+    let name = freight.metadata.name.clone().unwrap_or_default();
+    Some(Occurrence {
+        id: format!("rejected/{name}/{stage}/{}", at.0.as_second()),
+        payload: EventPayload {
+            event: NotificationEvent::FreightRejected,
+            project: project.to_owned(),
+            stage: stage.to_owned(),
+            freight: EventFreight {
+                name,
+                alias: freight.spec.alias.clone(),
+            },
+            promotion: None,
+            phase: "Rejected".to_owned(),
+            message: rejection.words(),
+            at,
+            url: stage_or_project(links, project, stage),
+        },
+    })
+}
+
+/// `StageFrozen` for `stage` ([`EVERY_STAGE`] for the whole project); no Freight.
+fn frozen(project: &str, stage: &str, freeze: &Freeze, links: &Links) -> Option<Occurrence> {
+    let at = freeze.since.clone()?;
+    Some(Occurrence {
+        id: format!("frozen/{stage}/{}", at.0.as_second()),
+        payload: EventPayload {
+            event: NotificationEvent::StageFrozen,
+            project: project.to_owned(),
+            stage: stage.to_owned(),
+            freight: EventFreight::default(),
+            promotion: None,
+            phase: "Frozen".to_owned(),
+            message: freeze.words(),
+            at,
+            url: stage_or_project(links, project, stage),
+        },
+    })
+}
+
+/// The Stage's page, or the project's for [`EVERY_STAGE`].
+fn stage_or_project(links: &Links, project: &str, stage: &str) -> String {
+    if stage == EVERY_STAGE {
+        links.project(project)
+    } else {
+        links.stage(project, stage)
+    }
 }
 
 /// Promotion events sort before what follows from them at the same instant.
@@ -302,6 +386,7 @@ mod tests {
         });
         let found = occurrences(
             "demo",
+            None,
             &arcs(promotions),
             &arcs(vec![stage]),
             &arcs(vec![freight]),
@@ -339,6 +424,85 @@ mod tests {
     }
 
     #[test]
+    fn rejections_and_freezes_are_events_once_and_again_after_a_lift() {
+        let rejection = |by: &str, second: i64| Rejection {
+            by: by.into(),
+            reason: "CVE-2026-1".into(),
+            rejected_at: Some(at(second)),
+        };
+        let freeze = |second: i64| Freeze {
+            by: "ann".into(),
+            reason: "incident 42".into(),
+            since: Some(at(second)),
+            until: None,
+        };
+        let mut freight = Freight::new("f1", Default::default());
+        freight.spec.alias = "frosty-otter".into();
+        freight.status = Some(crate::api::FreightStatus {
+            rejected: Some(rejection("ann", 10)),
+            rejected_for: [("prod".to_owned(), rejection("bob", 11))].into(),
+            ..Default::default()
+        });
+        let mut stage = Stage::new("prod", Default::default());
+        stage.status = Some(StageStatus {
+            freeze: Some(freeze(12)),
+            ..StageStatus::default()
+        });
+        let no_promotions: Vec<Arc<Promotion>> = Vec::new();
+        let read = |project_freeze: Option<&Freeze>, freight: &Freight, stage: &Stage| {
+            occurrences(
+                "demo",
+                project_freeze,
+                &no_promotions,
+                &arcs(vec![stage.clone()]),
+                &arcs(vec![freight.clone()]),
+                &links(),
+            )
+        };
+        let found = read(Some(&freeze(13)), &freight, &stage);
+        let ids: Vec<&str> = found.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            vec![
+                "rejected/f1/*/10",
+                "rejected/f1/prod/11",
+                "frozen/prod/12",
+                "frozen/*/13"
+            ]
+        );
+        let everywhere = &found[0].payload;
+        assert_eq!(everywhere.event, NotificationEvent::FreightRejected);
+        assert_eq!(everywhere.message, "rejected by ann: CVE-2026-1");
+        assert_eq!(everywhere.freight.alias, "frosty-otter");
+        assert_eq!(everywhere.url, "https://dray.example.com/projects/demo");
+        let frozen = &found[2].payload;
+        assert_eq!(frozen.event, NotificationEvent::StageFrozen);
+        assert_eq!(frozen.message, "frozen by ann: incident 42");
+        assert_eq!(
+            frozen.url,
+            "https://dray.example.com/projects/demo/stages/prod"
+        );
+        // Read again, the same occurrences: the outbox takes each once.
+        assert_eq!(read(Some(&freeze(13)), &freight, &stage), found);
+        // Unrejected and rejected again later, unfrozen and frozen again: new occurrences.
+        freight.status.as_mut().unwrap().rejected = Some(rejection("ann", 40));
+        stage.status.as_mut().unwrap().freeze = Some(freeze(41));
+        let again = read(None, &freight, &stage);
+        let ids: Vec<&str> = again.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            vec!["rejected/f1/prod/11", "rejected/f1/*/40", "frozen/prod/41"]
+        );
+        let since = found.last().unwrap().at();
+        let seen = vec![found.last().unwrap().id.clone()];
+        let new: Vec<&str> = new_since(&again, since, &seen)
+            .iter()
+            .map(|o| o.id.as_str())
+            .collect();
+        assert_eq!(new, vec!["rejected/f1/*/40", "frozen/prod/41"]);
+    }
+
+    #[test]
     fn the_watermark_takes_each_occurrence_once_even_within_one_second() {
         let promotions = vec![
             promotion("a", PromotionPhase::Succeeded, Some(10)),
@@ -347,14 +511,14 @@ mod tests {
         let none: Vec<Arc<Stage>> = Vec::new();
         let nothing: Vec<Arc<Freight>> = Vec::new();
         let promotions = arcs(promotions);
-        let all = occurrences("demo", &promotions[..1], &none, &nothing, &links());
+        let all = occurrences("demo", None, &promotions[..1], &none, &nothing, &links());
         let since = Timestamp::from_second(5).unwrap();
         let taken = new_since(&all, since, &[]);
         assert_eq!(taken.len(), 1);
         let (since, seen) = advance(since, &[], &taken);
         assert_eq!(seen, vec!["promotion/a/Succeeded".to_owned()]);
         // `b` ends in the same second, after `a` was taken: it is new, `a` is not.
-        let all = occurrences("demo", &promotions, &none, &nothing, &links());
+        let all = occurrences("demo", None, &promotions, &none, &nothing, &links());
         let taken = new_since(&all, since.0, &seen);
         let ids: Vec<&str> = taken.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids, vec!["promotion/b/Succeeded"]);

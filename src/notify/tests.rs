@@ -284,3 +284,68 @@ async fn a_delivery_that_keeps_failing_gives_up_on_the_status_without_the_secret
         "no secret, no signature"
     );
 }
+
+#[tokio::test]
+async fn a_rejection_and_a_project_freeze_are_each_delivered_once_signed() {
+    let (url, receiver) = receiver(&[]).await;
+    let world = world(
+        json!([{"name": "levers", "webhook": {"url": url, "secretRef": "hook-secret"},
+                "events": ["FreightRejected", "StageFrozen"]}]),
+        Backoff {
+            first: Duration::ZERO,
+            attempts: 5,
+        },
+    )
+    .await;
+    world.reconcile().await; // the outbox starts
+    let since = world.status().await.outbox.unwrap().since.unwrap().0;
+    let later = |seconds: i64| {
+        since
+            .checked_add(jiff::SignedDuration::from_secs(seconds))
+            .unwrap()
+            .to_string()
+    };
+    world
+        .store
+        .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+            "metadata": {"name": "f1", "namespace": "demo"}, "alias": "frosty-otter",
+            "origin": {"kind": "Warehouse", "name": "app"}}))
+        .await
+        .unwrap();
+    world
+        .store
+        .update_status(
+            &ObjectKey::namespaced(Kind::Freight, "demo", "f1"),
+            json!({"rejectedFor": {"prod": {"by": "ann", "reason": "CVE-2026-1",
+                                            "rejectedAt": later(1)}}}),
+            None,
+        )
+        .await
+        .unwrap();
+    world
+        .store
+        .update_status(
+            &ObjectKey::cluster(Kind::Project, "demo"),
+            json!({"freeze": {"by": "bob", "reason": "incident 42", "since": later(2)}}),
+            None,
+        )
+        .await
+        .unwrap();
+    world.reconcile().await;
+    world.reconcile().await; // nothing new: nothing sent again
+    let seen = receiver.seen.lock().unwrap();
+    let payloads: Vec<Value> = seen
+        .iter()
+        .map(|(_, body)| serde_json::from_slice(body).unwrap())
+        .collect();
+    assert_eq!(payloads.len(), 2, "{payloads:#?}");
+    assert_eq!(header(&seen[0].0, "x-dray-event"), "FreightRejected");
+    assert!(header(&seen[0].0, "x-dray-signature-256").starts_with("sha256="));
+    assert_eq!(payloads[0]["stage"], "prod");
+    assert_eq!(payloads[0]["freight"]["alias"], "frosty-otter");
+    assert_eq!(payloads[0]["message"], "rejected by ann: CVE-2026-1");
+    assert_eq!(header(&seen[1].0, "x-dray-event"), "StageFrozen");
+    assert_eq!(payloads[1]["stage"], "*");
+    assert_eq!(payloads[1]["message"], "frozen by bob: incident 42");
+    assert_eq!(payloads[1]["url"], "https://dray.example.com/projects/demo");
+}
