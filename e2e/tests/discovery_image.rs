@@ -47,11 +47,13 @@ async fn semver_picks_the_newest_release_in_range_pinned_by_the_registry_digest(
     assert_eq!(first.images[0].repo_url, sub.repo_url);
     assert_eq!(first.stats.tags_seen, 4);
     assert_eq!(first.stats.tags_matched, 2);
-    // One tag list, one HEAD per candidate.
+    // One tag list, one HEAD per candidate, and the newest's manifest and config: its
+    // build time (for lead time), which Freight is minted from.
     assert_eq!(
         (first.stats.tag_list_requests, first.stats.http_requests),
-        (1, 3)
+        (1, 5)
     );
+    assert!(first.images[0].created.is_some(), "{:?}", first.images[0]);
 
     // Nothing changed: one tag-list request and one HEAD of the newest candidate.
     let second = discoverer.discover(&sub, None).await?;
@@ -97,16 +99,23 @@ async fn a_moved_newest_tag_is_noticed_and_reported() -> Result<()> {
         ),
         (old.as_str(), rebuilt.as_str())
     );
-    assert_eq!(found.stats.http_requests, 2);
+    // The refresh, and the rebuilt image's manifest and config for its build time.
+    assert_eq!(found.stats.http_requests, 4);
 
-    // A new tag costs its HEAD on top of the refresh.
+    // A new tag costs its HEAD on top of the refresh (and, being the newest, its build
+    // time).
     let newer = oci::push_image(&registry, "app", "1.2.0").await?;
     let found = discoverer.discover(&sub, None).await?;
     assert_eq!(tags(&found), ["1.2.0", "1.1.0", "1.0.0"]);
     assert_eq!(found.images[0].digest, newer);
     assert_eq!(
-        found.stats.http_requests, 2,
-        "the new tag is the newest: its HEAD is the check"
+        found.stats.http_requests, 4,
+        "the new tag is the newest: its HEAD is the check, then its build time"
+    );
+    // Nothing changed: the build time is cached by digest.
+    assert_eq!(
+        discoverer.discover(&sub, None).await?.stats.http_requests,
+        2
     );
     Ok(())
 }
@@ -274,7 +283,8 @@ async fn unknown_repository_and_unmatched_constraint_say_so() -> Result<()> {
 }
 
 #[tokio::test]
-async fn digest_strategy_follows_one_tag_with_one_request() -> Result<()> {
+async fn digest_strategy_follows_one_tag_with_one_request_once_its_build_time_is_known()
+-> Result<()> {
     let world = TestWorld::new()?;
     let registry = Registry::start(&world, RegistryOptions::default())?;
     let first = oci::push_image(&registry, "app", "latest").await?;
@@ -283,9 +293,15 @@ async fn digest_strategy_follows_one_tag_with_one_request() -> Result<()> {
     sub.image_selection_strategy = ImageSelectionStrategy::Digest;
 
     let found = discoverer.discover(&sub, None).await?;
+    // The HEAD, then the manifest and config once for the build time.
     assert_eq!(
         (found.images[0].digest.as_str(), found.stats.http_requests),
-        (first.as_str(), 1)
+        (first.as_str(), 3)
+    );
+    assert!(found.images[0].created.is_some());
+    assert_eq!(
+        discoverer.discover(&sub, None).await?.stats.http_requests,
+        1
     );
     let second = oci::push_image(&registry, "app", "latest").await?;
     let found = discoverer.discover(&sub, None).await?;

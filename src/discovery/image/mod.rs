@@ -185,7 +185,8 @@ pub struct DiscoveredImage {
     /// image index, otherwise the tag's own digest (an index digest for a multi-platform
     /// tag without `platform`).
     pub digest: String,
-    /// The image config's `created`, when discovery read it (always for `NewestBuild`).
+    /// The image config's `created`, when discovery read it (always for the newest image,
+    /// and for every image with `NewestBuild`).
     pub created: Option<Timestamp>,
     /// `Some(digest)` when `digest` was picked from an image index for `platform`
     /// (then equal to `digest`).
@@ -293,6 +294,22 @@ impl ImageDiscoverer {
                 }
             }
         };
+        let mut found = found;
+        // The newest image is what Freight is minted from: its build time is read (one
+        // manifest and one config, then cached by digest) for every strategy, so lead
+        // time is known. Not reading it never fails discovery.
+        if let Some((pinned, created)) = found.first_mut()
+            && created.is_none()
+            && resolver.cached_created(pinned).is_none()
+        {
+            match resolver.created(pinned).await {
+                Ok(read) => *created = read,
+                Err(error) => tracing::debug!(
+                    image = %sub.repo_url, tag = %pinned.tag, %error,
+                    "cannot read the image's build time; its lead time stays unknown"
+                ),
+            }
+        }
         let images = found
             .into_iter()
             .map(|(pinned, created)| DiscoveredImage {
