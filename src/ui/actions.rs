@@ -356,9 +356,6 @@ pub(crate) async fn confirm(
     })
 }
 
-/// What would unblock a promotion the gates refuse, as actions for a caller allowed to
-/// take them: approve (lifts "not verified" and soak), wait (soak, a window with a known
-/// end), override a closed window.
 /// What the viewer of a confirm dialog may do about a red gate.
 struct Levers<'a> {
     may_approve: bool,
@@ -368,6 +365,10 @@ struct Levers<'a> {
     viewer: &'a str,
 }
 
+/// What would unblock a promotion the gates refuse, as actions for a caller allowed to
+/// take them: approve (lifts "not verified" and soak), sign off (a sign-off gate the
+/// viewer has not signed), wait (soak, a window with a known end), override a closed
+/// window.
 fn unblock(
     board: &StageBoard,
     entry: &FreightGates,
