@@ -94,19 +94,26 @@ pub fn check_filter(
 
 /// A Warehouse's predicates, evaluated in the language its document is written in
 /// (CEL for Dray's, expr-lang for Kargo's), each compiled once.
-#[derive(Clone, Debug, Default)]
-pub struct PredicateCache {
-    language: ExprLanguage,
-    cel: ExprCache,
-    exprlang: ExprLangEngine,
+#[derive(Clone, Debug)]
+pub enum PredicateCache {
+    /// CEL programs.
+    Cel(ExprCache),
+    /// expr-lang programs.
+    ExprLang(ExprLangEngine),
+}
+
+impl Default for PredicateCache {
+    fn default() -> Self {
+        Self::new(ExprLanguage::default())
+    }
 }
 
 impl PredicateCache {
     /// An empty cache for predicates in `language`.
     pub fn new(language: ExprLanguage) -> Self {
-        Self {
-            language,
-            ..Self::default()
+        match language {
+            ExprLanguage::Cel => Self::Cel(ExprCache::new()),
+            ExprLanguage::ExprLang => Self::ExprLang(ExprLangEngine::new()),
         }
     }
 
@@ -119,9 +126,9 @@ impl PredicateCache {
         variables: &serde_json::Map<String, Value>,
         artifacts: &FreightView,
     ) -> Result<Verdict, ExprError> {
-        match self.language {
-            ExprLanguage::Cel => self.cel.evaluate_predicate(expr, variables, artifacts),
-            ExprLanguage::ExprLang => {
+        match self {
+            Self::Cel(cel) => cel.evaluate_predicate(expr, variables, artifacts),
+            Self::ExprLang(engine) => {
                 let values: Vec<(&str, expr::Value)> = variables
                     .iter()
                     .map(|(name, value)| (name.as_str(), exprlang_variable(name, value)))
@@ -131,7 +138,7 @@ impl PredicateCache {
                     ..ExprContext::default()
                 };
                 let expr = expr.trim();
-                match self.exprlang.evaluate_predicate(expr, &values, &scope) {
+                match engine.evaluate_predicate(expr, &values, &scope) {
                     Ok(true) => Ok(Verdict::Accepted),
                     Ok(false) => Ok(Verdict::Refused(format!("`{expr}` is false"))),
                     Err(ExprLangError::NotBool { got, .. }) => Err(ExprError::NotBool {
