@@ -32,7 +32,7 @@ pub use deliveries::DeliveryLog;
 pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
 pub use modify::{modify_object, modify_status, modify_typed_status};
-pub use object::{StoredObject, Write, desired_state, key_of, resource_version_of};
+pub use object::{ObjectFields, StoredObject, Write, desired_state, key_of, resource_version_of};
 pub use sessions::{SessionRecord, SessionStore};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use tokens::{
@@ -127,6 +127,24 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
             .into_iter()
             .filter(|o| o.object.pointer("/origin/name").and_then(|v| v.as_str()) == Some(origin))
             .take(limit)
+            .collect())
+    }
+
+    /// A few fields (JSON pointers whose steps are plain names, `/spec/requestedFreight`)
+    /// of every resource of a kind in one project, ordered by name: for pages that need a
+    /// little of each of thousands of resources (the project page's outline of its
+    /// Stages) without reading and typing them whole.
+    async fn list_fields(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        Ok(self
+            .list(kind, Some(namespace))
+            .await?
+            .iter()
+            .map(|o| ObjectFields::of(o, pointers))
             .collect())
     }
 

@@ -28,6 +28,57 @@ impl StoredObject {
     }
 }
 
+/// A few fields of a stored resource ([`super::Store::list_fields`]), at their places in
+/// the resource (`{"spec": {"requestedFreight": [..]}}`); a field the resource lacks is
+/// absent. Never a whole resource, so there is nothing here to write back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectFields {
+    /// The identity.
+    pub key: ObjectKey,
+    /// The fields asked for.
+    pub fields: Value,
+}
+
+impl ObjectFields {
+    /// The fields at `pointers` (JSON pointers, `/spec/requestedFreight`) of `object`.
+    pub fn of(object: &StoredObject, pointers: &[&str]) -> Self {
+        let mut fields = ObjectFields {
+            key: object.key.clone(),
+            fields: Value::Object(serde_json::Map::new()),
+        };
+        for pointer in pointers {
+            if let Some(value) = object.object.pointer(pointer) {
+                fields.insert(pointer, value.clone());
+            }
+        }
+        fields
+    }
+
+    /// Puts `value` at `pointer`, making the objects on the way.
+    pub(super) fn insert(&mut self, pointer: &str, value: Value) {
+        let mut place = &mut self.fields;
+        let mut steps = pointer.split('/').skip(1).peekable();
+        while let Some(step) = steps.next() {
+            let Some(map) = place.as_object_mut() else {
+                return;
+            };
+            if steps.peek().is_none() {
+                map.insert(step.to_owned(), value);
+                return;
+            }
+            place = map
+                .entry(step.to_owned())
+                .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        }
+    }
+
+    /// Deserialises the fields into a type that names only them.
+    pub fn to_typed<T: serde::de::DeserializeOwned>(&self) -> Result<T, StoreError> {
+        T::deserialize(&self.fields)
+            .map_err(|e| StoreError::Invalid(format!("{} does not match its kind: {e}", self.key)))
+    }
+}
+
 /// One write in a [`super::Store::commit`] batch.
 #[derive(Clone, Debug)]
 pub enum Write {

@@ -14,7 +14,7 @@ use crate::api::{Kind, ObjectKey};
 
 use super::object::{desired_state, key_of, resource_version_of, spec_part};
 use super::pool::{self, ReadPool};
-use super::{Change, ChangeFeed, ChangeOp, Store, StoreError, StoredObject, Write};
+use super::{Change, ChangeFeed, ChangeOp, ObjectFields, Store, StoreError, StoredObject, Write};
 
 /// The database file inside the data directory.
 pub const DATABASE_FILE: &str = "dray.db";
@@ -274,6 +274,16 @@ fn parse_row(
     })
 }
 
+/// SQLite's JSON path of a JSON pointer whose steps are plain names (`/spec/x` →
+/// `$."spec"."x"`).
+fn json_path(pointer: &str) -> String {
+    let mut path = String::from("$");
+    for step in pointer.split('/').skip(1) {
+        path.push_str(&format!(".\"{}\"", step.replace('"', "")));
+    }
+    path
+}
+
 fn check_version(key: &ObjectKey, expected: Option<u64>, actual: u64) -> Result<(), StoreError> {
     match expected {
         Some(expected) if expected != actual => Err(StoreError::Conflict {
@@ -514,6 +524,54 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn list_fields(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        let namespace = namespace.to_owned();
+        let pointers = pointers.to_vec();
+        self.with_reader(move |c| {
+            // SQLite picks the fields out of the stored text (`->` gives each as JSON
+            // text), so only they are parsed here: a tenth of the bytes of whole objects.
+            let columns: String = (0..pointers.len())
+                .map(|i| format!(", body -> ?{}", i + 3))
+                .collect();
+            let sql = format!(
+                "SELECT name{columns} FROM objects
+                 WHERE kind = ?1 AND namespace = ?2 ORDER BY name"
+            );
+            let mut statement = c.prepare_cached(&sql)?;
+            let mut arguments = vec![kind.as_str().to_owned(), namespace.clone()];
+            arguments.extend(pointers.iter().map(|p| json_path(p)));
+            let mut rows = statement.query(rusqlite::params_from_iter(arguments))?;
+            let mut found = Vec::new();
+            while let Some(row) = rows.next()? {
+                let name: String = row.get(0)?;
+                let mut fields = ObjectFields {
+                    key: ObjectKey::namespaced(kind, &namespace, &name),
+                    fields: Value::Object(serde_json::Map::new()),
+                };
+                for (i, pointer) in pointers.iter().enumerate() {
+                    if let Some(text) = row.get::<_, Option<String>>(i + 1)? {
+                        let value = serde_json::from_str(&text).map_err(|e| {
+                            StoreError::Internal(format!(
+                                "`{pointer}` of {} is not JSON: {e}",
+                                fields.key
+                            ))
+                        })?;
+                        fields.insert(pointer, value);
+                    }
+                }
+                found.push(fields);
+            }
+            super::stats::record_read(found.len());
+            Ok(found)
+        })
+        .await
+    }
+
     async fn get_many(
         &self,
         kind: Kind,
@@ -674,6 +732,65 @@ mod tests {
             object["metadata"]["resourceVersion"] = json!(rv);
         }
         object
+    }
+
+    /// `list_fields` picks the same fields in SQL as `ObjectFields::of` does from whole
+    /// objects: strings, arrays, numbers, nested places, and nothing for a missing field.
+    #[tokio::test]
+    async fn list_fields_answers_as_the_whole_objects_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let mut dev = stage("dev", None);
+        dev["spec"]["requestedFreight"] =
+            json!([{"origin": {"kind": "Warehouse", "name": "app"}, "sources": {"direct": true}}]);
+        let dev = store.create(dev).await.unwrap();
+        store
+            .update_status(
+                &dev.key,
+                json!({"health": {"status": "Healthy"}, "currentFreight": {"name": "f1"}}),
+                None,
+            )
+            .await
+            .unwrap();
+        let mut quoted = stage("qa", None);
+        quoted["spec"]["vars"] = json!([{"name": "a\"b", "value": "x.y"}]);
+        store.create(quoted).await.unwrap();
+        store
+            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+            "metadata": {"name": "other", "namespace": "elsewhere"}, "spec": {}}))
+            .await
+            .unwrap();
+        let pointers = [
+            "/spec/requestedFreight",
+            "/spec/vars",
+            "/status/health/status",
+            "/status/currentFreight/name",
+            "/metadata/generation",
+            "/spec/missing/deeper",
+        ];
+        let picked = store
+            .list_fields(Kind::Stage, "demo", &pointers)
+            .await
+            .unwrap();
+        let whole: Vec<ObjectFields> = store
+            .list(Kind::Stage, Some("demo"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|o| ObjectFields::of(o, &pointers))
+            .collect();
+        assert_eq!(picked, whole);
+        assert_eq!(picked.len(), 2, "only project `demo`'s Stages: {picked:?}");
+        assert_eq!(
+            picked[0].fields,
+            json!({
+                "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                    "sources": {"direct": true}}]},
+                "status": {"health": {"status": "Healthy"}, "currentFreight": {"name": "f1"}},
+                "metadata": {"generation": 1}
+            })
+        );
+        assert_eq!(picked[1].fields["spec"]["vars"][0]["name"], json!("a\"b"));
     }
 
     #[tokio::test]

@@ -78,17 +78,23 @@ pub(crate) async fn load(
                 .with_hint("see the projects at /"),
         ));
     }
-    let mut stages: Vec<Stage> = store
-        .list(Kind::Stage, Some(project))
-        .await?
-        .iter()
-        .filter_map(|s| s.to_typed().ok())
-        .collect();
+    let mut outlines = super::outline::read(store, project).await?;
     let scope = scope::scope(
-        &mut stages,
+        &mut outlines,
         scope::parameter(query.q.as_deref()),
         scope::parameter(query.warehouse.as_deref()),
     );
+    let drawn: Vec<String> = outlines.into_iter().map(|o| o.name).collect();
+    let mut stages: Vec<Stage> = if drawn.is_empty() {
+        Vec::new()
+    } else {
+        store
+            .get_many(Kind::Stage, project, &drawn)
+            .await?
+            .iter()
+            .filter_map(|s| s.to_typed().ok())
+            .collect()
+    };
     let warehouses: Vec<Warehouse> = store
         .list(Kind::Warehouse, Some(project))
         .await?
@@ -166,7 +172,10 @@ pub(crate) async fn load(
             .collect::<Vec<_>>(),
         &stages
             .iter()
-            .map(|s| (s.metadata.name.clone().unwrap_or_default(), upstreams(s)))
+            .map(|s| {
+                let name = s.metadata.name.clone().unwrap_or_default();
+                (name, upstreams(&s.spec.requested_freight))
+            })
             .collect::<Vec<_>>(),
     );
     let place: HashMap<&str, (usize, usize)> = layout

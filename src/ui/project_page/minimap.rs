@@ -4,7 +4,7 @@
 //! with its name as the mark's tooltip. The project page loads it lazily beside the graph
 //! (an `<img>`), so the page's first response does not grow with it.
 //!
-//! One read of the Stages and one of the Warehouses; the caller needs `list` on Stages, as
+//! One read of the Stages' outline (`super::outline`) and one of the Warehouses; the caller needs `list` on Stages, as
 //! for the page.
 
 use axum::extract::{Path, State};
@@ -12,11 +12,12 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use maud::html;
 
-use crate::api::{HealthState, Kind, Stage, Verb, Warehouse};
+use crate::api::{HealthState, Kind, Verb, Warehouse};
 use crate::server::AppState;
 
 use super::super::graph::{self, NodeRef};
 use super::super::{UiError, Viewer};
+use super::outline::StageOutline;
 use super::pipeline::upstreams;
 
 /// One mark's size and the gap after it, in the SVG's units.
@@ -26,13 +27,9 @@ const GAP: u32 = 2;
 const MAX_ROWS: usize = 400;
 
 /// The colour of a Stage's mark.
-fn colour(stage: &Stage) -> &'static str {
-    let health = stage.status.as_ref().and_then(|s| s.health.as_ref());
-    let holds = stage
-        .status
-        .as_ref()
-        .is_some_and(|s| s.current_freight.is_some());
-    match health.map(|h| h.status) {
+fn colour(stage: &StageOutline) -> &'static str {
+    let holds = stage.holds_freight;
+    match stage.health {
         Some(HealthState::Healthy) => "#1a7f37",
         Some(HealthState::Progressing) => "#bf8700",
         Some(HealthState::Unhealthy) => "#cf222e",
@@ -52,12 +49,7 @@ pub(crate) async fn minimap(
         .caller
         .authorize(store, Verb::List, "stages", Some(&project), None)
         .await?;
-    let stages: Vec<Stage> = store
-        .list(Kind::Stage, Some(&project))
-        .await?
-        .iter()
-        .filter_map(|s| s.to_typed().ok())
-        .collect();
+    let stages = super::outline::read(store, &project).await?;
     let warehouses: Vec<String> = store
         .list(Kind::Warehouse, Some(&project))
         .await?
@@ -68,13 +60,11 @@ pub(crate) async fn minimap(
         &warehouses,
         &stages
             .iter()
-            .map(|s| (s.metadata.name.clone().unwrap_or_default(), upstreams(s)))
+            .map(|s| (s.name.clone(), upstreams(&s.requested_freight)))
             .collect::<Vec<_>>(),
     );
-    let by_name: std::collections::HashMap<&str, &Stage> = stages
-        .iter()
-        .filter_map(|s| Some((s.metadata.name.as_deref()?, s)))
-        .collect();
+    let by_name: std::collections::HashMap<&str, &StageOutline> =
+        stages.iter().map(|s| (s.name.as_str(), s)).collect();
     let step = MARK + GAP;
     let columns = layout.nodes.iter().map(|n| n.layer + 1).max().unwrap_or(1);
     let tallest = layout.nodes.iter().map(|n| n.row + 1).max().unwrap_or(1);

@@ -8,7 +8,8 @@
 //! its verification (waiting for health, measuring with counts, or how it ended) and a
 //! promotion that is written to git and waiting for Argo CD to sync, apart from failures.
 //!
-//! Reads are bounded whatever the project's size: one list of Stages, one of Warehouses,
+//! Reads are bounded whatever the project's size: the outline of the Stages (`outline`: a
+//! few fields of each, picked by the store), the Stages drawn (one batched read), one list of Warehouses,
 //! the newest page of Freight (an index read), one batched read of the Freight Stages
 //! hold, one batched read of the Promotions running in them, the ProjectConfig (its windows,
 //! and its notifications' deliveries, shown under "Notifications") and one
@@ -18,6 +19,7 @@
 //! The parts, one job each:
 //! - `data`: reading what the page shows ([`ProjectData`]), the board of each Stage
 //!   included (`crate::pipeline::board`: gates and windows are decided there);
+//! - `outline`: the few fields of every Stage that choosing and placing them needs;
 //! - `scope`: which Stages the graph draws (all, or beyond a size collapsed by depth;
 //!   `?q=` and `?warehouse=` pick them);
 //! - `pipeline`: the graph section, Warehouses and the edges, the search;
@@ -34,6 +36,7 @@ mod data;
 mod dora;
 mod heights;
 mod minimap;
+mod outline;
 mod pipeline;
 mod scope;
 mod stage_node;

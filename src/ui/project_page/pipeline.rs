@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use maud::{Markup, html};
 
-use crate::api::{FreightOriginKind, Stage, Warehouse};
+use crate::api::{FreightOriginKind, FreightRequest, Stage, Warehouse};
 
 use super::super::graph::{self, NodeRef, Upstream};
 use super::super::view;
@@ -14,9 +14,9 @@ use super::stage_node::{Place, stage_node};
 
 /// What feeds the Stage in the graph: Warehouses it takes Freight from directly, and its
 /// upstream Stages.
-pub(super) fn upstreams(stage: &Stage) -> Vec<Upstream> {
+pub(super) fn upstreams(requested_freight: &[FreightRequest]) -> Vec<Upstream> {
     let mut ups = Vec::new();
-    for request in &stage.spec.requested_freight {
+    for request in requested_freight {
         if request.sources.direct && request.origin.kind == FreightOriginKind::Warehouse {
             ups.push(Upstream::Warehouse(request.origin.name.clone()));
         }

@@ -7,9 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::Stage;
-
 use super::super::graph::{self, NodeRef};
+use super::outline::StageOutline;
 use super::pipeline::upstreams;
 
 /// The most Stage cards the page draws at once.
@@ -48,32 +47,23 @@ pub(crate) fn parameter(value: Option<&str>) -> Option<String> {
     Some(value.chars().take(MAX_PARAMETER).collect())
 }
 
-/// The Warehouses a Stage takes Freight from.
-fn origins(stage: &Stage) -> impl Iterator<Item = &str> {
-    stage
-        .spec
-        .requested_freight
-        .iter()
-        .map(|r| r.origin.name.as_str())
-}
-
 /// Keeps in `stages` the ones the page draws (see the module doc) and says what it left.
 pub(crate) fn scope(
-    stages: &mut Vec<Stage>,
+    stages: &mut Vec<StageOutline>,
     q: Option<String>,
     warehouse: Option<String>,
 ) -> Scope {
     let total = stages.len();
     let needle = q.as_ref().map(|q| q.to_lowercase());
     let all = std::mem::take(stages);
-    let (mut kept, left): (Vec<Stage>, Vec<Stage>) = all.into_iter().partition(|s| {
-        let name = s.metadata.name.as_deref().unwrap_or_default();
+    let (mut kept, left): (Vec<StageOutline>, Vec<StageOutline>) = all.into_iter().partition(|s| {
+        let name = s.name.as_str();
         needle
             .as_ref()
             .is_none_or(|n| name.to_lowercase().contains(n.as_str()))
             && warehouse
                 .as_ref()
-                .is_none_or(|w| origins(s).any(|o| o == w))
+                .is_none_or(|w| s.origins().any(|o| o == w))
     });
     let matched = kept.len();
     let mut depth = None;
@@ -93,15 +83,14 @@ pub(crate) fn scope(
             count += n;
             deepest = layer;
         }
-        let (near, far): (Vec<Stage>, Vec<Stage>) = kept.into_iter().partition(|s| {
-            let name = s.metadata.name.as_deref().unwrap_or_default();
-            layers.get(name).is_some_and(|l| *l <= deepest)
-        });
+        let (near, far): (Vec<StageOutline>, Vec<StageOutline>) = kept
+            .into_iter()
+            .partition(|s| layers.get(&s.name).is_some_and(|l| *l <= deepest));
         kept = near;
         hidden.extend(far);
         // One column wider than the limit (a fan-out of thousands) is cut to the limit.
         if kept.len() > GRAPH_LIMIT {
-            kept.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            kept.sort_by(|a, b| a.name.cmp(&b.name));
             hidden.extend(kept.split_off(GRAPH_LIMIT));
         }
         depth = Some(deepest);
@@ -109,7 +98,7 @@ pub(crate) fn scope(
     let mut hidden_by_warehouse: BTreeMap<String, usize> = BTreeMap::new();
     if depth.is_some() || q.is_some() || warehouse.is_some() {
         for stage in &hidden {
-            for origin in origins(stage) {
+            for origin in stage.origins() {
                 *hidden_by_warehouse.entry(origin.to_owned()).or_default() += 1;
             }
         }
@@ -126,12 +115,12 @@ pub(crate) fn scope(
 }
 
 /// Each Stage's column in the graph of `stages` alone (the longest path from a Warehouse).
-fn layers(stages: &[Stage]) -> BTreeMap<String, usize> {
+fn layers(stages: &[StageOutline]) -> BTreeMap<String, usize> {
     let layout = graph::layout(
         &[],
         &stages
             .iter()
-            .map(|s| (s.metadata.name.clone().unwrap_or_default(), upstreams(s)))
+            .map(|s| (s.name.clone(), upstreams(&s.requested_freight)))
             .collect::<Vec<_>>(),
     );
     layout
@@ -150,18 +139,20 @@ mod tests {
 
     use super::*;
 
-    fn stage(name: &str, warehouse: &str, from: &[String]) -> Stage {
-        serde_json::from_value(json!({
-            "apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
-            "metadata": {"name": name, "namespace": "demo"},
-            "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": warehouse},
-                "sources": {"direct": from.is_empty(), "stages": from}}]}
-        }))
-        .unwrap()
+    fn stage(name: &str, warehouse: &str, from: &[String]) -> StageOutline {
+        StageOutline {
+            name: name.to_owned(),
+            requested_freight: serde_json::from_value(json!([{
+                "origin": {"kind": "Warehouse", "name": warehouse},
+                "sources": {"direct": from.is_empty(), "stages": from}}]))
+            .unwrap(),
+            health: None,
+            holds_freight: false,
+        }
     }
 
     /// Two Warehouses; `api` a chain of 300 Stages, `web` 3 Stages.
-    fn stages() -> Vec<Stage> {
+    fn stages() -> Vec<StageOutline> {
         let mut all = Vec::new();
         for i in 0..300 {
             let from = if i == 0 {
@@ -177,16 +168,13 @@ mod tests {
         all
     }
 
-    fn names(stages: &[Stage]) -> Vec<String> {
-        stages
-            .iter()
-            .filter_map(|s| s.metadata.name.clone())
-            .collect()
+    fn names(stages: &[StageOutline]) -> Vec<String> {
+        stages.iter().map(|s| s.name.clone()).collect()
     }
 
     #[test]
     fn a_small_project_is_drawn_whole() {
-        let mut few: Vec<Stage> = stages().into_iter().skip(295).collect();
+        let mut few: Vec<StageOutline> = stages().into_iter().skip(295).collect();
         let scope = scope(&mut few, None, None);
         assert_eq!(few.len(), 8);
         assert!(!scope.is_partial(), "{scope:?}");
