@@ -16,7 +16,8 @@
 //! - every fetch has an overall deadline ([`FETCH_TIMEOUT`] by default): past it git and
 //!   its remote helper are killed and the lock released, with [`GitDiscoveryError::FetchTimedOut`];
 //! - after each fetch a split commit-graph with changed-path Bloom filters is written
-//!   (incrementally), which the branch search ([`super::search`]) reads.
+//!   (incrementally; the first one in the background, see `super::graph`), which the
+//!   branch search ([`super::search`]) reads.
 //!
 //! One fetch serves many askers: [`MirrorCache::fetch_to`] takes the ref listing the asker
 //! just saw, and an asker that waited (bounded) behind a running fetch finds the mirror
@@ -48,6 +49,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::cli;
 use super::error::{GitDiscoveryError, chain, redact_url};
+use super::graph::{self, BackgroundGraphs, GRAPH_TIMEOUT};
 
 /// How long listing a remote's refs may take.
 pub const LS_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -55,10 +57,6 @@ pub const LS_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// How long one fetch into a mirror may take by default; past it git is killed and the
 /// mirror unlocked ([`MirrorCache::with_fetch_timeout`] changes it).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long writing a mirror's commit-graph may take (a slow write is stopped; the mirror
-/// stays usable, searches only lose the Bloom filters' help).
-const GRAPH_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a small local git command (a config write) may take.
 const LOCAL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -130,6 +128,7 @@ pub struct MirrorCache {
     locks: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     fetch_timeout: Duration,
     fetches: AtomicU64,
+    graphs: BackgroundGraphs,
 }
 
 impl MirrorCache {
@@ -140,6 +139,7 @@ impl MirrorCache {
             locks: Mutex::default(),
             fetch_timeout: FETCH_TIMEOUT,
             fetches: AtomicU64::new(0),
+            graphs: BackgroundGraphs::default(),
         }
     }
 
@@ -152,6 +152,13 @@ impl MirrorCache {
     /// How many fetches (git processes transferring from a remote) this cache has run.
     pub fn fetch_count(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// Waits (at most `timeout`) until the commit-graph of `url`'s mirror is no longer
+    /// being written in the background (see `graph`); whether it is done. For benchmarks
+    /// and tests: answers never depend on the graph.
+    pub async fn graph_settled(&self, url: &str, timeout: Duration) -> bool {
+        self.graphs.settled(&self.mirror_path(url), timeout).await
     }
 
     /// The longest an asker waits for another's fetch (or a promotion's worktree) of the
@@ -263,7 +270,12 @@ impl MirrorCache {
         }
         self.fetches.fetch_add(1, Ordering::Relaxed);
         self.fetch_cli(&mirror, url, creds, &state).await?;
-        write_commit_graph(&mirror, url).await;
+        if state.fresh {
+            // The first graph costs more than the fetch: written after, off the lock.
+            self.graphs.start(&mirror, url);
+        } else if !self.graphs.is_writing(&mirror) {
+            graph::write(&mirror, url).await;
+        }
         if let Some(target) = remote.head_target.clone() {
             let (path, task_url) = (mirror.clone(), url.to_owned());
             blocking(url, move || {
@@ -461,30 +473,6 @@ async fn set_partial(mirror: &Path, on: bool) -> Result<(), String> {
         git_config(mirror, &[promisor.as_str()]).await?;
         git_config(mirror, &[filter.as_str()]).await
     }
-}
-
-/// Write (or extend) the mirror's split commit-graph with changed-path Bloom filters. A
-/// failure only costs speed: it is logged, never returned.
-async fn write_commit_graph(mirror: &Path, url: &str) {
-    let args = [
-        "commit-graph",
-        "write",
-        "--reachable",
-        "--changed-paths",
-        "--split",
-        "--no-progress",
-    ];
-    let outcome = match cli::command(mirror, &args, None) {
-        Ok(cmd) => cli::run(cmd, GRAPH_TIMEOUT).await,
-        Err(e) => Err(cli::RunError::Spawn(e)),
-    };
-    let problem = match outcome {
-        Ok(ran) if ran.success => return,
-        Ok(ran) => ran.stderr,
-        Err(cli::RunError::Spawn(e)) => e,
-        Err(cli::RunError::TimedOut) => format!("stopped after {}s", GRAPH_TIMEOUT.as_secs()),
-    };
-    tracing::warn!(url = %redact_url(url), %problem, "could not write the mirror's commit-graph; history searches are slower");
 }
 
 impl MirrorCache {

@@ -25,7 +25,7 @@
 //! [`GitDiscovery::commits`]) and does not push or make worktrees.
 //!
 //! Files: [`mirror`] (the cache, `ls-remote`, fetch, credentials), `cli` (running the
-//! `git` CLI), `search` (the branch search), `select` (pure selection rules), `history`
+//! `git` CLI), `graph` (the mirrors' commit-graphs), `search` (the branch search), `select` (pure selection rules), `history`
 //! (tags, diffs and logs read with gix), [`error`].
 //!
 //! ```no_run
@@ -45,6 +45,7 @@ mod cli;
 pub mod compare;
 pub mod error;
 pub mod filter;
+mod graph;
 mod history;
 #[cfg(test)]
 mod kargo_parity;

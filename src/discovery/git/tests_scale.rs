@@ -153,7 +153,15 @@ async fn the_deep_commit_is_found_and_both_searches_agree_with_git_log() {
     assert_ne!(ids(&found), git_log(&origin, 20, ":(glob)app*/**"));
     assert!(found.stats.narrowed, "{:?}", found.stats);
 
-    // The mirror carries a split commit-graph with changed-path Bloom filters.
+    // The mirror carries a split commit-graph with changed-path Bloom filters, written in
+    // the background after the first fetch.
+    assert!(
+        discoverer
+            .mirrors()
+            .graph_settled(&origin.url(), Duration::from_secs(60))
+            .await,
+        "the first commit-graph was not written within 60s"
+    );
     let mirror = discoverer.mirrors().mirror_path(&origin.url());
     let chain = mirror.join("objects/info/commit-graphs/commit-graph-chain");
     assert!(
@@ -170,6 +178,58 @@ async fn the_deep_commit_is_found_and_both_searches_agree_with_git_log() {
     assert!(
         bytes.windows(4).any(|w| w == b"BIDX") && bytes.windows(4).any(|w| w == b"BDAT"),
         "the commit-graph has no Bloom filter chunks"
+    );
+}
+
+/// The branch search gives git's answer with the Bloom filters and without them (a first
+/// discovery runs before its mirror's graph is written).
+#[tokio::test]
+async fn the_search_answers_the_same_with_and_without_the_commit_graph() {
+    let origin = Origin::new();
+    let mut commits = vec![
+        ("app/config.yaml".to_owned(), "app one".to_owned()),
+        ("apps/abc/x.yaml".to_owned(), "apps abc".to_owned()),
+        ("app/config.yaml".to_owned(), "app two".to_owned()),
+    ];
+    commits.extend(others(0..400));
+    import(&origin, &commits);
+    let discoverer = origin.discoverer();
+    let expected = git_log(&origin, 5, "app/");
+    assert_eq!(expected.len(), 2);
+    let first = discoverer
+        .discover(&sub(&origin, "app/", 5), None, None)
+        .await
+        .unwrap();
+    assert_eq!(ids(&first), expected);
+    assert!(
+        discoverer
+            .mirrors()
+            .graph_settled(&origin.url(), Duration::from_secs(60))
+            .await,
+        "the first commit-graph was not written within 60s"
+    );
+    let graphs = discoverer
+        .mirrors()
+        .mirror_path(&origin.url())
+        .join("objects/info/commit-graphs");
+    assert!(
+        graphs.join("commit-graph-chain").exists(),
+        "no graph written"
+    );
+    let with_graph = discoverer
+        .discover(&sub(&origin, "app/", 5), None, None)
+        .await
+        .unwrap();
+    assert_eq!(ids(&with_graph), expected, "with the Bloom filters");
+    std::fs::remove_dir_all(&graphs).unwrap();
+    let without = discoverer
+        .discover(&sub(&origin, "app/", 5), None, None)
+        .await
+        .unwrap();
+    assert_eq!(ids(&without), expected, "without a commit-graph");
+    assert!(
+        !graphs.exists(),
+        "an unchanged mirror fetches and writes nothing"
     );
 }
 
