@@ -219,6 +219,10 @@ pub struct CommitStatusDelivery {
     pub sha: String,
     /// The state to post.
     pub state: CommitState,
+    /// The image subscription (its `repoURL`) whose image named this commit in its
+    /// labels; unset for a git subscription's commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// A commit status' state, in Dray's words (GitHub's and GitLab's differ).
