@@ -364,7 +364,10 @@ async fn the_source_commit_comes_from_labels_then_annotations() -> Result<()> {
             .collect()
     };
     let labelled = ImageOptions {
-        labels: pairs(&[(SOURCE, "https://github.com/acme/app"), (REVISION, "aaa111")]),
+        labels: pairs(&[
+            (SOURCE, "https://github.com/acme/app"),
+            (REVISION, "aaa111"),
+        ]),
         annotations: pairs(&[(SOURCE, "https://elsewhere/x"), (REVISION, "bbb222")]),
         ..ImageOptions::default()
     };
@@ -400,7 +403,10 @@ async fn the_source_commit_comes_from_labels_then_annotations() -> Result<()> {
         "a part the labels lack comes from the annotations"
     );
     assert_eq!(older.revision.as_deref(), Some("aaa111"), "from the cache");
-    assert_eq!((bare.source.as_deref(), bare.revision.as_deref()), (None, None));
+    assert_eq!(
+        (bare.source.as_deref(), bare.revision.as_deref()),
+        (None, None)
+    );
     Ok(())
 }
 

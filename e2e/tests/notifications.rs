@@ -207,7 +207,10 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         ),
         1,
     );
-    assert_ne!(warehouse, quickstart, "the image subscription is where it was");
+    assert_ne!(
+        warehouse, quickstart,
+        "the image subscription is where it was"
+    );
     let credentials = format!(
         "apiVersion: dray.dev/v1alpha1\nkind: Credential\nmetadata: {{name: gh, namespace: demo}}\n\
          spec: {{type: git, repoURL: \"{gh_url}\", token: {TOKEN}}}\n---\n\
@@ -217,29 +220,49 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
          spec: {{}}\n",
     );
     tokio::task::block_in_place(|| d.p.apply(&format!("{warehouse}---\n{credentials}")))?;
-    oci::push_image_with(&d.p.registry, "demo/lib", "1.0.0", &built_from(&gl_url, &gl_sha))
-        .await?;
+    oci::push_image_with(
+        &d.p.registry,
+        "demo/lib",
+        "1.0.0",
+        &built_from(&gl_url, &gl_sha),
+    )
+    .await?;
     oci::push_image(&d.p.registry, "demo/plain", "1.0.0").await?;
-    oci::push_image_with(&d.p.registry, "demo/app", "1.0.0", &built_from(&gh_url, &gh_sha))
-        .await?;
+    oci::push_image_with(
+        &d.p.registry,
+        "demo/app",
+        "1.0.0",
+        &built_from(&gh_url, &gh_sha),
+    )
+    .await?;
     tokio::task::block_in_place(|| -> Result<()> {
         d.p.refresh()?;
         let minted = d.p.wait_until("a Freight of the three images", || {
-            Ok(d.p.freight()?.into_iter().find(|f| {
-                f["images"].as_array().is_some_and(|i| i.len() == 3)
-            }))
+            Ok(d.p
+                .freight()?
+                .into_iter()
+                .find(|f| f["images"].as_array().is_some_and(|i| i.len() == 3)))
         })?;
         let image = |repo: &str| -> Result<Value> {
             minted["images"]
                 .as_array()
-                .and_then(|i| i.iter().find(|i| i["repoURL"] == format!("{registry}/{repo}")))
+                .and_then(|i| {
+                    i.iter()
+                        .find(|i| i["repoURL"] == format!("{registry}/{repo}"))
+                })
                 .cloned()
                 .with_context(|| format!("no {repo} in {minted:#}"))
         };
         let app = image("demo/app")?;
-        assert_eq!((&app["source"], &app["revision"]), (&gh_url.clone().into(), &gh_sha.clone().into()));
+        assert_eq!(
+            (&app["source"], &app["revision"]),
+            (&gh_url.clone().into(), &gh_sha.clone().into())
+        );
         let plain = image("demo/plain")?;
-        assert!(plain.get("source").is_none() && plain.get("revision").is_none(), "{plain:#}");
+        assert!(
+            plain.get("source").is_none() && plain.get("revision").is_none(),
+            "{plain:#}"
+        );
         let shown = d.p.cli(&["get", "freight", &alias(&minted)])?;
         assert!(shown.status.success(), "dray get freight: {}", text(&shown));
 
@@ -259,21 +282,24 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         assert_eq!(states(&on_github, "state"), vec!["pending", "success"]);
         assert_eq!(states(&on_github, "context"), vec!["dray/demo/dev"; 2]);
         assert!(
-            on_github
-                .iter()
-                .all(|s| s["target_url"].as_str().unwrap_or_default().ends_with(stage_url)),
+            on_github.iter().all(|s| s["target_url"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with(stage_url)),
             "{on_github:#?}"
         );
         assert_eq!(on_github[1]["description"], "verified in dev");
 
-        let on_gitlab =
-            d.p.wait_until("GitLab to hold `success` for the lib image's commit", || {
+        let on_gitlab = d.p.wait_until(
+            "GitLab to hold `success` for the lib image's commit",
+            || {
                 let statuses = gl.statuses("group/lib", &gl_sha);
                 Ok(
                     (states(&statuses, "status").last().map(String::as_str) == Some("success"))
                         .then_some(statuses),
                 )
-            })?;
+            },
+        )?;
         assert_eq!(states(&on_gitlab, "status"), vec!["pending", "success"]);
         assert_eq!(states(&on_gitlab, "name"), vec!["dray/demo/dev"; 2]);
 

@@ -393,6 +393,9 @@ mod tests {
         assert_eq!(planned.len(), 1, "{planned:?}");
         assert_eq!(planned[0].state, CommitState::Failure);
         assert_eq!(planned[0].image, None, "the git subscription's comes first");
-        assert_eq!(forge_of(&[Arc::new(w.clone())], &planned[0]), ForgeRef::default());
+        assert_eq!(
+            forge_of(&[Arc::new(w.clone())], &planned[0]),
+            ForgeRef::default()
+        );
     }
 }

@@ -237,7 +237,10 @@ mod tests {
         )
         .unwrap();
         let origin = Origin::from_labels(&config.config.labels);
-        assert_eq!(origin.source.as_deref(), Some("https://github.com/acme/app"));
+        assert_eq!(
+            origin.source.as_deref(),
+            Some("https://github.com/acme/app")
+        );
         assert_eq!(origin.revision, None, "a blank label is no revision");
         let bare: ImageConfig =
             serde_json::from_str(r#"{"os": "linux", "config": {"Labels": null}}"#).unwrap();
