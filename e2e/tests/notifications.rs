@@ -192,7 +192,8 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         "warehouse.yaml",
     )?);
     // The quickstart's image (`demo/app`) posts to GitHub; a second one, `demo/lib`, to
-    // GitLab; `demo/plain` has `commitStatuses` but no labels, and posts nothing.
+    // GitLab; `demo/plain` has `commitStatuses` but no labels, and posts nothing;
+    // `demo/stray`'s labels name a repository no Credential covers: refused, never sent.
     let warehouse = quickstart.replacen(
         "        insecure: true\n",
         &format!(
@@ -201,7 +202,9 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
              - image:\n        repoURL: {registry}/demo/lib\n        insecure: true\n        \
              commitStatuses: true\n        forge: {{provider: gitlab, apiURL: \"{gl_api}\"}}\n    \
              - image:\n        repoURL: {registry}/demo/plain\n        insecure: true\n        \
-             commitStatuses: true\n",
+             commitStatuses: true\n    \
+             - image:\n        repoURL: {registry}/demo/stray\n        insecure: true\n        \
+             commitStatuses: true\n        forge: {{provider: github, apiURL: \"{gh_api}\"}}\n",
             gh_api = gh.api_url(),
             gl_api = gl.api_url(),
         ),
@@ -228,6 +231,14 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
     )
     .await?;
     oci::push_image(&d.p.registry, "demo/plain", "1.0.0").await?;
+    let stray = "https://github.com/elsewhere/tool";
+    oci::push_image_with(
+        &d.p.registry,
+        "demo/stray",
+        "1.0.0",
+        &built_from(stray, &gh_sha),
+    )
+    .await?;
     oci::push_image_with(
         &d.p.registry,
         "demo/app",
@@ -237,11 +248,11 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
     .await?;
     tokio::task::block_in_place(|| -> Result<()> {
         d.p.refresh()?;
-        let minted = d.p.wait_until("a Freight of the three images", || {
+        let minted = d.p.wait_until("a Freight of the four images", || {
             Ok(d.p
                 .freight()?
                 .into_iter()
-                .find(|f| f["images"].as_array().is_some_and(|i| i.len() == 3)))
+                .find(|f| f["images"].as_array().is_some_and(|i| i.len() == 4)))
         })?;
         let image = |repo: &str| -> Result<Value> {
             minted["images"]
@@ -303,22 +314,34 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         assert_eq!(states(&on_gitlab, "status"), vec!["pending", "success"]);
         assert_eq!(states(&on_gitlab, "name"), vec!["dray/demo/dev"; 2]);
 
-        // Nothing is left to post once both are settled (the unlabelled image asked for
-        // none), and no delivery failed.
-        let config = d.p.wait_until("the outbox to empty", || {
-            let config = d.p.json(&["get", "projectconfig", "demo", "-o", "json"])?;
-            let pending = config["status"]["outbox"]["pending"]
-                .as_array()
-                .map_or(0, Vec::len);
-            Ok((pending == 0).then_some(config))
-        })?;
-        let failures: Vec<&Value> = config["status"]["notifications"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|n| n["failures"].as_u64().unwrap_or(0) > 0)
-            .collect();
-        assert!(failures.is_empty(), "{config:#}");
+        // What is left is the stray image's status, refused for want of a Credential
+        // without a request (the unlabelled image asked for none).
+        let config =
+            d.p.wait_until("only the stray image's status to be left", || {
+                let config = d.p.json(&["get", "projectconfig", "demo", "-o", "json"])?;
+                let pending = config["status"]["outbox"]["pending"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let only_stray = !pending.is_empty()
+                    && pending.iter().all(|p| {
+                        p["commitStatus"]["repoUrl"] == stray
+                            && p["lastError"]
+                                .as_str()
+                                .is_some_and(|e| e.contains("no `git` Credential"))
+                    });
+                Ok(only_stray.then_some(pending))
+            })?;
+        assert_eq!(
+            config[0]["commitStatus"]["image"],
+            format!("{registry}/demo/stray"),
+            "{config:#?}"
+        );
+        assert!(
+            !gh.requests().iter().any(|r| r.contains("elsewhere")),
+            "{:#?}",
+            gh.requests()
+        );
         Ok(())
     })
 }

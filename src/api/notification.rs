@@ -213,7 +213,8 @@ pub struct PendingDelivery {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitStatusDelivery {
-    /// The repository, as the Warehouse subscribes to it.
+    /// The repository, as the Warehouse subscribes to it (or as the image's
+    /// `org.opencontainers.image.source` names it).
     pub repo_url: String,
     /// The commit.
     pub sha: String,
