@@ -40,6 +40,8 @@ pub struct ImageOptions {
     pub architecture: String,
     /// The config's `config.Labels`.
     pub labels: BTreeMap<String, String>,
+    /// The image manifest's `annotations` (none when empty).
+    pub annotations: BTreeMap<String, String>,
     /// Push with these credentials instead of the registry's own.
     pub credentials: Option<Credentials>,
 }
@@ -51,6 +53,7 @@ impl Default for ImageOptions {
             os: "linux".into(),
             architecture: "amd64".into(),
             labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             credentials: None,
         }
     }
@@ -304,13 +307,20 @@ impl Pusher {
             "rootfs": { "type": "layers", "diff_ids": [layer_digest] },
             "history": [{ "created": created, "created_by": "dray-e2e" }],
         }))?;
-        self.artifact_manifest(
-            &config,
-            IMAGE_CONFIG_MEDIA_TYPE,
-            &layer,
-            IMAGE_LAYER_MEDIA_TYPE,
-        )
-        .await
+        let manifest = self
+            .artifact_manifest(
+                &config,
+                IMAGE_CONFIG_MEDIA_TYPE,
+                &layer,
+                IMAGE_LAYER_MEDIA_TYPE,
+            )
+            .await?;
+        if options.annotations.is_empty() {
+            return Ok(manifest);
+        }
+        let mut manifest: serde_json::Value = serde_json::from_slice(&manifest)?;
+        manifest["annotations"] = json!(options.annotations);
+        Ok(serde_json::to_vec(&manifest)?)
     }
 
     /// Upload `config` and one `layer` with their media types; returns the manifest bytes

@@ -349,6 +349,67 @@ async fn newest_build_orders_by_image_creation_time() -> Result<()> {
     Ok(())
 }
 
+/// `org.opencontainers.image.source` and `.revision` are read with the build time, from
+/// the config's labels first and the manifest's annotations else, at no extra request.
+#[tokio::test]
+async fn the_source_commit_comes_from_labels_then_annotations() -> Result<()> {
+    const SOURCE: &str = "org.opencontainers.image.source";
+    const REVISION: &str = "org.opencontainers.image.revision";
+    let world = TestWorld::new()?;
+    let registry = Registry::start(&world, RegistryOptions::default())?;
+    let pairs = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let labelled = ImageOptions {
+        labels: pairs(&[
+            (SOURCE, "https://github.com/acme/app"),
+            (REVISION, "aaa111"),
+        ]),
+        annotations: pairs(&[(SOURCE, "https://elsewhere/x"), (REVISION, "bbb222")]),
+        ..ImageOptions::default()
+    };
+    oci::push_image_with(&registry, "app", "1.0.0", &labelled).await?;
+    let discoverer = discoverer();
+    let sub = subscription(&registry, "app", None);
+    let found = discoverer.discover(&sub, None).await?;
+    let newest = &found.images[0];
+    assert_eq!(
+        (newest.source.as_deref(), newest.revision.as_deref()),
+        (Some("https://github.com/acme/app"), Some("aaa111")),
+        "the config's labels come first"
+    );
+    // The tag list, a HEAD, and the manifest and config the build time needs anyway.
+    assert_eq!(found.stats.http_requests, 4);
+    let warm = discoverer.discover(&sub, None).await?;
+    assert_eq!(warm.images, found.images, "the cache keeps them");
+    assert_eq!(warm.stats.http_requests, 2);
+
+    let annotated = ImageOptions {
+        labels: pairs(&[(SOURCE, "https://github.com/acme/app")]),
+        annotations: pairs(&[(REVISION, "ccc333")]),
+        ..ImageOptions::default()
+    };
+    oci::push_image_with(&registry, "app", "1.1.0", &annotated).await?;
+    oci::push_image(&registry, "app", "0.9.0").await?;
+    let found = discoverer.discover(&sub, None).await?;
+    assert_eq!(tags(&found), ["1.1.0", "1.0.0", "0.9.0"]);
+    let (newest, older, bare) = (&found.images[0], &found.images[1], &found.images[2]);
+    assert_eq!(
+        (newest.source.as_deref(), newest.revision.as_deref()),
+        (Some("https://github.com/acme/app"), Some("ccc333")),
+        "a part the labels lack comes from the annotations"
+    );
+    assert_eq!(older.revision.as_deref(), Some("aaa111"), "from the cache");
+    assert_eq!(
+        (bare.source.as_deref(), bare.revision.as_deref()),
+        (None, None)
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn pagination_of_300_tags_terminates() -> Result<()> {
     let world = TestWorld::new()?;

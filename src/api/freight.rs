@@ -62,6 +62,15 @@ pub struct FreightImage {
     /// DORA's lead time starts. Not part of the Freight's id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
+    /// The repository the image was built from (its `org.opencontainers.image.source`
+    /// label or annotation), when discovery read it. Not part of the Freight's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The commit the image was built from (its `org.opencontainers.image.revision` label
+    /// or annotation), when discovery read it: where commit statuses go. Not part of the
+    /// Freight's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// Hashes what identifies the image (`Time` has no `Hash`; equal images hash alike).

@@ -213,12 +213,17 @@ pub struct PendingDelivery {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommitStatusDelivery {
-    /// The repository, as the Warehouse subscribes to it.
+    /// The repository, as the Warehouse subscribes to it (or as the image's
+    /// `org.opencontainers.image.source` names it).
     pub repo_url: String,
     /// The commit.
     pub sha: String,
     /// The state to post.
     pub state: CommitState,
+    /// The image subscription (its `repoURL`) whose image named this commit in its
+    /// labels; unset for a git subscription's commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 /// A commit status' state, in Dray's words (GitHub's and GitLab's differ).

@@ -84,6 +84,16 @@ impl RepoSubscription {
         }
     }
 
+    /// Whether the subscription posts commit statuses (`commitStatuses` of its `git` or
+    /// `image`).
+    pub fn posts_commit_statuses(&self) -> bool {
+        match (&self.image, &self.git) {
+            (Some(image), _) => image.commit_statuses,
+            (None, Some(git)) => git.commit_statuses,
+            (None, None) => false,
+        }
+    }
+
     /// The subscribed repository's URL.
     pub fn repo_url(&self) -> Option<&str> {
         match (&self.image, &self.git, &self.chart) {
@@ -178,6 +188,18 @@ pub struct ImageSubscription {
     /// considered, e.g. `int(tag.split('-')[1]) >= 100`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expression_filter: Option<String>,
+    /// Post commit statuses (GitHub) / commit statuses (GitLab) to the commit the image was
+    /// built from, one per Stage (`dray/<project>/<stage>`), as for a git subscription. The
+    /// commit is named by the image's `org.opencontainers.image.source` (the repository)
+    /// and `org.opencontainers.image.revision` (the commit) labels or manifest annotations;
+    /// an image without both posts nothing. Needs a `git` Credential for the source
+    /// repository whose token may write statuses (default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub commit_statuses: bool,
+    /// Which forge hosts the image's source repository and where its API is, for commit
+    /// statuses on a host other than `github.com` or `gitlab.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<ForgeRef>,
 }
 
 /// How the config commit is chosen.
@@ -391,6 +413,13 @@ pub struct DiscoveredImageRef {
     /// When the image was built, if known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<Time>,
+    /// The repository the image was built from (`org.opencontainers.image.source`), if
+    /// known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The commit the image was built from (`org.opencontainers.image.revision`), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// A discovered commit.

@@ -265,6 +265,8 @@ impl WarehouseController {
                             tag: i.tag.clone(),
                             digest: i.digest.clone(),
                             created_at: i.created.map(Time),
+                            source: i.source.clone(),
+                            revision: i.revision.clone(),
                         })
                         .collect();
                 }

@@ -79,6 +79,8 @@ pub fn newest(subscriptions: &[SubscriptionStatus]) -> Option<Candidate> {
                     tag: newest.tag.clone(),
                     digest: newest.digest.clone(),
                     created_at: newest.created_at.clone(),
+                    source: newest.source.clone(),
+                    revision: newest.revision.clone(),
                 });
             }
             SubscriptionKind::Git => {
@@ -211,7 +213,7 @@ mod tests {
                     .map(|t| DiscoveredImageRef {
                         tag: (*t).into(),
                         digest: format!("sha256:{t}"),
-                        created_at: None,
+                        ..Default::default()
                     })
                     .collect(),
                 ..Default::default()

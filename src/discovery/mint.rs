@@ -286,7 +286,7 @@ mod tests {
             repo_url: "reg/app".into(),
             tag: tag.into(),
             digest: digest.into(),
-            created_at: None,
+            ..Default::default()
         }
     }
 

@@ -222,7 +222,7 @@ mod tests {
                     repo_url: "reg/app".into(),
                     tag: "1.2.0".into(),
                     digest: "sha256:abc".into(),
-                    created_at: None,
+                    ..Default::default()
                 }],
                 commits: vec![FreightCommit {
                     repo_url: "https://git/cfg.git".into(),

@@ -412,7 +412,7 @@ mod tests {
                 repo_url: "reg/app".into(),
                 tag: tag.into(),
                 digest: "sha256:aa".into(),
-                created_at: None,
+                ..Default::default()
             }],
             commits: vec![FreightCommit {
                 repo_url: "https://git/cfg.git".into(),

@@ -122,12 +122,12 @@ impl Notifier {
     }
 }
 
-/// Whether any git subscription of the project posts commit statuses.
+/// Whether any git or image subscription of the project posts commit statuses.
 fn posts_commit_statuses(warehouses: &[Arc<Warehouse>]) -> bool {
     warehouses
         .iter()
         .flat_map(|w| w.spec.subscriptions.iter())
-        .any(|s| s.git.as_ref().is_some_and(|g| g.commit_statuses))
+        .any(|s| s.posts_commit_statuses())
 }
 
 /// Takes new occurrences into the outbox, attempts what is due, records how it went; see

@@ -1,7 +1,7 @@
 //! Telling others what happened: notifications (a JSON POST or a Slack message per
 //! event, from a ProjectConfig's `spec.notifications`) and feedback to CI (commit
-//! statuses on the commits Freight came from, for git subscriptions with
-//! `commitStatuses: true`).
+//! statuses on the commits Freight came from, for git and image subscriptions with
+//! `commitStatuses: true`; an image's commit is the one its labels name).
 //!
 //! ```text
 //!  Promotions, Stages, Freight (caches) ──events──▶ occurrences (stable ids)

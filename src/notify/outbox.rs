@@ -362,6 +362,7 @@ mod tests {
             repo_url: "https://github.com/acme/app".into(),
             sha: "abc".into(),
             state,
+            image: None,
         };
         let promoted = occurrence("p", NotificationEvent::PromotionSucceeded, 10);
         let verified = occurrence("v", NotificationEvent::FreightVerified, 11);

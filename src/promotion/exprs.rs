@@ -140,7 +140,7 @@ mod tests {
                     repo_url: "registry.example.com/myapp".into(),
                     tag: "1.4.0".into(),
                     digest: "sha256:ab".into(),
-                    created_at: None,
+                    ..Default::default()
                 }],
                 ..FreightView::default()
             },

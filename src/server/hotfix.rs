@@ -235,7 +235,7 @@ mod tests {
             repo_url: repo.into(),
             tag: tag.into(),
             digest: digest.into(),
-            created_at: None,
+            ..Default::default()
         }
     }
 

@@ -638,7 +638,7 @@ fn plan(args: &Args) -> Result<Seed> {
                 repo_url: image_repo.clone(),
                 tag: format!("1.{}.{}", n / 100, n % 100),
                 digest: format!("sha256:{}", hex(&format!("image {warehouse} {n}"))),
-                created_at: None,
+                ..Default::default()
             }];
             let commits = vec![FreightCommit {
                 repo_url: repo.clone(),

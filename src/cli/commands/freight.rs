@@ -75,7 +75,7 @@ pub fn parse_image(text: &str) -> Result<FreightImage, CliError> {
         repo_url: repo_url.into(),
         tag: tag.into(),
         digest: digest.into(),
-        created_at: None,
+        ..Default::default()
     })
 }
 

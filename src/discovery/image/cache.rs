@@ -6,7 +6,7 @@
 //!   registry webhook drop an entry. Entries of tags no longer listed are dropped at each
 //!   listing, so this map is bounded by what the registries hold.
 //! - manifest digest → what the manifest says (index entries or config digest), and
-//! - config digest → build time and platform. Both are content-addressed, hence never
+//! - config digest → build time, platform and origin (source and revision labels). Both are content-addressed, hence never
 //!   stale; each is cleared when it exceeds [`MAX_ENTRIES`] (a crude bound, enough for a
 //!   cache that only saves requests).
 //!
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 
-use super::manifest::{Descriptor, Platform};
+use super::manifest::{Descriptor, Origin, Platform};
 
 /// The largest number of entries in the manifest and config maps.
 pub(crate) const MAX_ENTRIES: usize = 50_000;
@@ -26,10 +26,14 @@ pub(crate) const MAX_ENTRIES: usize = 50_000;
 /// What a manifest says, as far as discovery cares.
 #[derive(Clone, Debug)]
 pub(crate) enum ManifestFacts {
-    /// An image index: its entries.
-    Index(Vec<Descriptor>),
-    /// An image manifest: the digest of its config blob.
-    Image { config: String },
+    /// An image index: its entries, and the origin its annotations name.
+    Index {
+        entries: Vec<Descriptor>,
+        origin: Origin,
+    },
+    /// An image manifest: the digest of its config blob, and the origin its annotations
+    /// name.
+    Image { config: String, origin: Origin },
 }
 
 /// What an image config says.
@@ -37,6 +41,8 @@ pub(crate) enum ManifestFacts {
 pub(crate) struct ConfigFacts {
     pub(crate) created: Option<Timestamp>,
     pub(crate) platform: Platform,
+    /// The origin its labels name.
+    pub(crate) origin: Origin,
 }
 
 /// The caches; cheap to share through `Arc`.

@@ -4,6 +4,8 @@
 //! Owns media types, tolerant serde types (unknown fields ignored) and platform matching.
 //! Does not fetch anything: see `registry`.
 
+use std::collections::BTreeMap;
+
 use serde::Deserialize;
 
 pub(crate) const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -33,6 +35,9 @@ pub(crate) struct RawManifest {
     /// Set for an index.
     #[serde(default)]
     pub(crate) manifests: Option<Vec<Descriptor>>,
+    /// The manifest's or index's annotations (`null` reads as none).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub(crate) annotations: BTreeMap<String, String>,
 }
 
 /// A content descriptor (only what discovery reads).
@@ -49,12 +54,75 @@ pub(crate) struct Descriptor {
 pub(crate) struct ImageConfig {
     #[serde(default)]
     pub(crate) created: Option<String>,
+    /// The container config: only its labels are read (`null` reads as none).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(crate) config: RunConfig,
     #[serde(default)]
     pub(crate) os: String,
     #[serde(default)]
     pub(crate) architecture: String,
     #[serde(default)]
     pub(crate) variant: Option<String>,
+}
+
+/// The `config` of an image config (only what discovery reads).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RunConfig {
+    #[serde(default, rename = "Labels", deserialize_with = "null_as_empty")]
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+/// The label (or annotation) naming the repository an image was built from.
+pub(crate) const SOURCE_LABEL: &str = "org.opencontainers.image.source";
+/// The label (or annotation) naming the commit an image was built from.
+pub(crate) const REVISION_LABEL: &str = "org.opencontainers.image.revision";
+
+/// Where an image was built from, as its labels or annotations say: each part `None`
+/// when absent or blank.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) source: Option<String>,
+    pub(crate) revision: Option<String>,
+}
+
+impl Origin {
+    /// The origin named in `labels` (config labels or manifest annotations).
+    pub(crate) fn from_labels(labels: &BTreeMap<String, String>) -> Self {
+        let read = |key: &str| {
+            labels
+                .get(key)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        Self {
+            source: read(SOURCE_LABEL),
+            revision: read(REVISION_LABEL),
+        }
+    }
+
+    /// Each part of `self`, or `other`'s where `self` has none.
+    pub(crate) fn or(self, other: &Origin) -> Self {
+        Self {
+            source: self.source.or_else(|| other.source.clone()),
+            revision: self.revision.or_else(|| other.revision.clone()),
+        }
+    }
+}
+
+fn null_as_empty<'de, D>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    null_as_default(deserializer)
+}
+
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// An OS/architecture pair with an optional variant, written `linux/arm64` or
@@ -161,6 +229,37 @@ mod tests {
     }"#;
 
     #[test]
+    fn origin_comes_from_labels_and_null_reads_as_none() {
+        let config: ImageConfig = serde_json::from_str(
+            r#"{"architecture": "amd64", "os": "linux", "config": {"Labels": {
+                "org.opencontainers.image.source": "https://github.com/acme/app",
+                "org.opencontainers.image.revision": "  "}}}"#,
+        )
+        .unwrap();
+        let origin = Origin::from_labels(&config.config.labels);
+        assert_eq!(
+            origin.source.as_deref(),
+            Some("https://github.com/acme/app")
+        );
+        assert_eq!(origin.revision, None, "a blank label is no revision");
+        let bare: ImageConfig =
+            serde_json::from_str(r#"{"os": "linux", "config": {"Labels": null}}"#).unwrap();
+        assert!(bare.config.labels.is_empty());
+        let none: ImageConfig = serde_json::from_str(r#"{"config": null}"#).unwrap();
+        assert!(none.config.labels.is_empty());
+        let from_annotations = Origin::from_labels(
+            &[(REVISION_LABEL.to_owned(), "abc".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        let merged = origin.or(&from_annotations);
+        assert_eq!(
+            (merged.source.as_deref(), merged.revision.as_deref()),
+            (Some("https://github.com/acme/app"), Some("abc"))
+        );
+    }
+
+    #[test]
     fn reads_the_image_spec_index_example() {
         let index: RawManifest = serde_json::from_str(INDEX_EXAMPLE).unwrap();
         let entries = index.manifests.unwrap();
@@ -170,6 +269,7 @@ mod tests {
             .find(|e| e.platform.as_ref().is_some_and(|p| p.serves(&amd64)));
         assert!(found.unwrap().digest.starts_with("sha256:5b0bcabd"));
         assert!(is_index(index.media_type.as_deref().unwrap()));
+        assert_eq!(index.annotations["com.example.key1"], "value1");
         assert!(is_index(
             "application/vnd.docker.distribution.manifest.list.v2+json; charset=x"
         ));

@@ -98,7 +98,7 @@ pub(crate) fn check_subscription(
 }
 use self::registry::RegistryHttp;
 use self::repo::Repo;
-use self::resolve::{Pinned, Resolver};
+use self::resolve::{BuildFacts, Pinned, Resolver};
 pub(crate) use self::select::tag_filter_hint;
 use self::select::{Selector, newest_build_first};
 use crate::api::{FreightImage, ImageSelectionStrategy, ImageSubscription};
@@ -188,6 +188,12 @@ pub struct DiscoveredImage {
     /// The image config's `created`, when discovery read it (always for the newest image,
     /// and for every image with `NewestBuild`).
     pub created: Option<Timestamp>,
+    /// The repository the image was built from (`org.opencontainers.image.source`, from
+    /// the config's labels or else the manifest's annotations), when read (as `created`).
+    pub source: Option<String>,
+    /// The commit the image was built from (`org.opencontainers.image.revision`), when
+    /// read (as `source`).
+    pub revision: Option<String>,
     /// `Some(digest)` when `digest` was picked from an image index for `platform`
     /// (then equal to `digest`).
     pub platform_digest_from_index: Option<String>,
@@ -203,6 +209,8 @@ impl DiscoveredImage {
             tag: self.tag.clone(),
             digest: self.digest.clone(),
             created_at: self.created.map(crate::api::Time),
+            source: self.source.clone(),
+            revision: self.revision.clone(),
         }
     }
 }
@@ -295,26 +303,37 @@ impl ImageDiscoverer {
             }
         };
         let mut found = found;
-        // The newest image is what Freight is minted from: its build time is read (one
+        // The newest image is what Freight is minted from: its build facts are read (one
         // manifest and one config, then cached by digest) for every strategy, so lead
-        // time is known. Not reading it never fails discovery.
-        if let Some((pinned, created)) = found.first_mut()
-            && created.is_none()
-            && resolver.cached_created(pinned).is_none()
+        // time and the commit it was built from are known. Not reading them never fails
+        // discovery.
+        if let Some((pinned, build)) = found.first_mut()
+            && build.is_none()
         {
-            match resolver.created(pinned).await {
-                Ok(read) => *created = read,
-                Err(error) => tracing::debug!(
-                    image = %sub.repo_url, tag = %pinned.tag, %error,
-                    "cannot read the image's build time; its lead time stays unknown"
-                ),
+            *build = resolver.cached_build(pinned);
+            if build.is_none() {
+                match resolver.build(pinned).await {
+                    Ok(read) => *build = Some(read),
+                    Err(error) => tracing::debug!(
+                        image = %sub.repo_url, tag = %pinned.tag, %error,
+                        "cannot read the image's config; its lead time and commit stay unknown"
+                    ),
+                }
             }
         }
         let images = found
             .into_iter()
-            .map(|(pinned, created)| DiscoveredImage {
+            .map(|(pinned, build)| {
+                let build = build
+                    .or_else(|| resolver.cached_build(&pinned))
+                    .unwrap_or_default();
+                (pinned, build)
+            })
+            .map(|(pinned, build)| DiscoveredImage {
                 repo_url: sub.repo_url.clone(),
-                created: created.or_else(|| resolver.cached_created(&pinned)),
+                created: build.created,
+                source: build.origin.source,
+                revision: build.origin.revision,
                 platform_digest_from_index: pinned.from_index.then(|| pinned.digest.clone()),
                 index_digest: pinned.from_index.then(|| pinned.tag_digest.clone()),
                 tag: pinned.tag,
@@ -504,10 +523,10 @@ impl ImageDiscoverer {
     }
 }
 
-/// A pinned image with its build time, when known.
-type Built = (Pinned, Option<Timestamp>);
+/// A pinned image with its build facts, when read.
+type Built = (Pinned, Option<BuildFacts>);
 
-/// Pinned images with their build time, when known.
+/// Pinned images with their build facts, when read.
 type Found = Vec<Built>;
 
 /// `tag` pinned, from the cache when possible.
@@ -518,7 +537,7 @@ async fn pin_cached<'t>(
     (tag, resolver.pin(tag, false).await)
 }
 
-/// `tag` pinned with its build time, from the caches when possible.
+/// `tag` pinned with its build facts, from the caches when possible.
 async fn built_cached<'t>(
     resolver: &Resolver<'_>,
     tag: &'t str,
@@ -526,17 +545,20 @@ async fn built_cached<'t>(
     (tag, built(resolver, tag, false).await)
 }
 
-/// Pin `tag` and read its build time.
+/// Pin `tag` and read its build facts.
 async fn built(resolver: &Resolver<'_>, tag: &str, fresh: bool) -> Result<Option<Built>> {
     let Some(pinned) = resolver.pin(tag, fresh).await? else {
         return Ok(None);
     };
-    let created = resolver.created(&pinned).await?;
-    Ok(Some((pinned, created)))
+    let build = resolver.build(&pinned).await?;
+    Ok(Some((pinned, Some(build))))
 }
 
 fn sort_by_created(found: &mut Found) {
-    found.sort_by(|(a, ca), (b, cb)| newest_build_first((&a.tag, *ca), (&b.tag, *cb)));
+    let created = |b: &Option<BuildFacts>| b.as_ref().and_then(|b| b.created);
+    found.sort_by(|(a, ba), (b, bb)| {
+        newest_build_first((&a.tag, created(ba)), (&b.tag, created(bb)))
+    });
 }
 
 /// An older candidate without the platform is left out; other errors fail discovery.
@@ -581,6 +603,8 @@ mod tests {
             tag: "1.0.0".into(),
             digest: "sha256:aa".into(),
             created: None,
+            source: Some("https://github.com/acme/app".into()),
+            revision: Some("0123abc".into()),
             platform_digest_from_index: Some("sha256:aa".into()),
             index_digest: Some("sha256:ii".into()),
         };
@@ -588,6 +612,10 @@ mod tests {
         assert_eq!(
             (freight.tag.as_str(), freight.digest.as_str()),
             ("1.0.0", "sha256:aa")
+        );
+        assert_eq!(
+            (freight.source.as_deref(), freight.revision.as_deref()),
+            (Some("https://github.com/acme/app"), Some("0123abc"))
         );
     }
 

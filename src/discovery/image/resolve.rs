@@ -11,7 +11,7 @@ use jiff::Timestamp;
 use super::MovedTag;
 use super::cache::{Caches, ConfigFacts, ManifestFacts};
 use super::error::ImageDiscoveryError;
-use super::manifest::{ImageConfig, Platform, RawManifest, is_index};
+use super::manifest::{Descriptor, ImageConfig, Origin, Platform, RawManifest, is_index};
 use super::registry::Session;
 use super::repo::Repo;
 
@@ -29,6 +29,16 @@ pub(crate) struct Pinned {
     pub(crate) from_index: bool,
     /// Whether the tag's digest was read from the registry in this discovery.
     pub(crate) fresh: bool,
+}
+
+/// What an image's config and manifests say about its build.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BuildFacts {
+    /// The config's `created`.
+    pub(crate) created: Option<Timestamp>,
+    /// The source and revision: config labels first, then the image manifest's
+    /// annotations, then the index's.
+    pub(crate) origin: Origin,
 }
 
 /// Resolution for one discovery.
@@ -94,7 +104,7 @@ impl Resolver<'_> {
             return Ok((tag_digest.to_owned(), false));
         };
         match &*self.manifest(tag_digest).await? {
-            ManifestFacts::Index(entries) => {
+            ManifestFacts::Index { entries, .. } => {
                 let found = entries
                     .iter()
                     .find(|e| e.platform.as_ref().is_some_and(|p| p.serves(wanted)));
@@ -111,7 +121,7 @@ impl Resolver<'_> {
                     }
                 }
             }
-            ManifestFacts::Image { config } => {
+            ManifestFacts::Image { config, .. } => {
                 let facts = self.config(config).await?;
                 if facts.platform.serves(wanted) {
                     Ok((tag_digest.to_owned(), false))
@@ -123,33 +133,64 @@ impl Resolver<'_> {
         }
     }
 
-    /// The build time of a pinned image (its config's `created`). For an index pinned
-    /// without a platform, the first entry with a known platform stands for the image.
-    pub(crate) async fn created(&self, pinned: &Pinned) -> Result<Option<Timestamp>> {
+    /// The build facts of a pinned image (its config's `created`, its origin). For an
+    /// index pinned without a platform, the first entry with a known platform stands for
+    /// the image. Reads nothing [`Self::pin`] and the caches do not already hold beyond
+    /// that image's manifest and config.
+    pub(crate) async fn build(&self, pinned: &Pinned) -> Result<BuildFacts> {
+        // An index a platform was picked from was read by `pin`: its annotations cost
+        // nothing more.
+        let mut index_origin = match pinned.from_index {
+            true => self.index_origin(&pinned.tag_digest),
+            false => Origin::default(),
+        };
         let mut digest = pinned.digest.clone();
         for _ in 0..2 {
             match &*self.manifest(&digest).await? {
-                ManifestFacts::Image { config } => return Ok(self.config(config).await?.created),
-                ManifestFacts::Index(entries) => {
-                    let entry = entries
-                        .iter()
-                        .find(|e| e.platform.as_ref().is_some_and(|p| !p.is_unknown()))
-                        .or(entries.first());
-                    let Some(entry) = entry else { return Ok(None) };
+                ManifestFacts::Image { config, origin } => {
+                    let facts = self.config(config).await?;
+                    return Ok(built_from(facts, origin, &index_origin));
+                }
+                ManifestFacts::Index { entries, origin } => {
+                    let Some(entry) = stand_in(entries) else {
+                        return Ok(BuildFacts::default());
+                    };
+                    index_origin = origin.clone();
                     digest = entry.digest.clone();
                 }
             }
         }
-        Ok(None)
+        Ok(BuildFacts::default())
     }
 
-    /// The build time if it is known without a request.
-    pub(crate) fn cached_created(&self, pinned: &Pinned) -> Option<Timestamp> {
-        let facts = self.caches.manifest(&self.digest_key(&pinned.digest))?;
-        let ManifestFacts::Image { config } = &*facts else {
-            return None;
+    /// The build facts if they are known without a request.
+    pub(crate) fn cached_build(&self, pinned: &Pinned) -> Option<BuildFacts> {
+        let mut index_origin = match pinned.from_index {
+            true => self.index_origin(&pinned.tag_digest),
+            false => Origin::default(),
         };
-        self.caches.config(&self.digest_key(config))?.created
+        let mut digest = pinned.digest.clone();
+        for _ in 0..2 {
+            match &*self.caches.manifest(&self.digest_key(&digest))? {
+                ManifestFacts::Image { config, origin } => {
+                    let facts = self.caches.config(&self.digest_key(config))?;
+                    return Some(built_from(facts, origin, &index_origin));
+                }
+                ManifestFacts::Index { entries, origin } => {
+                    index_origin = origin.clone();
+                    digest = stand_in(entries)?.digest.clone();
+                }
+            }
+        }
+        None
+    }
+
+    /// The origin the cached index `digest` names in its annotations.
+    fn index_origin(&self, digest: &str) -> Origin {
+        match self.caches.manifest(&self.digest_key(digest)).as_deref() {
+            Some(ManifestFacts::Index { origin, .. }) => origin.clone(),
+            _ => Origin::default(),
+        }
     }
 
     /// What the manifest `digest` says; immutable, so cached for good.
@@ -162,10 +203,12 @@ impl Resolver<'_> {
         let op = format!("fetch manifest `{digest}`");
         let raw: RawManifest = self.session.parse(&op, &body)?;
         let index = raw.manifests.is_some() || raw.media_type.as_deref().is_some_and(is_index);
+        let origin = Origin::from_labels(&raw.annotations);
         let facts = match (index, raw.manifests, raw.config) {
-            (true, Some(entries), _) => ManifestFacts::Index(entries),
+            (true, Some(entries), _) => ManifestFacts::Index { entries, origin },
             (false, _, Some(config)) => ManifestFacts::Image {
                 config: config.digest,
+                origin,
             },
             _ => {
                 return Err(ImageDiscoveryError::InvalidResponse {
@@ -197,6 +240,7 @@ impl Resolver<'_> {
         let facts = ConfigFacts {
             created,
             platform: Platform::from(&config),
+            origin: Origin::from_labels(&config.config.labels),
         };
         self.caches.set_config(&key, facts.clone());
         Ok(facts)
@@ -219,5 +263,23 @@ impl Resolver<'_> {
             platform: wanted.to_string(),
             present,
         }
+    }
+}
+
+/// The index entry that stands for a multi-platform image: the first with a known
+/// platform, else the first.
+fn stand_in(entries: &[Descriptor]) -> Option<&Descriptor> {
+    entries
+        .iter()
+        .find(|e| e.platform.as_ref().is_some_and(|p| !p.is_unknown()))
+        .or(entries.first())
+}
+
+/// The build facts of an image whose config says `config` and whose manifest's and
+/// index's annotations name `manifest` and `index`.
+fn built_from(config: ConfigFacts, manifest: &Origin, index: &Origin) -> BuildFacts {
+    BuildFacts {
+        created: config.created,
+        origin: config.origin.or(manifest).or(index),
     }
 }

@@ -28,7 +28,7 @@ fn ctx() -> ExprContext {
                 repo_url: "ghcr.io/acme/shop".into(),
                 tag: "1.4.0".into(),
                 digest: "sha256:abc".into(),
-                created_at: None,
+                ..Default::default()
             }],
             commits: vec![FreightCommit {
                 repo_url: "https://git.example/shop.git".into(),
