@@ -95,11 +95,39 @@ pub(super) const MIGRATIONS: &[&str] = &[
         user TEXT NOT NULL,
         revoked_at TEXT NOT NULL
      ) WITHOUT ROWID;",
+    // 8: newest-first listing of one origin (`list_newest_of_origin`, the UI's Freight
+    // lanes): without it, a lane of a Warehouse whose Freight is old read every newer
+    // Freight of the project first (1.3 s of the project page at 50,000 Freight,
+    // docs/benchmarks.md). The expressions must match `ORIGIN` and `NEWEST_ORDER`.
+    "CREATE INDEX objects_origin_newest ON objects
+        (kind, namespace, json_extract(body, '$.origin.name'),
+         rtrim(json_extract(body, '$.metadata.creationTimestamp'), 'Z'), name);",
 ];
 
 /// `list_newest`'s sort key: the creation time (RFC 3339 UTC; without its `Z` it sorts as
 /// text, whatever the fraction's length), as index 3 has it.
 const NEWEST_ORDER: &str = "rtrim(json_extract(body, '$.metadata.creationTimestamp'), 'Z')";
+
+/// `list_newest_of_origin`'s filter, as index 8 has it.
+const ORIGIN: &str = "json_extract(body, '$.origin.name')";
+
+/// The statement of `list_newest` (`of_origin`: of `list_newest_of_origin`). Two
+/// statements, so that SQLite sees the origin's equality and takes index 8 (`?6 IS NULL
+/// OR …` would hide it).
+fn newest_sql(of_origin: bool) -> String {
+    let origin = if of_origin {
+        format!("AND {ORIGIN} = ?6")
+    } else {
+        "AND ?6 IS NULL".to_owned()
+    };
+    format!(
+        "SELECT name, resource_version, body FROM objects
+         WHERE kind = ?1 AND namespace = ?2
+           AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
+           {origin}
+         ORDER BY {NEWEST_ORDER} DESC, name DESC LIMIT ?5"
+    )
+}
 
 /// The embedded SQLite store.
 #[derive(Clone)]
@@ -132,14 +160,7 @@ impl SqliteStore {
         let before =
             before.map(|(ts, name)| (ts.trim_end_matches('Z').to_owned(), name.to_owned()));
         self.with_reader(move |c| {
-            let sql = format!(
-                "SELECT name, resource_version, body FROM objects
-                 WHERE kind = ?1 AND namespace = ?2
-                   AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
-                   AND (?6 IS NULL OR json_extract(body, '$.origin.name') = ?6)
-                 ORDER BY {NEWEST_ORDER} DESC, name DESC LIMIT ?5"
-            );
-            let mut statement = c.prepare_cached(&sql)?;
+            let mut statement = c.prepare_cached(&newest_sql(origin.is_some()))?;
             let (ts, name) = before.unzip();
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = statement.query_map(
@@ -791,6 +812,34 @@ mod tests {
             })
         );
         assert_eq!(picked[1].fields["spec"]["vars"][0]["name"], json!("a\"b"));
+    }
+
+    /// The newest-first reads walk an index (no scan of the kind, no sort), with and
+    /// without an origin: a Freight lane reads its few rows whatever the project holds.
+    #[tokio::test]
+    async fn newest_first_reads_walk_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        for (of_origin, index) in [(false, "objects_newest"), (true, "objects_origin_newest")] {
+            let plan: Vec<String> = store
+                .with_reader(move |c| {
+                    let sql = format!("EXPLAIN QUERY PLAN {}", newest_sql(of_origin));
+                    let mut statement = c.prepare(&sql)?;
+                    let rows = statement.query_map(
+                        params!["Freight", "demo", None::<String>, None::<String>, 7, "app"],
+                        |r| r.get::<_, String>(3),
+                    )?;
+                    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+                })
+                .await
+                .unwrap();
+            let plan = plan.join("; ");
+            assert!(plan.contains(&format!("USING INDEX {index}")), "{plan}");
+            assert!(
+                !plan.contains("TEMP B-TREE"),
+                "sorted apart from the index: {plan}"
+            );
+        }
     }
 
     #[tokio::test]
