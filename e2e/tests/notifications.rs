@@ -37,6 +37,22 @@ fn states(statuses: &[Value], field: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until the last of the statuses `read` gives has `field` = `success`; them all.
+fn until_success(
+    d: &Deploy,
+    what: &str,
+    field: &str,
+    read: impl Fn() -> Vec<Value>,
+) -> Result<Vec<Value>> {
+    d.p.wait_until(what, || {
+        let statuses = read();
+        Ok(
+            (states(&statuses, field).last().map(String::as_str) == Some("success"))
+                .then_some(statuses),
+        )
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_promotion_posts_pending_then_success_to_github_and_gitlab() -> Result<()> {
     let d = tokio::task::block_in_place(|| Deploy::start(DeployOptions::default()))?;
@@ -92,14 +108,12 @@ async fn a_verified_promotion_posts_pending_then_success_to_github_and_gitlab() 
         assert_eq!(run["phase"], "Successful", "{run:#}");
 
         let stage_url = "/projects/demo/stages/dev";
-        let on_github =
-            d.p.wait_until("GitHub to hold `success` for the app commit", || {
-                let statuses = gh.statuses("acme/app", &gh_sha);
-                Ok(
-                    (states(&statuses, "state").last().map(String::as_str) == Some("success"))
-                        .then_some(statuses),
-                )
-            })?;
+        let on_github = until_success(
+            &d,
+            "GitHub to hold `success` for the app commit",
+            "state",
+            || gh.statuses("acme/app", &gh_sha),
+        )?;
         assert_eq!(states(&on_github, "state"), vec!["pending", "success"]);
         assert_eq!(states(&on_github, "context"), vec!["dray/demo/dev"; 2]);
         assert!(
@@ -111,14 +125,12 @@ async fn a_verified_promotion_posts_pending_then_success_to_github_and_gitlab() 
         );
         assert_eq!(on_github[1]["description"], "verified in dev");
 
-        let on_gitlab =
-            d.p.wait_until("GitLab to hold `success` for the lib commit", || {
-                let statuses = gl.statuses("group/lib", &gl_sha);
-                Ok(
-                    (states(&statuses, "status").last().map(String::as_str) == Some("success"))
-                        .then_some(statuses),
-                )
-            })?;
+        let on_gitlab = until_success(
+            &d,
+            "GitLab to hold `success` for the lib commit",
+            "status",
+            || gl.statuses("group/lib", &gl_sha),
+        )?;
         assert_eq!(states(&on_gitlab, "status"), vec!["pending", "success"]);
         assert_eq!(states(&on_gitlab, "name"), vec!["dray/demo/dev"; 2]);
         assert!(
@@ -282,14 +294,12 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         assert_eq!(run["phase"], "Successful", "{run:#}");
 
         let stage_url = "/projects/demo/stages/dev";
-        let on_github =
-            d.p.wait_until("GitHub to hold `success` for the image's commit", || {
-                let statuses = gh.statuses("acme/app", &gh_sha);
-                Ok(
-                    (states(&statuses, "state").last().map(String::as_str) == Some("success"))
-                        .then_some(statuses),
-                )
-            })?;
+        let on_github = until_success(
+            &d,
+            "GitHub to hold `success` for the image's commit",
+            "state",
+            || gh.statuses("acme/app", &gh_sha),
+        )?;
         assert_eq!(states(&on_github, "state"), vec!["pending", "success"]);
         assert_eq!(states(&on_github, "context"), vec!["dray/demo/dev"; 2]);
         assert!(
@@ -301,15 +311,11 @@ async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
         );
         assert_eq!(on_github[1]["description"], "verified in dev");
 
-        let on_gitlab = d.p.wait_until(
+        let on_gitlab = until_success(
+            &d,
             "GitLab to hold `success` for the lib image's commit",
-            || {
-                let statuses = gl.statuses("group/lib", &gl_sha);
-                Ok(
-                    (states(&statuses, "status").last().map(String::as_str) == Some("success"))
-                        .then_some(statuses),
-                )
-            },
+            "status",
+            || gl.statuses("group/lib", &gl_sha),
         )?;
         assert_eq!(states(&on_gitlab, "status"), vec!["pending", "success"]);
         assert_eq!(states(&on_gitlab, "name"), vec!["dray/demo/dev"; 2]);
