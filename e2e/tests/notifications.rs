@@ -37,6 +37,30 @@ fn states(statuses: &[Value], field: &str) -> Vec<String> {
         .collect()
 }
 
+/// A deployment with the GitHub and GitLab doubles, each holding one app repository
+/// (`acme/app`, `group/lib`) with one commit: their URLs and commits.
+#[allow(clippy::type_complexity)]
+fn forges() -> Result<(
+    Deploy,
+    GitHubDouble,
+    GitLabDouble,
+    (String, String),
+    (String, String),
+)> {
+    let d = Deploy::start(DeployOptions::default())?;
+    let gh = GitHubDouble::start(&d.p.world, Some(TOKEN))?;
+    let gl = GitLabDouble::start(&d.p.world, Some(TOKEN))?;
+    let github = app_repo(&d, "acme/app")?;
+    let lab = app_repo(&d, "group/lib")?;
+    gh.add_repo("acme/app", d.p.git.repo_path("acme/app"));
+    gl.add_project(
+        "group/lib",
+        d.p.git.repo_path("group/lib"),
+        gitlab::MergeMethod::Merge,
+    );
+    Ok((d, gh, gl, github, lab))
+}
+
 /// Waits until the last of the statuses `read` gives has `field` = `success`; them all.
 fn until_success(
     d: &Deploy,
@@ -55,17 +79,7 @@ fn until_success(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_verified_promotion_posts_pending_then_success_to_github_and_gitlab() -> Result<()> {
-    let d = tokio::task::block_in_place(|| Deploy::start(DeployOptions::default()))?;
-    let gh = GitHubDouble::start(&d.p.world, Some(TOKEN))?;
-    let gl = GitLabDouble::start(&d.p.world, Some(TOKEN))?;
-    let (gh_url, gh_sha) = app_repo(&d, "acme/app")?;
-    let (gl_url, gl_sha) = app_repo(&d, "group/lib")?;
-    gh.add_repo("acme/app", d.p.git.repo_path("acme/app"));
-    gl.add_project(
-        "group/lib",
-        d.p.git.repo_path("group/lib"),
-        gitlab::MergeMethod::Merge,
-    );
+    let (d, gh, gl, (gh_url, gh_sha), (gl_url, gl_sha)) = tokio::task::block_in_place(forges)?;
     let warehouse = d.p.localise(&dray_e2e::pipeline::Pipeline::quickstart_file(
         "warehouse.yaml",
     )?);
@@ -188,17 +202,7 @@ fn built_from(source: &str, revision: &str) -> ImageOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn images_post_statuses_to_the_commit_their_labels_name() -> Result<()> {
-    let d = tokio::task::block_in_place(|| Deploy::start(DeployOptions::default()))?;
-    let gh = GitHubDouble::start(&d.p.world, Some(TOKEN))?;
-    let gl = GitLabDouble::start(&d.p.world, Some(TOKEN))?;
-    let (gh_url, gh_sha) = app_repo(&d, "acme/app")?;
-    let (gl_url, gl_sha) = app_repo(&d, "group/lib")?;
-    gh.add_repo("acme/app", d.p.git.repo_path("acme/app"));
-    gl.add_project(
-        "group/lib",
-        d.p.git.repo_path("group/lib"),
-        gitlab::MergeMethod::Merge,
-    );
+    let (d, gh, gl, (gh_url, gh_sha), (gl_url, gl_sha)) = tokio::task::block_in_place(forges)?;
     let registry = d.p.registry.host();
     let quickstart = d.p.localise(&dray_e2e::pipeline::Pipeline::quickstart_file(
         "warehouse.yaml",
