@@ -271,7 +271,8 @@ pub struct CellPromotion {
 pub struct ProjectInput {
     /// The project.
     pub project: String,
-    /// Its Stages.
+    /// Its Stages, as [`load`] reads them: without the parts of the spec the board never
+    /// reads (`STAGE_FIELDS`).
     pub stages: Vec<Stage>,
     /// The Freight its Stages hold, by id.
     pub freight: HashMap<String, Freight>,
@@ -281,11 +282,23 @@ pub struct ProjectInput {
     pub windows: Vec<PromotionWindow>,
 }
 
+/// What the board reads of each Stage: all but the parts of its spec it never shows (the
+/// promotion template, vars, verification and sign-off policies), which are most of a
+/// Stage's size.
+const STAGE_FIELDS: [&str; 6] = [
+    "/apiVersion",
+    "/kind",
+    "/metadata",
+    "/spec/requestedFreight",
+    "/spec/health",
+    "/status",
+];
+
 /// Reads what the board shows of `project`: its Stages, then in one batched read each the
 /// Freight they hold and their Promotions (running and last), and its windows.
 pub async fn load(store: &dyn Store, project: &str) -> Result<ProjectInput, StoreError> {
     let stages: Vec<Stage> = store
-        .list(Kind::Stage, Some(project))
+        .list_fields(Kind::Stage, project, &STAGE_FIELDS)
         .await?
         .iter()
         .filter_map(|s| s.to_typed().ok())

@@ -148,6 +148,24 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
             .collect())
     }
 
+    /// A few fields (JSON pointers) of the newest `limit` resources of a kind in one
+    /// project, in [`Store::list_newest`]'s order: for reads that need a little of each
+    /// of thousands of resources (the DORA numbers from a project's Promotions).
+    async fn list_newest_fields(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        limit: usize,
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        Ok(self
+            .list_newest(kind, namespace, limit, None)
+            .await?
+            .iter()
+            .map(|o| ObjectFields::of(o, pointers))
+            .collect())
+    }
+
     /// The resources of a kind in one project with these names (missing ones are left
     /// out), in one read rather than one per name.
     async fn get_many(

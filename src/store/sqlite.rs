@@ -115,18 +115,32 @@ const ORIGIN: &str = "json_extract(body, '$.origin.name')";
 /// statements, so that SQLite sees the origin's equality and takes index 8 (`?6 IS NULL
 /// OR …` would hide it).
 fn newest_sql(of_origin: bool) -> String {
+    newest_select("resource_version, body", of_origin)
+}
+
+/// The statement of `list_newest` picking `columns` (after `name`) of each row.
+fn newest_select(columns: &str, of_origin: bool) -> String {
     let origin = if of_origin {
         format!("AND {ORIGIN} = ?6")
     } else {
         "AND ?6 IS NULL".to_owned()
     };
     format!(
-        "SELECT name, resource_version, body FROM objects
+        "SELECT name, {columns} FROM objects
          WHERE kind = ?1 AND namespace = ?2
            AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
            {origin}
          ORDER BY {NEWEST_ORDER} DESC, name DESC LIMIT ?5"
     )
+}
+
+/// `body -> ?first, body -> ?first+1, …`: `count` picked fields, their JSON paths bound
+/// from parameter `first` on.
+fn picked_columns(count: usize, first: usize) -> String {
+    (first..first + count)
+        .map(|i| format!("body -> ?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The embedded SQLite store.
@@ -175,6 +189,54 @@ impl SqliteStore {
             }
             super::stats::record_read(objects.len());
             Ok(objects)
+        })
+        .await
+    }
+
+    /// Runs `sql`, whose rows are a name then one column per pointer (`body -> ?N`, the
+    /// pointers' JSON paths bound after `arguments`), into [`ObjectFields`]. SQLite picks
+    /// the fields out of the stored text (`->` gives each as JSON text), so only they are
+    /// parsed here: a tenth of the bytes of whole objects.
+    async fn picked(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        sql: String,
+        mut arguments: Vec<rusqlite::types::Value>,
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        let namespace = namespace.to_owned();
+        let pointers = pointers.to_vec();
+        arguments.extend(
+            pointers
+                .iter()
+                .map(|p| rusqlite::types::Value::Text(json_path(p))),
+        );
+        self.with_reader(move |c| {
+            let mut statement = c.prepare_cached(&sql)?;
+            let mut rows = statement.query(rusqlite::params_from_iter(arguments))?;
+            let mut found = Vec::new();
+            while let Some(row) = rows.next()? {
+                let name: String = row.get(0)?;
+                let mut fields = ObjectFields {
+                    key: ObjectKey::namespaced(kind, &namespace, &name),
+                    fields: Value::Object(serde_json::Map::new()),
+                };
+                for (i, pointer) in pointers.iter().enumerate() {
+                    if let Some(text) = row.get::<_, Option<String>>(i + 1)? {
+                        let value = serde_json::from_str(&text).map_err(|e| {
+                            StoreError::Internal(format!(
+                                "`{pointer}` of {} is not JSON: {e}",
+                                fields.key
+                            ))
+                        })?;
+                        fields.insert(pointer, value);
+                    }
+                }
+                found.push(fields);
+            }
+            super::stats::record_read(found.len());
+            Ok(found)
         })
         .await
     }
@@ -551,46 +613,35 @@ impl Store for SqliteStore {
         namespace: &str,
         pointers: &[&'static str],
     ) -> Result<Vec<ObjectFields>, StoreError> {
-        let namespace = namespace.to_owned();
-        let pointers = pointers.to_vec();
-        self.with_reader(move |c| {
-            // SQLite picks the fields out of the stored text (`->` gives each as JSON
-            // text), so only they are parsed here: a tenth of the bytes of whole objects.
-            let columns: String = (0..pointers.len())
-                .map(|i| format!(", body -> ?{}", i + 3))
-                .collect();
-            let sql = format!(
-                "SELECT name{columns} FROM objects
-                 WHERE kind = ?1 AND namespace = ?2 ORDER BY name"
-            );
-            let mut statement = c.prepare_cached(&sql)?;
-            let mut arguments = vec![kind.as_str().to_owned(), namespace.clone()];
-            arguments.extend(pointers.iter().map(|p| json_path(p)));
-            let mut rows = statement.query(rusqlite::params_from_iter(arguments))?;
-            let mut found = Vec::new();
-            while let Some(row) = rows.next()? {
-                let name: String = row.get(0)?;
-                let mut fields = ObjectFields {
-                    key: ObjectKey::namespaced(kind, &namespace, &name),
-                    fields: Value::Object(serde_json::Map::new()),
-                };
-                for (i, pointer) in pointers.iter().enumerate() {
-                    if let Some(text) = row.get::<_, Option<String>>(i + 1)? {
-                        let value = serde_json::from_str(&text).map_err(|e| {
-                            StoreError::Internal(format!(
-                                "`{pointer}` of {} is not JSON: {e}",
-                                fields.key
-                            ))
-                        })?;
-                        fields.insert(pointer, value);
-                    }
-                }
-                found.push(fields);
-            }
-            super::stats::record_read(found.len());
-            Ok(found)
-        })
-        .await
+        let sql = format!(
+            "SELECT name, {} FROM objects WHERE kind = ?1 AND namespace = ?2 ORDER BY name",
+            picked_columns(pointers.len(), 3)
+        );
+        let arguments = vec![
+            rusqlite::types::Value::Text(kind.as_str().to_owned()),
+            rusqlite::types::Value::Text(namespace.to_owned()),
+        ];
+        self.picked(kind, namespace, sql, arguments, pointers).await
+    }
+
+    async fn list_newest_fields(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        limit: usize,
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        let sql = newest_select(&picked_columns(pointers.len(), 7), false);
+        let null = rusqlite::types::Value::Null;
+        let arguments = vec![
+            rusqlite::types::Value::Text(kind.as_str().to_owned()),
+            rusqlite::types::Value::Text(namespace.to_owned()),
+            null.clone(),
+            null.clone(),
+            rusqlite::types::Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
+            null,
+        ];
+        self.picked(kind, namespace, sql, arguments, pointers).await
     }
 
     async fn get_many(
@@ -755,8 +806,9 @@ mod tests {
         object
     }
 
-    /// `list_fields` picks the same fields in SQL as `ObjectFields::of` does from whole
-    /// objects: strings, arrays, numbers, nested places, and nothing for a missing field.
+    /// `list_fields` and `list_newest_fields` pick the same fields in SQL as
+    /// `ObjectFields::of` does from whole objects: strings, arrays, numbers, nested
+    /// places, and nothing for a missing field.
     #[tokio::test]
     async fn list_fields_answers_as_the_whole_objects_would() {
         let dir = tempfile::tempdir().unwrap();
@@ -812,6 +864,22 @@ mod tests {
             })
         );
         assert_eq!(picked[1].fields["spec"]["vars"][0]["name"], json!("a\"b"));
+
+        for limit in [1, 5] {
+            let newest = store
+                .list_newest_fields(Kind::Stage, "demo", limit, &pointers)
+                .await
+                .unwrap();
+            let whole: Vec<ObjectFields> = store
+                .list_newest(Kind::Stage, "demo", limit, None)
+                .await
+                .unwrap()
+                .iter()
+                .map(|o| ObjectFields::of(o, &pointers))
+                .collect();
+            assert_eq!(newest, whole, "the newest {limit}");
+            assert_eq!(newest.len(), limit.min(2));
+        }
     }
 
     /// The newest-first reads walk an index (no scan of the kind, no sort), with and

@@ -10,7 +10,7 @@
 //! with six badges. The page's script re-stacks with the heights the browser measured.
 //! Pure: positions in, positions out; `project_page` draws them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Width of a node box, in CSS pixels.
 pub(crate) const NODE_WIDTH: u32 = 250;
@@ -172,6 +172,7 @@ pub(crate) fn layout(warehouses: &[String], stages: &[(String, Vec<Upstream>)]) 
         }
     }
     let mut edges = Vec::new();
+    let mut seen_edges: HashSet<(usize, usize)> = HashSet::new();
     let mut incoming: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (s, ups) in stages {
@@ -184,7 +185,7 @@ pub(crate) fn layout(warehouses: &[String], stages: &[(String, Vec<Upstream>)]) 
             let Some(&from) = index.get(&from_node) else {
                 continue;
             };
-            if from == to || edges.contains(&(from, to)) {
+            if from == to || !seen_edges.insert((from, to)) {
                 continue;
             }
             edges.push((from, to));
@@ -215,11 +216,15 @@ pub(crate) fn layout(warehouses: &[String], stages: &[(String, Vec<Upstream>)]) 
     }
     // Rows: column by column, ordered by the mean row of the node's upstreams.
     let columns = layer.iter().copied().max().unwrap_or(0) + 1;
+    let mut by_column: Vec<Vec<usize>> = vec![Vec::new(); columns];
+    for (n, &column) in layer.iter().enumerate() {
+        by_column[column].push(n);
+    }
     let mut row = vec![0usize; nodes.len()];
-    for column in 0..columns {
-        let mut members: Vec<(f64, usize)> = (0..nodes.len())
-            .filter(|&n| layer[n] == column)
-            .map(|n| {
+    for (column, in_column) in by_column.iter().enumerate() {
+        let mut members: Vec<(f64, usize)> = in_column
+            .iter()
+            .map(|&n| {
                 let ups: Vec<usize> = incoming[n]
                     .iter()
                     .copied()

@@ -1,14 +1,19 @@
 //! Reading a project's DORA history from the store, in a bounded number of reads: its
-//! Stages (each with its verification history), its newest [`PROMOTION_LIMIT`]
-//! Promotions, and the Freight those promoted (one batched read). Also counts the
-//! Promotions waiting in each Stage's queue, which `GET /metrics` exports beside.
+//! Stages' verification histories, its newest [`PROMOTION_LIMIT`] Promotions (their
+//! stage, Freight, phase and end), and the Freight those promoted (one batched read).
+//! Only those fields are read ([`Store::list_fields`], [`Store::list_newest_fields`]):
+//! a project of thousands of Stages and Promotions is not read and typed whole. Also
+//! counts the Promotions waiting in each Stage's queue, which `GET /metrics` exports
+//! beside.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::Timestamp;
 
+use serde::Deserialize;
+
 use super::{Deployment, History, StageNumbers, Verdict, Verification, compute};
-use crate::api::{Freight, Kind, Promotion, PromotionPhase, Stage, VerificationPhase};
+use crate::api::{Freight, Kind, PromotionPhase, Time, VerificationInfo, VerificationPhase};
 use crate::store::{Store, StoreError};
 
 /// How many of a project's newest Promotions the numbers are computed from: enough for
@@ -24,6 +29,56 @@ pub struct ProjectNumbers {
     pub queued: BTreeMap<String, u32>,
 }
 
+/// What [`project_numbers`] reads of each Stage.
+const STAGE_FIELDS: [&str; 2] = ["/status/verification", "/status/verificationHistory"];
+
+/// The shape of [`STAGE_FIELDS`] in a Stage.
+#[derive(Deserialize, Default)]
+struct PickedStage {
+    #[serde(default)]
+    status: PickedStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PickedStatus {
+    #[serde(default)]
+    verification: Option<VerificationInfo>,
+    #[serde(default)]
+    verification_history: Vec<VerificationInfo>,
+}
+
+/// What [`project_numbers`] reads of each Promotion.
+const PROMOTION_FIELDS: [&str; 4] = [
+    "/spec/stage",
+    "/spec/freight",
+    "/status/phase",
+    "/status/finishedAt",
+];
+
+/// The shape of [`PROMOTION_FIELDS`] in a Promotion.
+#[derive(Deserialize)]
+struct PickedPromotion {
+    spec: PickedPromotionSpec,
+    #[serde(default)]
+    status: PickedPromotionStatus,
+}
+
+#[derive(Deserialize)]
+struct PickedPromotionSpec {
+    stage: String,
+    freight: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PickedPromotionStatus {
+    #[serde(default)]
+    phase: PromotionPhase,
+    #[serde(default)]
+    finished_at: Option<Time>,
+}
+
 /// The numbers of every Stage of `project` over the `days` up to `now`.
 pub async fn project_numbers(
     store: &dyn Store,
@@ -31,18 +86,18 @@ pub async fn project_numbers(
     now: Timestamp,
     days: u32,
 ) -> Result<ProjectNumbers, StoreError> {
-    let stages: Vec<Stage> = store
-        .list(Kind::Stage, Some(project))
+    let stages: Vec<(String, PickedStatus)> = store
+        .list_fields(Kind::Stage, project, &STAGE_FIELDS)
         .await?
-        .iter()
-        .filter_map(|s| s.to_typed().ok())
+        .into_iter()
+        .filter_map(|fields| {
+            let picked: PickedStage = fields.to_typed().ok()?;
+            Some((fields.key.name, picked.status))
+        })
         .collect();
-    let names: Vec<String> = stages
-        .iter()
-        .filter_map(|s| s.metadata.name.clone())
-        .collect();
-    let promotions: Vec<Promotion> = store
-        .list_newest(Kind::Promotion, project, PROMOTION_LIMIT, None)
+    let names: Vec<String> = stages.iter().map(|(name, _)| name.clone()).collect();
+    let promotions: Vec<PickedPromotion> = store
+        .list_newest_fields(Kind::Promotion, project, PROMOTION_LIMIT, &PROMOTION_FIELDS)
         .await?
         .iter()
         .filter_map(|p| p.to_typed().ok())
@@ -51,11 +106,7 @@ pub async fn project_numbers(
     let mut queued: BTreeMap<String, u32> = names.iter().map(|n| (n.clone(), 0)).collect();
     let mut history = History::default();
     for promotion in &promotions {
-        let phase = promotion
-            .status
-            .as_ref()
-            .map(|s| s.phase)
-            .unwrap_or_default();
+        let phase = promotion.status.phase;
         match phase {
             PromotionPhase::Pending => {
                 if let Some(count) = queued.get_mut(&promotion.spec.stage) {
@@ -63,11 +114,7 @@ pub async fn project_numbers(
                 }
             }
             PromotionPhase::Succeeded => {
-                if let Some(at) = promotion
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.finished_at.as_ref())
-                {
+                if let Some(at) = &promotion.status.finished_at {
                     history.deployments.push(Deployment {
                         stage: promotion.spec.stage.clone(),
                         freight: promotion.spec.freight.clone(),
@@ -78,11 +125,7 @@ pub async fn project_numbers(
             _ => {}
         }
     }
-    for stage in &stages {
-        let name = stage.metadata.name.clone().unwrap_or_default();
-        let Some(status) = &stage.status else {
-            continue;
-        };
+    for (name, status) in &stages {
         let mut seen = BTreeSet::new();
         for run in status
             .verification

@@ -240,3 +240,57 @@ fn a_cycle_across_projects_still_shows_every_column() {
     let board = release_board(&[a, b], &BoardFilter::default(), now());
     assert_eq!(board.columns.len(), 2, "{:?}", board.columns);
 }
+
+/// `load` reads Stages without the spec parts the board never shows, and the board drawn
+/// from them is the board drawn from the whole Stages.
+#[tokio::test]
+async fn the_board_from_loaded_stages_is_the_board_from_whole_ones() {
+    use crate::store::{SqliteStore, Store as _};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let mut whole = Vec::new();
+    for (name, from, status) in [
+        ("dev", vec![], holding("f1", "2026-06-01T10:00:00Z")),
+        (
+            "prod",
+            vec!["dev"],
+            json!({"health": {"status": "Unhealthy"}}),
+        ),
+    ] {
+        let mut body = serde_json::to_value(stage("web", name, &from, Value::Null)).unwrap();
+        body["spec"]["health"] = json!({"timeout": "5m"});
+        body["spec"]["promotionTemplate"] =
+            json!({"spec": {"steps": [{"uses": "git-clone", "config": {"repoURL": "x"}}]}});
+        let created = store.create(body).await.unwrap();
+        let updated = store
+            .update_status(&created.key, status, None)
+            .await
+            .unwrap();
+        whole.push(updated.to_typed::<Stage>().unwrap());
+    }
+    store
+        .create(serde_json::to_value(freight("web", "f1", "brave-fox", "1.0.0")).unwrap())
+        .await
+        .unwrap();
+
+    let loaded = load(&store, "web").await.unwrap();
+    assert_eq!(loaded.stages.len(), 2);
+    for (read, full) in loaded.stages.iter().zip(&whole) {
+        assert!(read.spec.promotion_template.is_none(), "{read:?}");
+        assert!(full.spec.promotion_template.is_some());
+        assert_eq!(read.spec.requested_freight, full.spec.requested_freight);
+        assert_eq!(read.spec.health.is_some(), full.spec.health.is_some());
+        assert_eq!(read.status, full.status);
+    }
+    assert!(loaded.freight.contains_key("f1"));
+    let from_whole = ProjectInput {
+        stages: whole,
+        ..loaded.clone()
+    };
+    let filter = BoardFilter::default();
+    assert_eq!(
+        release_board(&[loaded], &filter, now()),
+        release_board(&[from_whole], &filter, now())
+    );
+}
