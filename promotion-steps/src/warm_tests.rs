@@ -233,6 +233,19 @@ async fn a_warm_branch_checkout_is_at_the_branchs_new_head() {
     git(&dir, &["commit", "-qam", "rendered"]);
     assert_eq!(w.end(&ctx).await, 1);
 
+    // The mirror's housekeeping leaves a parked worktree alone.
+    let mirror = only_child(w.repos.root());
+    git(&mirror, &["worktree", "prune"]);
+    git(
+        &mirror,
+        &[
+            "-c",
+            "gc.worktreePruneExpire=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
     let two = push_files(
         &w.url,
         "stage/x",
