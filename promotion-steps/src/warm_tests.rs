@@ -231,6 +231,8 @@ async fn a_warm_branch_checkout_is_at_the_branchs_new_head() {
     let dir = ctx.work_dir.join("out");
     std::fs::write(dir.join("app.yaml"), "image: 2").unwrap();
     git(&dir, &["commit", "-qam", "rendered"]);
+    // And tagged it, unpushed (as `git-tag` does, in a worktree-private ref).
+    git(&dir, &["update-ref", "refs/worktree/dray/tags/v1", "HEAD"]);
     assert_eq!(w.end(&ctx).await, 1);
 
     // The mirror's housekeeping leaves a parked worktree alone.
@@ -259,6 +261,7 @@ async fn a_warm_branch_checkout_is_at_the_branchs_new_head() {
     let dir = ctx.work_dir.join("out");
     assert_eq!(git(&dir, &["rev-parse", "HEAD"]), two);
     assert_eq!(git(&dir, &["rev-parse", "--abbrev-ref", "HEAD"]), "HEAD");
+    assert_eq!(git(&dir, &["for-each-ref", "refs/worktree/"]), "");
     assert_eq!(files_on_disk(&dir), files_of(&dir, &two, &[]));
 }
 

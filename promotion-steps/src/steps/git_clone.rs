@@ -348,6 +348,17 @@ async fn ensure_worktree(
         // `--no-deref`: an unborn orphan's HEAD names a branch that must never be made.
         git.run(dir, &["update-ref", "--no-deref", "HEAD", sha])
             .await?;
+        // The last promotion's worktree-private refs (an unpushed `git-tag`) go too.
+        let private = [
+            "for-each-ref",
+            "--format=delete %(refname)",
+            "refs/worktree/",
+        ];
+        let stale = git.run(dir, &private).await?;
+        if !stale.trim().is_empty() {
+            git.run_with_input(dir, &["update-ref", "--stdin"], Some(&stale))
+                .await?;
+        }
         existing = Existing::Worktree(want.map(str::to_string));
         how = How::Warm;
     }
