@@ -82,6 +82,7 @@ fn setup_with(annotation: Option<&str>, door: Door, tls: bool) -> Result<Setup> 
     let dir = tempfile::tempdir()?;
     let ctx = StepContext {
         work_dir: dir.path().to_path_buf(),
+        warm_dir: None,
         project: "shop".into(),
         stage: "prod".into(),
         promotion: "prod-1".into(),

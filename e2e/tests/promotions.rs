@@ -451,3 +451,89 @@ async fn stage_branch_commits_are_signed_with_the_projects_signing_key() -> Resu
         Ok(())
     })
 }
+
+/// The quickstart's task without `sparse:` (the whole config tree), and steps that show what
+/// the render saw in `./src` and in a scratch directory, then leave a file in each.
+fn plain_task_that_leaves_files(task: &str) -> String {
+    let leaves = r#"    - uses: file-write
+      config: {path: ./scratch/mine.txt, contents: mine}
+    - uses: copy
+      config: {inPath: ./src/overlays, outPath: ./out/seen/overlays}
+    - uses: copy
+      config: {inPath: ./scratch, outPath: ./out/seen/scratch}
+    - uses: file-write
+      config: {path: ./src/overlays/leftover.yaml, contents: "left: 1"}
+    - uses: file-write
+      config: {path: ./scratch/leftover.txt, contents: left}
+    - uses: git-commit
+"#;
+    task.lines()
+        .filter(|l| !l.contains("sparse:") && !l.contains("# Only what the render reads"))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .replace("    - uses: git-commit\n", leaves)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_promotion_reuses_warm_worktrees_and_sees_nothing_the_last_one_left() -> Result<()>
+{
+    let q = tokio::task::block_in_place(|| -> Result<Pipeline> {
+        let q = Pipeline::start()?;
+        q.apply_quickstart(|file| match file.contains("kind: PromotionTask") {
+            true => plain_task_that_leaves_files(file),
+            false => file.to_owned(),
+        })?;
+        Ok(q)
+    })?;
+    let (_, first) = q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        let promoted = q.promote("dev", &first)?;
+        let said = text(&promoted);
+        assert!(promoted.status.success(), "{said}");
+        assert!(!said.contains("reused warm worktree"), "{said}");
+        Ok(())
+    })?;
+    let (_, second) = q.release("1.1.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        let promoted = q.promote("dev", &second)?;
+        let said = text(&promoted);
+        assert!(promoted.status.success(), "{said}");
+        for path in ["./src", "./out"] {
+            assert!(
+                said.lines().any(|l| l.starts_with("    | ")
+                    && l.contains("reused warm worktree")
+                    && l.ends_with(&format!("in `{path}`"))),
+                "{path} was not reused warm: {said}"
+            );
+        }
+        let manifests = q.config.show("stage/dev", "manifests.yaml")?;
+        assert!(manifests.contains("demo/app:1.1.0@"), "{manifests}");
+        // The render saw its own scratch file, and nothing the first promotion left.
+        assert_eq!(q.config.show("stage/dev", "seen/scratch/mine.txt")?, "mine");
+        for left in ["seen/scratch/leftover.txt", "seen/overlays/leftover.yaml"] {
+            assert!(
+                q.config.show("stage/dev", left).is_err(),
+                "the second promotion saw `{left}` that the first one left"
+            );
+        }
+        // Only the config commit's files, as committed (the first render's edit is undone).
+        let seen = q.config.git([
+            "ls-tree",
+            "-r",
+            "--name-only",
+            "refs/remotes/origin/stage/dev",
+            "seen/overlays",
+        ])?;
+        let config_head = q.config.head("main")?;
+        let committed = q
+            .config
+            .git(["ls-tree", "-r", "--name-only", &config_head, "overlays"])?;
+        let strip = |s: &str| -> Vec<String> {
+            s.lines()
+                .map(|l| l.trim_start_matches("seen/").to_owned())
+                .collect()
+        };
+        assert_eq!(strip(&seen), strip(&committed));
+        Ok(())
+    })
+}

@@ -207,6 +207,9 @@ pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 pub struct StepContext {
     /// The promotion's work directory; step paths are relative to it.
     pub work_dir: PathBuf,
+    /// The Stage's warm directory, where the checkouts of its previous promotion wait to be
+    /// reused (see [`crate::park_worktrees`]); `None`: every checkout is made anew (previews).
+    pub warm_dir: Option<PathBuf>,
     /// The project.
     pub project: String,
     /// The Stage being promoted into.

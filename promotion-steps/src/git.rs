@@ -533,6 +533,10 @@ pub(crate) struct CheckoutRecord {
     /// record written before the commit was recorded). A preview diffs against it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) commit: Option<String>,
+    /// The shared mirror the worktree belongs to, as the [`crate::RepoCache`] named it (the
+    /// key of its [`MirrorLocks`] lock and of its warm slot, see [`crate::warm`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mirror: Option<PathBuf>,
 }
 
 /// The record's file, in the worktree's private git directory (removed with the worktree).

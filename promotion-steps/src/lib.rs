@@ -42,6 +42,7 @@ mod steps;
 #[cfg(test)]
 mod testing;
 mod transient;
+mod warm;
 mod www_authenticate;
 
 pub use context::{
@@ -53,6 +54,7 @@ pub use git::{MirrorLocks, PushLocks, credential_env};
 pub use outcome::{StepOutcome, parse_config};
 pub use registry::{StepRegistry, builtin_steps};
 pub use transient::is_transient_status;
+pub use warm::{park_worktrees, remove_warm_dir};
 pub use www_authenticate::challenge_params;
 
 use async_trait::async_trait;

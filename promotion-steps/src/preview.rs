@@ -203,7 +203,7 @@ pub async fn release_worktrees(git_bin: &Path, work_dir: &Path) -> usize {
 
 /// The worktrees (directories with a `.git` file) under `work_dir`, sorted; a worktree's
 /// own subdirectories are not searched.
-async fn worktrees(work_dir: &Path) -> Vec<PathBuf> {
+pub(crate) async fn worktrees(work_dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut todo = vec![(work_dir.to_owned(), 0usize)];
     while let Some((dir, depth)) = todo.pop() {

@@ -165,6 +165,7 @@ pub(crate) fn freight() -> TargetFreight {
 pub(crate) fn context(work_dir: &Path) -> StepContext {
     StepContext {
         work_dir: work_dir.to_path_buf(),
+        warm_dir: None,
         project: "demo".to_owned(),
         stage: "staging".to_owned(),
         promotion: "staging-1".to_owned(),

@@ -495,6 +495,28 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         );
     }
 
+    // The plain task: the same task without `sparse:`, so each checkout holds the whole
+    // tree; warm per-Stage worktrees make it write only what changed (issue 15).
+    let plain = plain_task(&project)?;
+    cli(&dray, &["apply", "-f", path_str(&plain)?])?;
+    promote_cli(&dray, &aliases[next])?;
+    stage_head = moved(&world, &config_url, stage_branch, &stage_head)?;
+    next = 1 - next;
+    let mut dray_plain = Samples::default();
+    for run in 0..args.runs {
+        let started = Instant::now();
+        promote_cli(&dray, &aliases[next])?;
+        dray_plain.push(started.elapsed(), 0, 0);
+        stage_head = moved(&world, &config_url, stage_branch, &stage_head)?;
+        next = 1 - next;
+        eprintln!(
+            "bench: plain-task promotion run {}/{}: dray cli {:.1?}",
+            run + 1,
+            args.runs,
+            dray_plain.durations.last(),
+        );
+    }
+
     // The file system's share: write as many small files as a checkout does.
     let total_files = args.files + quickstart_files()?.len();
     let mut write_files = Samples::default();
@@ -523,6 +545,9 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
          promotion); each run promotes the other of two Freight (`1.0.0`, `1.0.1`) into `dev` \
          with the `render-to-stage-branch` task (clone from the mirror, set the image, \
          `kubectl kustomize`, commit, push to `stage/dev`), after one warm-up promotion. \
+         The plain task is the same task without `sparse:` (both checkouts hold the whole \
+         tree; the Stage's warm worktrees are updated in place), applied after those runs \
+         and measured after one warm-up promotion of its own. \
          Script: `e2e/bench/baseline-promote.sh` (full `git clone`, `sed`, `kubectl kustomize`, \
          commit, `git push`), after one warm-up run. Median of {} runs (min–max).\n",
         args.commits, total_files, args.runs,
@@ -535,6 +560,10 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         (
             "Dray: the same through the API, polled every 10 ms",
             &dray_api.durations,
+        ),
+        (
+            "Dray, plain task (no `sparse:`, the whole tree checked out): CLI, end to end",
+            &dray_plain.durations,
         ),
         (
             "Script: `git clone` + `sed` + `kubectl kustomize` + `git commit` + `git push`",
@@ -571,7 +600,30 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         fmt_ratio(ratio_api),
         met(ratio_api >= 4.0)
     )?;
+    let plain_ratio = ratio_of(dray_plain.median(), script.median());
+    writeln!(
+        md,
+        "| Dray plain task (CLI `--wait`) ÷ script | {plain_ratio:.2}× | ≤ 0.25× | {} |",
+        met(plain_ratio <= 0.25)
+    )?;
     Ok(md)
+}
+
+/// The quickstart's task in `project` without `sparse:` (every checkout the whole tree),
+/// as a file of its own to apply over it.
+fn plain_task(project: &Path) -> Result<PathBuf> {
+    let task = std::fs::read_to_string(project.join("task.yaml"))?;
+    let plain: String = task
+        .lines()
+        .filter(|l| !l.contains("sparse:") && !l.contains("# Only what the render reads"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    if plain == task || !plain.contains("kind: PromotionTask") {
+        bail!("the quickstart's task.yaml no longer has a `sparse:` line to drop");
+    }
+    let path = project.with_extension("plain-task.yaml");
+    std::fs::write(&path, plain)?;
+    Ok(path)
 }
 
 /// Write `commits` commits into the bare repository with `git fast-import`: the first adds

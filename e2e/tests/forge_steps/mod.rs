@@ -36,6 +36,7 @@ impl CredentialProvider for Creds {
 pub(crate) fn context(world: &TestWorld, repo_url: &str, promotion: &str) -> Result<StepContext> {
     Ok(StepContext {
         work_dir: world.path().to_path_buf(),
+        warm_dir: None,
         project: "demo".into(),
         stage: "prod".into(),
         promotion: promotion.into(),

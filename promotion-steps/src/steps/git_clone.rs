@@ -19,6 +19,7 @@ use serde_json::{Map, Value, json};
 
 use super::typed::TypedStep;
 use crate::git::{CheckoutRecord, Git, GitError, is_valid_ref_name, redact_url, write_record};
+use crate::warm::{Existing, inspect, remove_path};
 use crate::{MirrorLocks, StepContext, StepOutcome, Writes};
 
 /// The name used in `uses:`.
@@ -109,16 +110,22 @@ impl TypedStep for GitClone {
                 Ok(Err(missing)) => return StepOutcome::failed(missing),
                 Err(e) => return StepOutcome::errored(e.to_string()),
             };
-            let reused = match ensure_worktree(
+            let slot = ctx.warm_dir.as_deref().and_then(|warm| {
+                let relative = plan.dir.strip_prefix(&ctx.work_dir).ok()?;
+                let slot = crate::warm::slot(warm, &mirror, relative);
+                slot.to_str().is_some().then_some(slot)
+            });
+            let how = match ensure_worktree(
                 &git,
                 &mirror,
                 &plan.dir,
                 want.as_deref(),
                 &plan.sparse,
+                slot.as_deref(),
             )
             .await
             {
-                Ok(reused) => reused,
+                Ok(how) => how,
                 Err(e) => {
                     return StepOutcome::errored(format!("cannot check out `{}`: {e}", plan.path));
                 }
@@ -130,11 +137,12 @@ impl TypedStep for GitClone {
                     _ => None,
                 },
                 commit: want.clone(),
+                mirror: Some(mirror.clone()),
             };
             if let Err(e) = write_record(&git, &plan.dir, &record).await {
                 return StepOutcome::errored(e);
             }
-            let how = if reused { "reused" } else { "checked out" };
+            let how = how.as_str();
             ctx.log(&match &want {
                 Some(sha) => format!(
                     "{how} `{url}` {} at {} in `{}`",
@@ -300,55 +308,60 @@ async fn resolve(
     Ok(git.resolve(mirror, &rev).await?.map(Some).ok_or(missing))
 }
 
-/// What is at a checkout's path now.
-#[derive(Debug, PartialEq)]
-enum Existing {
-    Nothing,
-    /// A worktree of this mirror with this HEAD (`None`: unborn).
-    Worktree(Option<String>),
-    /// Something else: a plain directory, a file, another repository's worktree.
-    Other,
+/// How a checkout came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Added anew to the mirror, every file written.
+    CheckedOut,
+    /// The worktree already at the path (a resumed promotion), reset and cleaned.
+    Reused,
+    /// The Stage's warm worktree from its previous promotion, moved here and updated in
+    /// place: only the files that differ are written.
+    Warm,
 }
 
-async fn inspect(git: &Git, mirror: &Path, dir: &Path) -> Result<Existing, GitError> {
-    let Ok(meta) = tokio::fs::symlink_metadata(dir).await else {
-        return Ok(Existing::Nothing);
-    };
-    if !meta.is_dir() || tokio::fs::symlink_metadata(dir.join(".git")).await.is_err() {
-        return Ok(Existing::Other);
+impl How {
+    fn as_str(self) -> &'static str {
+        match self {
+            How::CheckedOut => "checked out",
+            How::Reused => "reused",
+            How::Warm => "reused warm worktree of",
+        }
     }
-    let args = [
-        "rev-parse",
-        "--path-format=absolute",
-        "--git-common-dir",
-        "--show-toplevel",
-    ];
-    let out = git.output(dir, &args, None).await?;
-    if !out.status.success() {
-        return Ok(Existing::Other);
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut lines = stdout.lines();
-    let same = |a: Option<&str>, b: &Path| {
-        let a = a.and_then(|a| std::fs::canonicalize(a).ok());
-        a.is_some() && a == std::fs::canonicalize(b).ok()
-    };
-    if !same(lines.next(), mirror) || !same(lines.next(), dir) {
-        return Ok(Existing::Other);
-    }
-    Ok(Existing::Worktree(git.resolve(dir, "HEAD").await?))
 }
 
-/// Makes `dir` a clean worktree of `mirror` at `want` (or an empty orphan); returns whether
-/// an existing worktree was reused.
+/// Makes `dir` a clean worktree of `mirror` at `want` (or an empty orphan), from the warm
+/// `slot` when there is one and nothing is at `dir` yet; says how.
 async fn ensure_worktree(
     git: &Git,
     mirror: &Path,
     dir: &Path,
     want: Option<&str>,
     sparse: &[String],
-) -> Result<bool, GitError> {
-    let existing = inspect(git, mirror, dir).await?;
+    slot: Option<&Path>,
+) -> Result<How, GitError> {
+    let mut existing = inspect(git, mirror, dir).await?;
+    let mut how = How::Reused;
+    if let (Existing::Nothing, Some(sha), Some(slot)) = (&existing, want, slot)
+        && crate::warm::take(git, mirror, slot, dir).await?
+    {
+        // `--no-deref`: an unborn orphan's HEAD names a branch that must never be made.
+        git.run(dir, &["update-ref", "--no-deref", "HEAD", sha])
+            .await?;
+        // The last promotion's worktree-private refs (an unpushed `git-tag`) go too.
+        let private = [
+            "for-each-ref",
+            "--format=delete %(refname)",
+            "refs/worktree/",
+        ];
+        let stale = git.run(dir, &private).await?;
+        if !stale.trim().is_empty() {
+            git.run_with_input(dir, &["update-ref", "--stdin"], Some(&stale))
+                .await?;
+        }
+        existing = Existing::Worktree(want.map(str::to_string));
+        how = How::Warm;
+    }
     if existing == Existing::Worktree(want.map(str::to_string)) {
         if want.is_some() {
             checkout_files(git, dir, sparse).await?;
@@ -356,14 +369,14 @@ async fn ensure_worktree(
             git.run(dir, &["read-tree", "--empty"]).await?;
         }
         git.run(dir, &["clean", "-q", "-ffdx"]).await?;
-        return Ok(true);
+        return Ok(how);
     }
     register(git, mirror, dir, existing, want).await?;
     // Files are checked out outside the mirror lock, so checkouts run in parallel.
     if want.is_some() {
         checkout_files(git, dir, sparse).await?;
     }
-    Ok(false)
+    Ok(How::CheckedOut)
 }
 
 /// Registers `dir` as a worktree of `mirror` at `want` (`None`: an empty orphan), replacing
@@ -423,12 +436,12 @@ async fn register(
 }
 
 /// Writes the worktree's files from its HEAD: all of them, or only the `sparse`
-/// directories. The sparse setting is passed per command and the pattern file lives in
-/// this worktree's own git directory, so the shared mirror's configuration is untouched.
+/// directories; only files that differ from the index are written, so a warm worktree
+/// costs what changed. The sparse setting is passed per command and the pattern file lives
+/// in this worktree's own git directory, so the shared mirror's configuration is untouched.
+/// A worktree that was sparse before and is not now is widened first (its pattern file is
+/// set to everything, then removed), so no directory stays missing.
 async fn checkout_files(git: &Git, dir: &Path, sparse: &[String]) -> Result<(), GitError> {
-    if sparse.is_empty() {
-        return git.run(dir, &["reset", "-q", "--hard"]).await.map(drop);
-    }
     let out = git
         .output(
             dir,
@@ -437,10 +450,18 @@ async fn checkout_files(git: &Git, dir: &Path, sparse: &[String]) -> Result<(), 
         )
         .await?;
     let file = dir.join(String::from_utf8_lossy(&out.stdout).trim());
-    let patterns: String = sparse.iter().map(|d| format!("/{d}/\n")).collect();
     let io = |source| GitError::Io {
         what: format!("write `{}`", file.display()),
         source,
+    };
+    let was_sparse = tokio::fs::try_exists(&file).await.unwrap_or(false);
+    if sparse.is_empty() && !was_sparse {
+        return git.run(dir, &["reset", "-q", "--hard"]).await.map(drop);
+    }
+    let patterns: String = if sparse.is_empty() {
+        "/*\n".to_owned()
+    } else {
+        sparse.iter().map(|d| format!("/{d}/\n")).collect()
     };
     if let Some(parent) = file.parent() {
         tokio::fs::create_dir_all(parent).await.map_err(io)?;
@@ -458,20 +479,11 @@ async fn checkout_files(git: &Git, dir: &Path, sparse: &[String]) -> Result<(), 
             "--hard",
         ],
     )
-    .await
-    .map(drop)
-}
-
-async fn remove_path(path: &Path) -> Result<(), GitError> {
-    let result = match tokio::fs::symlink_metadata(path).await {
-        Ok(meta) if meta.is_dir() => tokio::fs::remove_dir_all(path).await,
-        Ok(_) => tokio::fs::remove_file(path).await,
-        Err(_) => Ok(()),
-    };
-    result.map_err(|source| GitError::Io {
-        what: format!("remove `{}`", path.display()),
-        source,
-    })
+    .await?;
+    if sparse.is_empty() {
+        tokio::fs::remove_file(&file).await.map_err(io)?;
+    }
+    Ok(())
 }
 
 fn path_hash(path: &Path) -> u64 {

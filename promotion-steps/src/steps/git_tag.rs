@@ -7,7 +7,8 @@
 //! object is made with `git mktag` and kept under the worktree's own ref
 //! `refs/worktree/dray/tags/<tag>` (git keeps `refs/worktree/*` per worktree, in its private
 //! git directory): the mirror's `refs/tags` never changes, and the ref goes away with the
-//! worktree (`git worktree prune` when the work directory is gone).
+//! worktree (`git worktree prune` when the work directory is gone), or when `git-clone`
+//! takes the worktree warm for the Stage's next promotion.
 //!
 //! A tag of that name the mirror already knows (fetched from the remote) at another commit
 //! is refused naming it; at this very commit it is reused, so a re-run, or a promotion of

@@ -80,6 +80,7 @@ impl Engine {
             .cloned();
         Ok(StepContext {
             work_dir,
+            warm_dir: None,
             project,
             stage,
             promotion: run.key.name.clone(),

@@ -20,6 +20,10 @@ use crate::promotion::{StepExprs, metadata, record};
 use crate::runtime::instruments;
 use crate::store::StoreError;
 
+/// The directory, beside a project's promotions' work directories, of its Stages' warm
+/// checkouts (see [`dray_steps::park_worktrees`]).
+pub(crate) const WARM_DIR: &str = ".warm";
+
 impl Engine {
     pub(super) async fn run_promotion(
         &self,
@@ -53,7 +57,7 @@ impl Engine {
             return self.finish(&mut run, PromotionPhase::Failed, message).await;
         };
         let freight: Freight = freight.to_typed()?;
-        let work_dir = self.work_root.join(&project).join(&key.name);
+        let work_dir = self.work_dir(&run);
         let workspace_kept = tokio::fs::try_exists(&work_dir).await.unwrap_or(false);
         if let Err(error) = blocking_fs(work_dir.clone(), |dir| std::fs::create_dir_all(dir)).await
         {
@@ -70,13 +74,16 @@ impl Engine {
                 key.name,
                 annotations::ACTOR
             );
-            return self
+            let phase = self
                 .finish(&mut run, PromotionPhase::Errored, message)
                 .await;
+            self.release_work_dir(&run).await;
+            return phase;
         };
-        let base = self
+        let mut base = self
             .base_context(&run, &freight, &actor, work_dir.clone(), cancel.clone())
             .await?;
+        base.warm_dir = Some(self.warm_dir(&run));
         let view = freight_view(&freight);
         let mut start = run.status.current_step.unwrap_or(0) as usize;
         if start > 0 && !workspace_kept {
@@ -146,11 +153,38 @@ impl Engine {
             )
             .await?;
         }
+        self.release_work_dir(&run).await;
+        Ok(phase)
+    }
+
+    /// The promotion's work directory: `<work root>/<project>/<promotion>`.
+    fn work_dir(&self, run: &Run) -> std::path::PathBuf {
+        let project = run.key.namespace.as_deref().unwrap_or_default();
+        self.work_root.join(project).join(&run.key.name)
+    }
+
+    /// The Stage's warm directory, where the checkouts of its last promotion wait for the
+    /// next one: `<work root>/<project>/.warm/<stage>` (no Promotion's name starts with `.`).
+    fn warm_dir(&self, run: &Run) -> std::path::PathBuf {
+        let project = run.key.namespace.as_deref().unwrap_or_default();
+        self.work_root
+            .join(project)
+            .join(WARM_DIR)
+            .join(&run.promotion.spec.stage)
+    }
+
+    /// Ends an ended promotion's work directory: its checkouts go warm for the Stage's next
+    /// promotion, the rest is removed, so nothing outside a checkout reaches the next one.
+    async fn release_work_dir(&self, run: &Run) {
+        let work_dir = self.work_dir(run);
+        let parked =
+            dray_steps::park_worktrees(&self.tools.git, &work_dir, &self.warm_dir(run)).await;
+        tracing::debug!(promotion = %run.key, parked, "worktrees kept warm");
         if let Err(error) = blocking_fs(work_dir.clone(), |dir| std::fs::remove_dir_all(dir)).await
+            && error.kind() != std::io::ErrorKind::NotFound
         {
             tracing::debug!(%error, dir = %work_dir.display(), "cannot remove the work directory");
         }
-        Ok(phase)
     }
 
     /// Step `index` (`alias`) of `run` to its outcome: its `if` decides whether it runs;
@@ -302,7 +336,9 @@ impl Engine {
         } else {
             format!("{aborted}; already pushed: {}", pushed.join(", "))
         };
-        self.finish(run, PromotionPhase::Aborted, message).await
+        let phase = self.finish(run, PromotionPhase::Aborted, message).await?;
+        self.release_work_dir(run).await;
+        Ok(phase)
     }
 }
 
