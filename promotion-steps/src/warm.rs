@@ -104,14 +104,8 @@ pub(crate) async fn take(
     slot: &Path,
     dir: &Path,
 ) -> Result<bool, GitError> {
-    let (git, mirror, slot, dir) = (
-        git.clone(),
-        mirror.to_owned(),
-        slot.to_owned(),
-        dir.to_owned(),
-    );
-    let task = tokio::spawn(async move {
-        let _mirror = MirrorLocks::global().lock(&mirror).await;
+    let (git, slot, dir) = (git.clone(), slot.to_owned(), dir.to_owned());
+    locked(mirror, "take the warm worktree", |mirror| async move {
         match inspect(&git, &mirror, &slot).await? {
             Existing::Nothing => return Ok(false),
             Existing::Other => {
@@ -120,24 +114,14 @@ pub(crate) async fn take(
             }
             Existing::Worktree(_) => {}
         }
-        if let Some(parent) = dir.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|source| GitError::Io {
-                    what: format!("create `{}`", parent.display()),
-                    source,
-                })?;
-        }
+        create_parent(&dir).await?;
         if move_worktree(&git, &mirror, &slot, &dir).await.is_ok() {
             return Ok(true);
         }
         remove_worktree(&git, &mirror, &slot).await?;
         Ok(false)
-    });
-    task.await.map_err(|e| GitError::Io {
-        what: "take the warm worktree".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?
+    })
+    .await
 }
 
 /// Moves every worktree `git-clone` made under `work_dir` into its slot in `warm_dir`, for
@@ -179,33 +163,17 @@ pub async fn remove_warm_dir(git_bin: &Path, warm_dir: &Path) {
 }
 
 async fn park(git: &Git, mirror: &Path, dir: &Path, slot: &Path) -> Result<bool, GitError> {
-    let (git, mirror, dir, slot) = (
-        git.clone(),
-        mirror.to_owned(),
-        dir.to_owned(),
-        slot.to_owned(),
-    );
-    let task = tokio::spawn(async move {
-        let _mirror = MirrorLocks::global().lock(&mirror).await;
+    let (git, dir, slot) = (git.clone(), dir.to_owned(), slot.to_owned());
+    locked(mirror, "park the worktree", |mirror| async move {
         if !matches!(inspect(&git, &mirror, &dir).await?, Existing::Worktree(_)) {
             return Ok(false);
         }
-        if let Some(parent) = slot.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|source| GitError::Io {
-                    what: format!("create `{}`", parent.display()),
-                    source,
-                })?;
-        }
+        create_parent(&slot).await?;
         remove_path(&slot).await?;
         move_worktree(&git, &mirror, &dir, &slot).await?;
         Ok(true)
-    });
-    task.await.map_err(|e| GitError::Io {
-        what: "park the worktree".into(),
-        source: std::io::Error::other(e.to_string()),
-    })?
+    })
+    .await
 }
 
 /// Removes every slot in `warm_dir`, and its registration in its mirror.
@@ -222,19 +190,13 @@ async fn remove_slots(git: &Git, warm_dir: &Path) {
         let removed = match mirror {
             Some(mirror) => {
                 let (git, slot) = (git.clone(), slot.clone());
-                let task = tokio::spawn(async move {
-                    let _mirror = MirrorLocks::global().lock(&mirror).await;
+                locked(&mirror, "remove a warm worktree", |mirror| async move {
                     match inspect(&git, &mirror, &slot).await? {
                         Existing::Worktree(_) => remove_worktree(&git, &mirror, &slot).await,
                         _ => remove_path(&slot).await,
                     }
-                });
-                task.await.unwrap_or_else(|e| {
-                    Err(GitError::Io {
-                        what: "remove a warm worktree".into(),
-                        source: std::io::Error::other(e.to_string()),
-                    })
                 })
+                .await
             }
             None => remove_path(&slot).await,
         };
@@ -242,6 +204,44 @@ async fn remove_slots(git: &Git, warm_dir: &Path) {
             tracing::warn!(slot = %slot.display(), %error, "cannot remove a warm worktree");
         }
     }
+}
+
+/// Runs `work` (given the mirror's path) holding `mirror`'s lock, in a task of its own:
+/// dropping the caller (an aborted promotion) cannot kill git half-way through a move and
+/// leave a half-registered worktree (see `git-clone`'s `register`).
+async fn locked<T, F>(
+    mirror: &Path,
+    what: &str,
+    work: impl FnOnce(PathBuf) -> F,
+) -> Result<T, GitError>
+where
+    F: std::future::Future<Output = Result<T, GitError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let mirror = mirror.to_owned();
+    // A future does nothing until polled: `job` runs only under the lock.
+    let job = work(mirror.clone());
+    let task = tokio::spawn(async move {
+        let _mirror = MirrorLocks::global().lock(&mirror).await;
+        job.await
+    });
+    task.await.map_err(|e| GitError::Io {
+        what: what.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    })?
+}
+
+/// Creates the directory `path` will be in.
+async fn create_parent(path: &Path) -> Result<(), GitError> {
+    let Some(parent) = path.parent() else {
+        return Ok(());
+    };
+    tokio::fs::create_dir_all(parent)
+        .await
+        .map_err(|source| GitError::Io {
+            what: format!("create `{}`", parent.display()),
+            source,
+        })
 }
 
 async fn move_worktree(git: &Git, mirror: &Path, from: &Path, to: &Path) -> Result<(), GitError> {
