@@ -115,10 +115,10 @@ const ORIGIN: &str = "json_extract(body, '$.origin.name')";
 /// statements, so that SQLite sees the origin's equality and takes index 8 (`?6 IS NULL
 /// OR …` would hide it).
 fn newest_sql(of_origin: bool) -> String {
-    newest_select("resource_version, body", of_origin)
+    newest_select(", resource_version, body", of_origin)
 }
 
-/// The statement of `list_newest` picking `columns` (after `name`) of each row.
+/// The statement of `list_newest` picking `columns` (`, a, b`: after `name`) of each row.
 fn newest_select(columns: &str, of_origin: bool) -> String {
     let origin = if of_origin {
         format!("AND {ORIGIN} = ?6")
@@ -126,7 +126,7 @@ fn newest_select(columns: &str, of_origin: bool) -> String {
         "AND ?6 IS NULL".to_owned()
     };
     format!(
-        "SELECT name, {columns} FROM objects
+        "SELECT name{columns} FROM objects
          WHERE kind = ?1 AND namespace = ?2
            AND (?3 IS NULL OR ({NEWEST_ORDER}, name) < (?3, ?4))
            {origin}
@@ -134,13 +134,12 @@ fn newest_select(columns: &str, of_origin: bool) -> String {
     )
 }
 
-/// `body -> ?first, body -> ?first+1, …`: `count` picked fields, their JSON paths bound
-/// from parameter `first` on.
+/// `, body -> ?first, body -> ?first+1, …`: `count` picked fields (none: nothing), their
+/// JSON paths bound from parameter `first` on.
 fn picked_columns(count: usize, first: usize) -> String {
     (first..first + count)
-        .map(|i| format!("body -> ?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+        .map(|i| format!(", body -> ?{i}"))
+        .collect()
 }
 
 /// The embedded SQLite store.
@@ -614,7 +613,7 @@ impl Store for SqliteStore {
         pointers: &[&'static str],
     ) -> Result<Vec<ObjectFields>, StoreError> {
         let sql = format!(
-            "SELECT name, {} FROM objects WHERE kind = ?1 AND namespace = ?2 ORDER BY name",
+            "SELECT name{} FROM objects WHERE kind = ?1 AND namespace = ?2 ORDER BY name",
             picked_columns(pointers.len(), 3)
         );
         let arguments = vec![
@@ -865,6 +864,9 @@ mod tests {
         );
         assert_eq!(picked[1].fields["spec"]["vars"][0]["name"], json!("a\"b"));
 
+        let names = store.list_fields(Kind::Stage, "demo", &[]).await.unwrap();
+        assert_eq!(names.len(), 2, "no pointers: the names alone");
+        assert!(names.iter().all(|f| f.fields == json!({})), "{names:?}");
         for limit in [1, 5] {
             let newest = store
                 .list_newest_fields(Kind::Stage, "demo", limit, &pointers)
