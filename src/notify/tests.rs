@@ -333,19 +333,23 @@ async fn a_rejection_and_a_project_freeze_are_each_delivered_once_signed() {
         .unwrap();
     world.reconcile().await;
     world.reconcile().await; // nothing new: nothing sent again
+    // Deliveries go out side by side, so they may land in either order.
     let seen = receiver.seen.lock().unwrap();
-    let payloads: Vec<Value> = seen
-        .iter()
-        .map(|(_, body)| serde_json::from_slice(body).unwrap())
-        .collect();
-    assert_eq!(payloads.len(), 2, "{payloads:#?}");
-    assert_eq!(header(&seen[0].0, "x-dray-event"), "FreightRejected");
-    assert!(header(&seen[0].0, "x-dray-signature-256").starts_with("sha256="));
-    assert_eq!(payloads[0]["stage"], "prod");
-    assert_eq!(payloads[0]["freight"]["alias"], "frosty-otter");
-    assert_eq!(payloads[0]["message"], "rejected by ann: CVE-2026-1");
-    assert_eq!(header(&seen[1].0, "x-dray-event"), "StageFrozen");
-    assert_eq!(payloads[1]["stage"], "*");
-    assert_eq!(payloads[1]["message"], "frozen by bob: incident 42");
-    assert_eq!(payloads[1]["url"], "https://dray.example.com/projects/demo");
+    assert_eq!(seen.len(), 2, "one delivery per event");
+    let delivered = |event: &str| -> Value {
+        let (headers, body) = seen
+            .iter()
+            .find(|(headers, _)| header(headers, "x-dray-event") == event)
+            .unwrap_or_else(|| panic!("no {event} delivery"));
+        assert!(header(headers, "x-dray-signature-256").starts_with("sha256="));
+        serde_json::from_slice(body).unwrap()
+    };
+    let rejected = delivered("FreightRejected");
+    assert_eq!(rejected["stage"], "prod");
+    assert_eq!(rejected["freight"]["alias"], "frosty-otter");
+    assert_eq!(rejected["message"], "rejected by ann: CVE-2026-1");
+    let frozen = delivered("StageFrozen");
+    assert_eq!(frozen["stage"], "*");
+    assert_eq!(frozen["message"], "frozen by bob: incident 42");
+    assert_eq!(frozen["url"], "https://dray.example.com/projects/demo");
 }
