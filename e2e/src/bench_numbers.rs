@@ -61,6 +61,19 @@ impl Durations {
 }
 
 /// `4.34 ms`, `52 ms`, `3.68 s`.
+/// The peak resident memory (`VmHWM`) of process `pid` (`"self"` for this one) so far, as
+/// the kernel writes it (`28120 kB`), or `unknown`.
+pub fn peak_rss(pid: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
 pub fn fmt_duration(d: Duration) -> String {
     let ms = d.as_secs_f64() * 1_000.0;
     if ms < 10.0 {

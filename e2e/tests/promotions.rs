@@ -534,6 +534,18 @@ async fn the_next_promotion_reuses_warm_worktrees_and_sees_nothing_the_last_one_
                 .collect()
         };
         assert_eq!(strip(&seen), strip(&committed));
+        // The Stage goes, and its warm worktrees with it.
+        let warm = q.dray.data_dir().join("work/demo/.warm/dev");
+        assert!(
+            warm.is_dir(),
+            "{} holds dev's warm worktrees",
+            warm.display()
+        );
+        let deleted = q.cli(&["delete", "stage", "dev"])?;
+        assert!(deleted.status.success(), "{}", text(&deleted));
+        q.wait_until("dev's warm directory to be removed", || {
+            Ok((!warm.exists()).then_some(()))
+        })?;
         Ok(())
     })
 }

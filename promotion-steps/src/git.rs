@@ -240,8 +240,14 @@ impl Git {
         text
     }
 
-    /// The full id of `rev` as a commit, or `None` when it does not resolve.
+    /// The full id of `rev` as a commit, or `None` when it does not resolve. A linked
+    /// worktree's detached `HEAD` is read from its file, without running git.
     pub(crate) async fn resolve(&self, dir: &Path, rev: &str) -> Result<Option<String>, GitError> {
+        if rev == "HEAD"
+            && let Some(head) = detached_head(dir).await
+        {
+            return Ok(Some(head));
+        }
         let spec = format!("{rev}^{{commit}}");
         let output = self
             .output(dir, &["rev-parse", "--verify", "-q", &spec], None)
@@ -542,8 +548,44 @@ pub(crate) struct CheckoutRecord {
 /// The record's file, in the worktree's private git directory (removed with the worktree).
 const RECORD_FILE: &str = "dray-checkout.json";
 
-/// The worktree's private git directory (`<mirror>/worktrees/<name>`).
+/// The private git directory a linked worktree's `.git` file names (`gitdir: …`, what
+/// `git worktree add` writes), read without running git; `None` when `worktree/.git` is
+/// not such a file naming a directory.
+async fn linked_git_dir(worktree: &Path) -> Option<PathBuf> {
+    let text = tokio::fs::read_to_string(worktree.join(".git"))
+        .await
+        .ok()?;
+    let named = Path::new(
+        text.strip_prefix("gitdir: ")?
+            .trim_end_matches(['\n', '\r']),
+    );
+    let dir = match named.is_absolute() {
+        true => named.to_owned(),
+        false => worktree.join(named),
+    };
+    tokio::fs::metadata(&dir)
+        .await
+        .is_ok_and(|m| m.is_dir())
+        .then_some(dir)
+}
+
+/// A linked worktree's detached `HEAD` (the commit id its private git directory's `HEAD`
+/// file holds); `None` when it is anything else (a branch, unborn), for git to answer.
+async fn detached_head(worktree: &Path) -> Option<String> {
+    let head = tokio::fs::read_to_string(linked_git_dir(worktree).await?.join("HEAD"))
+        .await
+        .ok()?;
+    let id = head.trim_end();
+    (matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .then(|| id.to_owned())
+}
+
+/// The worktree's private git directory (`<mirror>/worktrees/<name>`): read from its
+/// `.git` file, or asked of git when that is not a linked worktree's.
 pub(crate) async fn private_git_dir(git: &Git, worktree: &Path) -> Result<PathBuf, GitError> {
+    if let Some(dir) = linked_git_dir(worktree).await {
+        return Ok(dir);
+    }
     let out = git
         .run(
             worktree,
@@ -698,6 +740,62 @@ impl PushLocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::git as run_git;
+
+    #[tokio::test]
+    async fn a_linked_worktrees_head_and_git_dir_read_from_files_are_what_git_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir(&repo).unwrap();
+        run_git(&repo, &["init", "-q", "-b", "main"]);
+        run_git(&repo, &["commit", "-q", "--allow-empty", "-m", "one"]);
+        let detached = dir.path().join("detached");
+        let on_branch = dir.path().join("on-branch");
+        run_git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "--detach",
+                detached.to_str().unwrap(),
+            ],
+        );
+        run_git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "side",
+                on_branch.to_str().unwrap(),
+            ],
+        );
+        let git = Git::at(Path::new("git"));
+        let head = run_git(&repo, &["rev-parse", "HEAD"]);
+        // Read from the files: a detached worktree; asked of git: a branch, the main repo.
+        assert!(detached_head(&detached).await.is_some());
+        assert!(detached_head(&on_branch).await.is_none());
+        assert!(detached_head(&repo).await.is_none());
+        for at in [&detached, &on_branch, &repo] {
+            assert_eq!(
+                git.resolve(at, "HEAD").await.unwrap().as_deref(),
+                Some(head.as_str())
+            );
+            let said = run_git(at, &["rev-parse", "--path-format=absolute", "--git-dir"]);
+            assert_eq!(
+                std::fs::canonicalize(private_git_dir(&git, at).await.unwrap()).unwrap(),
+                std::fs::canonicalize(said).unwrap(),
+                "{}",
+                at.display()
+            );
+        }
+        assert!(
+            linked_git_dir(&repo).await.is_none(),
+            "a repository's own `.git` is a directory"
+        );
+    }
 
     #[test]
     fn redact_url_hides_user_info() {

@@ -74,6 +74,7 @@ pub(super) async fn start(
     let verification = VerificationController::new(store, secret_key)
         .context("cannot set up the HTTP client verification uses")?;
     let auto = AutoPromoter::new(cache.clone());
+    let warm_dirs = engine.clone();
     let caches = cache.clone();
     let handle = tokio::spawn(async move {
         tokio::join!(
@@ -82,6 +83,7 @@ pub(super) async fn start(
             truth.run(cache.clone(), shutdown.clone()),
             verification.run(cache.clone(), shutdown.clone()),
             notifier.run(cache.clone(), shutdown.clone()),
+            warm_dirs.tend_warm_dirs(cache.clone(), shutdown.clone()),
             PromotionController::new(engine).run(cache, shutdown)
         );
     });

@@ -33,8 +33,8 @@ use dray::api::{ImageSelectionStrategy, ImageSubscription};
 use dray::discovery::image::{ImageDiscoverer, ImageDiscovererOptions};
 use dray_e2e::bench_baseline::{checked, script_promote};
 use dray_e2e::bench_numbers::{
-    Durations, counts, fmt_duration, fmt_ratio, median_table, met, positive, ratio_of, runtime,
-    write_section,
+    Durations, counts, fmt_duration, fmt_ratio, median_table, met, peak_rss, positive, ratio_of,
+    runtime, write_section,
 };
 use dray_e2e::{
     Dray, DrayOptions, GitServer, Registry, TEST_AUTHOR, TestWorld, git, ls_remote, oci,
@@ -443,6 +443,11 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
     let started = Instant::now();
     refresh(&dray)?;
     let first_refresh = started.elapsed();
+    let serve_pid = dray
+        .pid()
+        .map(|p| p.to_string())
+        .context("`dray serve`'s pid")?;
+    let rss_after_discovery = peak_rss(&serve_pid);
     let second = runtime.block_on(oci::push_image(&registry, image_repo, "1.0.1"))?;
     refresh(&dray)?;
     let aliases = [
@@ -517,6 +522,8 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         );
     }
 
+    let rss_after_promotions = peak_rss(&serve_pid);
+
     // The file system's share: write as many small files as a checkout does.
     let total_files = args.files + quickstart_files()?.len();
     let mut write_files = Samples::default();
@@ -583,6 +590,12 @@ fn promotion(runtime: &tokio::runtime::Runtime, args: &Args) -> Result<String> {
         total_files,
         fmt_duration(write_files.median()),
         args.runs,
+    )?;
+    writeln!(
+        md,
+        "Peak resident memory of `dray serve` (`VmHWM`; git's own processes not included): \
+         {rss_after_discovery} after the first refresh (the mirror's first clone and the \
+         first discovery), {rss_after_promotions} after every promotion above.\n"
     )?;
     let ratio_cli = ratio_of(script.median(), dray_cli.median());
     let ratio_api = ratio_of(script.median(), dray_api.median());

@@ -32,7 +32,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use dray::api::GitSubscription;
 use dray::discovery::git::{GitDiscoverer, MirrorCache};
-use dray_e2e::bench_numbers::{fmt_duration, fmt_ratio, positive, runtime, write_section};
+use dray_e2e::bench_numbers::{
+    fmt_duration, fmt_ratio, peak_rss, positive, runtime, write_section,
+};
 
 /// Dray's git discovery against plain git on a deep repository.
 #[derive(Debug, clap::Parser)]
@@ -119,17 +121,6 @@ fn generate(dir: &Path, commits: usize, files: usize) -> Result<()> {
         bail!("git fast-import failed");
     }
     Ok(())
-}
-
-fn vm_hwm() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown".into())
 }
 
 fn timed<T>(what: &str, run: impl FnOnce() -> Result<T>) -> Result<(T, Duration)> {
@@ -233,7 +224,7 @@ async fn bench(args: &Args) -> Result<String> {
     {
         bail!("the regex mirror's first commit-graph was not written within 10 minutes");
     }
-    let hwm = vm_hwm();
+    let hwm = peak_rss("self");
 
     // Baselines.
     let baseline = |name: &str, filter: bool| -> Result<Duration> {

@@ -118,6 +118,8 @@ impl TypedStep for GitPush {
             branch: &branch,
             force: config.force,
         };
+        // A rebase a crash left half done is undone first: mid-rebase, HEAD is not ours.
+        push.abort_rebase().await;
         let head = match push.git.resolve(&dir, "HEAD").await {
             Ok(Some(head)) => head,
             Ok(None) => {
@@ -203,7 +205,16 @@ impl Push<'_> {
                     }
                 }
             }
-            let tip = self.remote_tip().await?;
+            // The first attempt pushes as is: the branch almost always still sits where
+            // the checkout found it, and a remote that moved refuses a push that is not a
+            // fast-forward, which costs no more than asking for its tip first. Only after
+            // a refused push (or before a forced one) is the remote's tip looked at:
+            // whether our change landed already, what to rebase onto.
+            let look_first = attempt > 1 || self.force;
+            let tip = match look_first {
+                true => self.remote_tip().await?,
+                false => None,
+            };
             if let Some(tip) = &tip {
                 if let Some(landed) = self.landed(&head, tip).await? {
                     self.ctx.log(&format!(
@@ -406,21 +417,20 @@ impl Push<'_> {
         )))
     }
 
-    /// Aborts a rebase left over by a crash, if there is one.
+    /// Aborts a rebase left over by a crash, if there is one (whichever of git's two
+    /// rebase directories it left).
     async fn abort_rebase(&self) {
+        let mut args = vec!["rev-parse", "--path-format=absolute"];
         for dir in ["rebase-merge", "rebase-apply"] {
-            let Ok(path) = self
-                .git
-                .run(
-                    self.dir,
-                    &["rev-parse", "--path-format=absolute", "--git-path", dir],
-                )
-                .await
-            else {
-                continue;
-            };
-            if tokio::fs::metadata(path.trim()).await.is_ok() {
+            args.extend(["--git-path", dir]);
+        }
+        let Ok(paths) = self.git.run(self.dir, &args).await else {
+            return;
+        };
+        for path in paths.lines().map(str::trim).filter(|p| !p.is_empty()) {
+            if tokio::fs::metadata(path).await.is_ok() {
                 let _ = self.git.run(self.dir, &["rebase", "--abort"]).await;
+                return;
             }
         }
     }
@@ -960,6 +970,38 @@ mod tests {
         let remote = w.dir.path().join("config.git");
         let files = git(&remote, &["ls-tree", "-r", "--name-only", "main", "apps"]);
         assert_eq!(files.lines().count(), 10, "{files}");
+    }
+
+    #[tokio::test]
+    async fn a_rebase_a_crash_left_half_done_is_undone_before_anything_is_pushed() {
+        let w = world();
+        let (ctx, out) = w.checkout("staging-3", "main", false).await;
+        commit(&ctx, &out, "app/a.yaml", "v: ours\n", "promote").await;
+        let theirs = push_files(
+            &w.url,
+            "main",
+            &[("app/a.yaml", "v: theirs\n")],
+            "hand edit of a",
+        );
+        // A crash mid-rebase: HEAD sits on their commit, ours not yet applied.
+        git(&out, &["fetch", "-q", &w.url, "main"]);
+        let rebase = std::process::Command::new("git")
+            .args(["rebase", "-q", "FETCH_HEAD"])
+            .current_dir(&out)
+            .output()
+            .unwrap();
+        assert!(!rebase.status.success(), "the rebase stops on the conflict");
+        assert_eq!(git(&out, &["rev-parse", "HEAD"]), theirs);
+        let reason = failed(
+            GitPush
+                .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
+                .await,
+        );
+        // Not "pushed" (HEAD mid-rebase is their commit): the rebase was undone and ours
+        // found in conflict with theirs.
+        assert!(reason.contains("\"hand edit of a\""), "{reason}");
+        assert_eq!(w.remote_tip("main"), theirs);
+        assert_eq!(git(&out, &["log", "-1", "--format=%s"]), "promote");
     }
 
     #[tokio::test]

@@ -42,6 +42,7 @@ mod preview;
 mod run;
 mod state;
 mod step;
+mod warm_dirs;
 
 pub use barrier::{STEP_BARRIER_ENV, STEP_BARRIER_TIMEOUT};
 pub use context::{argocd_target, target_freight};

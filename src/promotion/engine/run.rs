@@ -164,13 +164,10 @@ impl Engine {
     }
 
     /// The Stage's warm directory, where the checkouts of its last promotion wait for the
-    /// next one: `<work root>/<project>/.warm/<stage>` (no Promotion's name starts with `.`).
+    /// next one.
     fn warm_dir(&self, run: &Run) -> std::path::PathBuf {
         let project = run.key.namespace.as_deref().unwrap_or_default();
-        self.work_root
-            .join(project)
-            .join(WARM_DIR)
-            .join(&run.promotion.spec.stage)
+        self.stage_warm_dir(project, &run.promotion.spec.stage)
     }
 
     /// Ends an ended promotion's work directory: its checkouts go warm for the Stage's next
