@@ -143,6 +143,20 @@ pub trait RepoCache: Send + Sync {
         repo_url: &str,
         credentials: Option<&GitCredentials>,
     ) -> Result<PathBuf, String>;
+
+    /// Like [`Self::fetch`], for a checkout that needs only `refs` (full names:
+    /// `refs/heads/stage/dev`) as the remote has them now and `commits` (full ids): a
+    /// mirror that already holds them need not fetch. By default, [`Self::fetch`].
+    async fn fetch_for(
+        &self,
+        repo_url: &str,
+        credentials: Option<&GitCredentials>,
+        refs: &[String],
+        commits: &[String],
+    ) -> Result<PathBuf, String> {
+        let _ = (refs, commits);
+        self.fetch(repo_url, credentials).await
+    }
 }
 
 /// Where the external tools are.

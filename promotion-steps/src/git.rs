@@ -576,8 +576,12 @@ async fn detached_head(worktree: &Path) -> Option<String> {
         .await
         .ok()?;
     let id = head.trim_end();
-    (matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-        .then(|| id.to_owned())
+    is_full_id(id).then(|| id.to_owned())
+}
+
+/// Whether `id` is a full object id as git writes it (40 or 64 lowercase hex digits).
+pub(crate) fn is_full_id(id: &str) -> bool {
+    matches!(id.len(), 40 | 64) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// The worktree's private git directory (`<mirror>/worktrees/<name>`): read from its

@@ -94,7 +94,15 @@ impl TypedStep for GitClone {
         };
         let url = redact_url(&config.repo_url);
         let git = Git::for_repo(ctx, &config.repo_url);
-        let mirror = match ctx.repos.fetch(&config.repo_url, git.credentials()).await {
+        let fetched = match needs(&plans) {
+            Some((refs, commits)) => {
+                ctx.repos
+                    .fetch_for(&config.repo_url, git.credentials(), &refs, &commits)
+                    .await
+            }
+            None => ctx.repos.fetch(&config.repo_url, git.credentials()).await,
+        };
+        let mirror = match fetched {
             Ok(mirror) => mirror,
             Err(e) => {
                 return StepOutcome::errored(format!("cannot fetch `{url}`: {}", git.redact(&e)));
@@ -281,6 +289,26 @@ fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(&b) || b.starts_with(&a)
 }
 
+/// What the checkouts need of the mirror: the refs they name (full names) and the commits
+/// (full ids); `None` when a commit is not named by its full id (only a whole fetch can
+/// tell what it is).
+fn needs(plans: &[Plan]) -> Option<(Vec<String>, Vec<String>)> {
+    let (mut refs, mut commits) = (Vec::new(), Vec::new());
+    for plan in plans {
+        match &plan.target {
+            Target::Commit(id) => {
+                if !crate::git::is_full_id(id) {
+                    return None;
+                }
+                commits.push(id.clone());
+            }
+            Target::Branch { name, .. } => refs.push(format!("refs/heads/{name}")),
+            Target::Tag(tag) => refs.push(format!("refs/tags/{tag}")),
+        }
+    }
+    Some((refs, commits))
+}
+
 /// The commit to check out (`None`: start an orphan branch), or what is missing.
 async fn resolve(
     git: &Git,
@@ -442,14 +470,9 @@ async fn register(
 /// A worktree that was sparse before and is not now is widened first (its pattern file is
 /// set to everything, then removed), so no directory stays missing.
 async fn checkout_files(git: &Git, dir: &Path, sparse: &[String]) -> Result<(), GitError> {
-    let out = git
-        .output(
-            dir,
-            &["rev-parse", "--git-path", "info/sparse-checkout"],
-            None,
-        )
-        .await?;
-    let file = dir.join(String::from_utf8_lossy(&out.stdout).trim());
+    let file = crate::git::private_git_dir(git, dir)
+        .await?
+        .join("info/sparse-checkout");
     let io = |source| GitError::Io {
         what: format!("write `{}`", file.display()),
         source,

@@ -4,13 +4,13 @@
 //!
 //! Writing the first graph of a large repository costs more than the fetch did (the
 //! Bloom filters diff every commit: about 110 s at 200,000 commits, docs/benchmarks.md),
-//! so after a mirror's first fetch it is written in the background, outside the mirror's
-//! lock: that first discovery answers with a plain `git log -- PATH` walk, as a user's
-//! own `git clone` + `git log` would, and later searches use the filters. After later
-//! fetches the graph is only extended (the new commits), which is cheap, and is written
-//! before the lock is released — unless the first write still runs, which the next fetch
-//! then extends. Answers never depend on the graph: with or without it, `git log` gives
-//! the same commits (tests check both).
+//! so it is written in the background, outside the mirror's lock: that first discovery
+//! answers with a plain `git log -- PATH` walk, as a user's own `git clone` + `git log`
+//! would, and later searches use the filters. After later fetches the graph is only
+//! extended (the new commits), which is cheap, also in the background, so a promotion
+//! waiting for its fetch does not wait for the graph; a fetch while a write still runs
+//! leaves its commits to the next fetch's write. Answers never depend on the graph: with
+//! or without it, `git log` gives the same commits (tests check both).
 //!
 //! A write is bounded ([`GRAPH_TIMEOUT`]); one stopped or killed mid-way may leave git's
 //! `commit-graph-chain.lock` behind, which [`write`] removes once it is older than that
@@ -37,15 +37,6 @@ pub(super) struct BackgroundGraphs {
 }
 
 impl BackgroundGraphs {
-    /// Whether a background write of `mirror`'s graph is running.
-    pub(super) fn is_writing(&self, mirror: &Path) -> bool {
-        self.running
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(mirror)
-            .is_some_and(|done| *done.borrow())
-    }
-
     /// Starts writing `mirror`'s graph in the background (nothing when one is running).
     pub(super) fn start(&self, mirror: &Path, url: &str) {
         let (tx, rx) = watch::channel(true);

@@ -16,8 +16,10 @@
 //! - every fetch has an overall deadline ([`FETCH_TIMEOUT`] by default): past it git and
 //!   its remote helper are killed and the lock released, with [`GitDiscoveryError::FetchTimedOut`];
 //! - after each fetch a split commit-graph with changed-path Bloom filters is written
-//!   (incrementally; the first one in the background, see `super::graph`), which the
-//!   branch search ([`super::search`]) reads.
+//!   in the background (incrementally after the first, see `super::graph`), which the
+//!   branch search ([`super::search`]) reads;
+//! - a promotion's checkout ([`MirrorCache::fetch_for`]) fetches only when a ref it checks
+//!   out moved on the remote or a commit it needs is missing.
 //!
 //! One fetch serves many askers: [`MirrorCache::fetch_to`] takes the ref listing the asker
 //! just saw, and an asker that waited (bounded) behind a running fetch finds the mirror
@@ -49,7 +51,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::cli;
 use super::error::{GitDiscoveryError, chain, redact_url};
-use super::graph::{self, BackgroundGraphs, GRAPH_TIMEOUT};
+use super::graph::{BackgroundGraphs, GRAPH_TIMEOUT};
 
 /// How long listing a remote's refs may take.
 pub const LS_REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
@@ -234,6 +236,34 @@ impl MirrorCache {
         self.fetch_to(url, creds, &remote).await
     }
 
+    /// Brings the mirror of `url` up to date for a checkout that needs only `refs` (full
+    /// names: `refs/heads/stage/dev`, `refs/tags/v1`) as the remote has them now and
+    /// `commits` (full ids) present, and returns its directory. One listing of the remote;
+    /// when the mirror already holds all of that, nothing is fetched (other refs may lag
+    /// until the next fetch, which brings them); otherwise the whole mirror is fetched as
+    /// [`Self::fetch`] does.
+    pub async fn fetch_for(
+        &self,
+        url: &str,
+        creds: Option<&GitCredentials>,
+        refs: &[String],
+        commits: &[String],
+    ) -> Result<PathBuf, GitDiscoveryError> {
+        let remote = self.list_remote(url, creds).await?;
+        let mirror = self.mirror_path(url);
+        let (path, listed) = (mirror.clone(), remote.clone());
+        let (refs, commits) = (refs.to_vec(), commits.to_vec());
+        let holds = blocking(url, move || {
+            Ok(mirror_holds(&path, &listed, &refs, &commits))
+        })
+        .await?;
+        if holds {
+            tracing::debug!(url = %redact_url(url), "mirror already holds what the checkout needs; no fetch");
+            return Ok(mirror);
+        }
+        self.fetch_to(url, creds, &remote).await
+    }
+
     /// Bring the mirror of `url` up to `remote` (a listing the caller just took) and return
     /// its directory. When the mirror already holds every branch and tag as listed (say,
     /// another Warehouse's fetch ran while this one waited for the lock), nothing is
@@ -270,12 +300,8 @@ impl MirrorCache {
         }
         self.fetches.fetch_add(1, Ordering::Relaxed);
         self.fetch_cli(&mirror, url, creds, &state).await?;
-        if state.fresh {
-            // The first graph costs more than the fetch: written after, off the lock.
-            self.graphs.start(&mirror, url);
-        } else if !self.graphs.is_writing(&mirror) {
-            graph::write(&mirror, url).await;
-        }
+        // Off the lock and off the caller's path (a promotion waits for this fetch).
+        self.graphs.start(&mirror, url);
         if let Some(target) = remote.head_target.clone() {
             let (path, task_url) = (mirror.clone(), url.to_owned());
             blocking(url, move || {
@@ -424,6 +450,29 @@ fn mirror_state(path: &Path, wanted: &RemoteRefs) -> Result<MirrorState, GitDisc
         fresh: held.is_empty(),
         configured_url,
     })
+}
+
+/// Whether the mirror at `path` holds each of `refs` as `remote` lists it (a ref the
+/// remote does not have must be missing too) and each of `commits`. `false` when the
+/// mirror cannot be read (no mirror yet).
+fn mirror_holds(path: &Path, remote: &RemoteRefs, refs: &[String], commits: &[String]) -> bool {
+    let Ok(repo) = gix::open_opts(path, open_options()) else {
+        return false;
+    };
+    let held = |name: &str| -> Option<String> {
+        let mut reference = repo.try_find_reference(name).ok()??;
+        reference.peel_to_id().ok().map(|id| id.to_string())
+    };
+    let refs_held = refs
+        .iter()
+        .all(|name| held(name).as_ref() == remote.refs.get(name));
+    refs_held
+        && commits.iter().all(|id| {
+            gix::ObjectId::from_hex(id.as_bytes())
+                .ok()
+                .and_then(|id| repo.try_find_header(id).ok().flatten())
+                .is_some_and(|header| header.kind() == gix::object::Kind::Commit)
+        })
 }
 
 /// Whether git's stderr says the server refused (or wanted) credentials.

@@ -488,3 +488,51 @@ async fn fifty_warehouses_on_one_repository_fetch_it_once_per_round() {
     assert_eq!(second[7].commits.len(), 2);
     assert_eq!(second[8].commits[0].message, "app 8");
 }
+
+/// A promotion's checkout (issue 15, item 4): the mirror is fetched only when a ref it
+/// checks out moved on the remote or a commit it needs is missing; other refs moving do
+/// not cost it a fetch.
+#[tokio::test]
+async fn a_checkout_fetches_only_when_what_it_needs_moved_or_is_missing() {
+    let origin = Origin::new();
+    let one = origin.commit(&[("app/a.yaml", "a: 1\n")], "One");
+    let data = tempfile::tempdir().unwrap();
+    let cache = MirrorCache::new(data.path());
+    let url = origin.url();
+    let mirror = cache.fetch(&url, None).await.unwrap();
+    assert_eq!(cache.fetch_count(), 1);
+    let main = ["refs/heads/main".to_owned()];
+
+    // Another branch appears on the remote; `main` and the commit are held: no fetch.
+    origin.git(&["push", "--quiet", "origin", "HEAD:refs/heads/other"]);
+    let path = cache
+        .fetch_for(&url, None, &main, std::slice::from_ref(&one))
+        .await
+        .unwrap();
+    assert_eq!((path, cache.fetch_count()), (mirror.clone(), 1));
+    // A branch neither has (a stage branch to be created): held too.
+    let unborn = ["refs/heads/stage/dev".to_owned()];
+    cache.fetch_for(&url, None, &unborn, &[]).await.unwrap();
+    assert_eq!(cache.fetch_count(), 1);
+
+    // `main` moved: one fetch, which brings every ref.
+    let two = origin.commit(&[("app/a.yaml", "a: 2\n")], "Two");
+    cache.fetch_for(&url, None, &main, &[]).await.unwrap();
+    assert_eq!(cache.fetch_count(), 2);
+    assert_eq!(git(&mirror, &["rev-parse", "refs/heads/main"]), two);
+    assert_eq!(git(&mirror, &["rev-parse", "refs/heads/other"]), one);
+
+    // A commit the mirror lacks (on a branch pushed since): a fetch.
+    origin.git(&["commit", "--quiet", "--allow-empty", "-m", "Side"]);
+    let side = origin.git(&["rev-parse", "HEAD"]);
+    origin.git(&["push", "--quiet", "origin", "HEAD:refs/heads/side"]);
+    cache
+        .fetch_for(&url, None, &main, std::slice::from_ref(&side))
+        .await
+        .unwrap();
+    assert_eq!(cache.fetch_count(), 3);
+    assert_eq!(git(&mirror, &["cat-file", "-t", &side]), "commit");
+    // What that fetch brought is held: no fetch.
+    cache.fetch_for(&url, None, &main, &[side]).await.unwrap();
+    assert_eq!(cache.fetch_count(), 3);
+}
