@@ -541,8 +541,10 @@ async fn the_next_promotion_reuses_warm_worktrees_and_sees_nothing_the_last_one_
             "{} holds dev's warm worktrees",
             warm.display()
         );
-        let deleted = q.cli(&["delete", "stage", "dev"])?;
-        assert!(deleted.status.success(), "{}", text(&deleted));
+        for stage in ["prod", "staging", "dev"] {
+            let deleted = q.cli(&["delete", "stage", stage])?;
+            assert!(deleted.status.success(), "{}", text(&deleted));
+        }
         q.wait_until("dev's warm directory to be removed", || {
             Ok((!warm.exists()).then_some(()))
         })?;

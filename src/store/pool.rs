@@ -50,9 +50,17 @@ fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
     Ok(connection)
 }
 
+/// How much of the database file a connection maps into memory (`PRAGMA mmap_size`): reads
+/// of mapped pages are memory reads, not a `pread` and a copy each (a 5,000-Stage project
+/// page spent a quarter of its time in `pread`). Address space only; the pages are the
+/// kernel's page cache, shared by every connection. Beyond it, pages are read as before.
+const MMAP_SIZE: u64 = 1 << 30;
+
 /// The pragmas every connection shares.
 fn configure(connection: &Connection) -> rusqlite::Result<()> {
-    connection.execute_batch("PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;")?;
+    connection.execute_batch(&format!(
+        "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA mmap_size={MMAP_SIZE};"
+    ))?;
     connection.busy_timeout(BUSY_TIMEOUT)
 }
 
