@@ -714,6 +714,20 @@ mod tests {
             (ours, theirs, tip)
         }
 
+        /// `promotion` commits `app/a.yaml` in `out` while someone else pushes another
+        /// edit of it to `main`: the context, `out` and their commit.
+        async fn conflicting_edits(&self, promotion: &str) -> (StepContext, PathBuf, String) {
+            let (ctx, out) = self.checkout(promotion, "main", false).await;
+            commit(&ctx, &out, "app/a.yaml", "v: ours\n", "promote").await;
+            let theirs = push_files(
+                &self.url,
+                "main",
+                &[("app/a.yaml", "v: theirs\n")],
+                "hand edit of a",
+            );
+            (ctx, out, theirs)
+        }
+
         fn remote_tip(&self, branch: &str) -> String {
             git(&self.dir.path().join("config.git"), &["rev-parse", branch])
         }
@@ -975,14 +989,7 @@ mod tests {
     #[tokio::test]
     async fn a_rebase_a_crash_left_half_done_is_undone_before_anything_is_pushed() {
         let w = world();
-        let (ctx, out) = w.checkout("staging-3", "main", false).await;
-        commit(&ctx, &out, "app/a.yaml", "v: ours\n", "promote").await;
-        let theirs = push_files(
-            &w.url,
-            "main",
-            &[("app/a.yaml", "v: theirs\n")],
-            "hand edit of a",
-        );
+        let (ctx, out, theirs) = w.conflicting_edits("staging-3").await;
         // A crash mid-rebase: HEAD sits on their commit, ours not yet applied.
         git(&out, &["fetch", "-q", &w.url, "main"]);
         let rebase = std::process::Command::new("git")
@@ -1007,14 +1014,7 @@ mod tests {
     #[tokio::test]
     async fn a_conflicting_change_fails_naming_the_remote_commit() {
         let w = world();
-        let (ctx, out) = w.checkout("staging-2", "main", false).await;
-        commit(&ctx, &out, "app/a.yaml", "v: ours\n", "promote").await;
-        let theirs = push_files(
-            &w.url,
-            "main",
-            &[("app/a.yaml", "v: theirs\n")],
-            "hand edit of a",
-        );
+        let (ctx, out, theirs) = w.conflicting_edits("staging-2").await;
         let reason = failed(
             GitPush
                 .run(&ctx, json!({"path": "out", "targetBranch": "main"}))
