@@ -22,6 +22,7 @@ mod feed;
 pub mod kubernetes;
 mod modify;
 mod object;
+mod picked_cache;
 mod pool;
 mod sessions;
 mod sqlite;

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::api::{Kind, ObjectKey};
 
 use super::object::{desired_state, key_of, resource_version_of, spec_part};
+use super::picked_cache::{self, PickKey, PickedCache};
 use super::pool::{self, ReadPool};
 use super::{Change, ChangeFeed, ChangeOp, ObjectFields, Store, StoreError, StoredObject, Write};
 
@@ -155,6 +156,8 @@ struct Inner {
     readers: Arc<ReadPool>,
     latest: watch::Sender<u64>,
     path: PathBuf,
+    /// `list_fields`' answers while nothing they read changed (`picked_cache.rs`).
+    picked: Arc<PickedCache>,
 }
 
 impl SqliteStore {
@@ -203,6 +206,7 @@ impl SqliteStore {
         sql: String,
         mut arguments: Vec<rusqlite::types::Value>,
         pointers: &[&'static str],
+        kept: Option<PickKey>,
     ) -> Result<Vec<ObjectFields>, StoreError> {
         let namespace = namespace.to_owned();
         let pointers = pointers.to_vec();
@@ -211,7 +215,20 @@ impl SqliteStore {
                 .iter()
                 .map(|p| rusqlite::types::Value::Text(json_path(p))),
         );
+        let cache = self.inner.picked.clone();
         self.with_reader(move |c| {
+            // The version first, then the fields (see `picked_cache.rs`).
+            let kept = match kept {
+                Some(key) => {
+                    let version = picked_cache::kind_version(c, kind, &namespace)?;
+                    if let Some(answer) = cache.get(&key, version) {
+                        super::stats::record_read(answer.len());
+                        return Ok(answer.as_ref().clone());
+                    }
+                    Some((key, version))
+                }
+                None => None,
+            };
             let mut statement = c.prepare_cached(&sql)?;
             let mut rows = statement.query(rusqlite::params_from_iter(arguments))?;
             let mut found = Vec::new();
@@ -235,6 +252,9 @@ impl SqliteStore {
                 found.push(fields);
             }
             super::stats::record_read(found.len());
+            if let Some((key, version)) = kept {
+                cache.put(key, version, Arc::new(found.clone()));
+            }
             Ok(found)
         })
         .await
@@ -263,6 +283,7 @@ impl SqliteStore {
                 readers: Arc::new(readers),
                 latest: sender,
                 path,
+                picked: Arc::default(),
             }),
         })
     }
@@ -620,7 +641,9 @@ impl Store for SqliteStore {
             rusqlite::types::Value::Text(kind.as_str().to_owned()),
             rusqlite::types::Value::Text(namespace.to_owned()),
         ];
-        self.picked(kind, namespace, sql, arguments, pointers).await
+        let kept = picked_cache::key(kind, namespace, pointers);
+        self.picked(kind, namespace, sql, arguments, pointers, Some(kept))
+            .await
     }
 
     async fn list_newest_fields(
@@ -640,7 +663,8 @@ impl Store for SqliteStore {
             rusqlite::types::Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)),
             null,
         ];
-        self.picked(kind, namespace, sql, arguments, pointers).await
+        self.picked(kind, namespace, sql, arguments, pointers, None)
+            .await
     }
 
     async fn get_many(
@@ -803,6 +827,74 @@ mod tests {
             object["metadata"]["resourceVersion"] = json!(rv);
         }
         object
+    }
+
+    /// `list_fields`' answers are kept (`picked_cache.rs`) and given again only while no
+    /// object of that kind in that project was written.
+    #[tokio::test]
+    async fn a_kept_list_fields_answer_is_given_only_while_nothing_it_read_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let pointers = ["/status/health/status"];
+        let health = |picked: &[ObjectFields]| -> Vec<(String, Value)> {
+            picked
+                .iter()
+                .map(|f| {
+                    (
+                        f.key.name.clone(),
+                        f.fields["status"]["health"]["status"].clone(),
+                    )
+                })
+                .collect()
+        };
+        let pick = || store.list_fields(Kind::Stage, "demo", &pointers);
+        let dev = store.create(stage("dev", None)).await.unwrap();
+        store.create(stage("qa", None)).await.unwrap();
+        assert_eq!(
+            health(&pick().await.unwrap()),
+            [("dev".into(), Value::Null), ("qa".into(), Value::Null)]
+        );
+        // The answer is kept: a change behind the store's back (no new revision) is not seen.
+        let sneak = |body: &str| {
+            let writer = store.inner.writer.lock().unwrap();
+            writer
+                .execute(
+                    "UPDATE objects SET body = json_set(body, '$.status.health.status', ?1)
+                     WHERE kind = 'Stage' AND name = 'qa'",
+                    [body],
+                )
+                .unwrap();
+        };
+        sneak("Sneaked");
+        assert_eq!(health(&pick().await.unwrap())[1].1, Value::Null, "kept");
+        // Every write through the store is seen: an update, a create, a delete.
+        store
+            .update_status(&dev.key, json!({"health": {"status": "Healthy"}}), None)
+            .await
+            .unwrap();
+        let after_update = health(&pick().await.unwrap());
+        assert_eq!(after_update[0].1, json!("Healthy"));
+        assert_eq!(
+            after_update[1].1,
+            json!("Sneaked"),
+            "read again, from the table"
+        );
+        store.create(stage("prod", None)).await.unwrap();
+        assert_eq!(pick().await.unwrap().len(), 3);
+        let qa = ObjectKey::namespaced(Kind::Stage, "demo", "qa");
+        store.delete(&qa, None).await.unwrap();
+        let names: Vec<String> = health(&pick().await.unwrap())
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["dev", "prod"]);
+        // A write elsewhere (another project) does not matter to this answer.
+        store
+            .create(json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+            "metadata": {"name": "x", "namespace": "elsewhere"}, "spec": {}}))
+            .await
+            .unwrap();
+        assert_eq!(pick().await.unwrap().len(), 2);
     }
 
     /// `list_fields` and `list_newest_fields` pick the same fields in SQL as
