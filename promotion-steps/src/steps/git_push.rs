@@ -187,6 +187,8 @@ pub(crate) struct Push<'a> {
 #[derive(Debug, PartialEq)]
 enum Pushed {
     Yes,
+    /// The branch already points at our commit (a resumed push that landed before).
+    AlreadyThere,
     /// Someone else moved the branch: fetch, rebase, try again.
     Moved(String),
     /// The remote refused for another reason (a hook, a protected branch).
@@ -217,11 +219,7 @@ impl Push<'_> {
             };
             if let Some(tip) = &tip {
                 if let Some(landed) = self.landed(&head, tip).await? {
-                    self.ctx.log(&format!(
-                        "`{}` of `{}` already has our change {landed}",
-                        self.branch, self.url
-                    ));
-                    return Ok(done(&self.url, self.branch, &landed));
+                    return Ok(self.already_there(&landed));
                 }
                 if !self.force {
                     match self.rebase(&head, tip).await? {
@@ -243,6 +241,7 @@ impl Push<'_> {
                     ));
                     return Ok(done(&self.url, self.branch, &head));
                 }
+                Pushed::AlreadyThere => return Ok(self.already_there(&head)),
                 Pushed::Moved(why) => {
                     self.ctx.log(&format!(
                         "attempt {attempt}/{max_attempts}: `{}` moved ({why}); retrying",
@@ -271,6 +270,15 @@ impl Push<'_> {
             "gave up pushing `{}` to `{}` of `{}` after {max_attempts} attempts: the branch kept moving{last}; hint: promote again, or raise `maxAttempts`",
             self.path, self.branch, self.url
         )))
+    }
+
+    /// Our change is on the branch already (`commit`): said, and done without a push.
+    fn already_there(&self, commit: &str) -> StepOutcome {
+        self.ctx.log(&format!(
+            "`{}` of `{}` already has our change {commit}",
+            self.branch, self.url
+        ));
+        done(&self.url, self.branch, commit)
     }
 
     /// The commit at the remote branch, or `None` when the branch does not exist yet.
@@ -455,6 +463,9 @@ impl Push<'_> {
             return Err(self.git.failure(&args, &output));
         };
         let summary = line.split('\t').nth(2).unwrap_or_default().to_string();
+        if output.status.success() && line.starts_with('=') {
+            return Ok(Pushed::AlreadyThere);
+        }
         if output.status.success() && !line.starts_with('!') {
             return Ok(Pushed::Yes);
         }
@@ -761,10 +772,17 @@ mod tests {
         assert_eq!(got["branch"], json!("stage/dev"));
         assert_eq!(got["commit"], json!(sha));
         assert_eq!(w.remote_tip("stage/dev"), sha);
-        // Again: nothing new is pushed.
+        // Again (a resumed push that had landed): nothing new is pushed, and it says so.
+        let (with_log, lines) = crate::testing::context_with_log(&ctx.work_dir);
+        let ctx = StepContext {
+            log: with_log.log,
+            ..ctx
+        };
         let again = outputs(GitPush.run(&ctx, config).await);
         assert_eq!(again, got);
         assert_eq!(w.subjects("stage/dev"), vec!["promote to dev"]);
+        let logged = lines.lock().unwrap().join("\n");
+        assert!(logged.contains("already has our change"), "{logged}");
     }
 
     #[tokio::test]
