@@ -27,10 +27,13 @@ pub(super) type PickKey = (Kind, String, Vec<&'static str>);
 /// How many objects of one kind a project has, and the newest `resource_version` of them.
 pub(super) type KindVersion = (i64, i64);
 
+/// One kept answer: what was asked, at which version, and the answer.
+type Entry = (PickKey, KindVersion, Arc<Vec<ObjectFields>>);
+
 /// The kept answers.
 #[derive(Default)]
 pub(super) struct PickedCache {
-    entries: Mutex<Vec<(PickKey, KindVersion, Arc<Vec<ObjectFields>>)>>,
+    entries: Mutex<Vec<Entry>>,
 }
 
 impl PickedCache {
