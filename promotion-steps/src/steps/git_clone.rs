@@ -387,6 +387,12 @@ async fn ensure_worktree(
             git.run_with_input(dir, &["update-ref", "--stdin"], Some(&stale))
                 .await?;
         }
+        // A git the last promotion's abort killed may have left the index locked; nothing
+        // runs in a parked worktree, so the lock is stale.
+        let lock = crate::git::private_git_dir(git, dir)
+            .await?
+            .join("index.lock");
+        let _ = tokio::fs::remove_file(&lock).await;
         existing = Existing::Worktree(want.map(str::to_string));
         how = How::Warm;
     }
