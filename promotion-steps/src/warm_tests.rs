@@ -340,3 +340,22 @@ async fn slots_the_last_promotion_did_not_use_are_removed_and_previews_stay_cold
     assert!(!w.warm().exists());
     assert_eq!(w.mirror_worktrees(), 1, "only the preview's own worktree");
 }
+
+/// A git an abort killed mid-`reset` leaves the worktree's index locked; parked so, the
+/// next promotion's take removes the stale lock instead of failing on it.
+#[tokio::test]
+async fn a_stale_index_lock_in_a_parked_worktree_does_not_stop_the_next_checkout() {
+    let w = World::new();
+    let one = push_files(&w.url, "stage/x", &[("app.yaml", "image: 1")], "one");
+    let (ctx, log) = w.promotion("p1");
+    let out = json!({"branch": "stage/x", "path": "./out"});
+    w.clone(&ctx, &log, out.clone()).await;
+    let dir = ctx.work_dir.join("out");
+    let private = git(&dir, &["rev-parse", "--path-format=absolute", "--git-dir"]);
+    std::fs::write(Path::new(&private).join("index.lock"), "").unwrap();
+    assert_eq!(w.end(&ctx).await, 1);
+    let (ctx, log) = w.promotion("p2");
+    let (got, said) = w.clone(&ctx, &log, out).await;
+    assert!(said.contains("reused warm worktree"), "{said}");
+    assert_eq!(got["commit"], json!(one));
+}

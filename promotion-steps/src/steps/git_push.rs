@@ -198,7 +198,10 @@ enum Pushed {
 impl Push<'_> {
     async fn run(&self, mut head: String, max_attempts: u32) -> Result<StepOutcome, GitError> {
         for attempt in 1..=max_attempts {
-            if attempt > 1 {
+            // The retry right after the first push was refused unseen goes at once: it
+            // is the first look at the remote's tip, not a race lost to it.
+            let refused_unseen = attempt == 2 && !self.force;
+            if attempt > 1 && !refused_unseen {
                 let pause = backoff(attempt - 1);
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
