@@ -19,6 +19,7 @@
 mod deliveries;
 mod error;
 mod feed;
+mod kept_by;
 pub mod kubernetes;
 mod modify;
 mod object;
@@ -32,14 +33,19 @@ mod tokens;
 pub use deliveries::DeliveryLog;
 pub use error::StoreError;
 pub use feed::{Change, ChangeFeed, ChangeOp};
+pub use kept_by::KeptBy;
 pub use modify::{modify_object, modify_status, modify_typed_status};
-pub use object::{ObjectFields, StoredObject, Write, desired_state, key_of, resource_version_of};
+pub use object::{
+    ObjectFields, Picked, StoredObject, Write, desired_state, key_of, resource_version_of,
+};
 pub use sessions::{SessionRecord, SessionStore};
 pub use sqlite::{DATABASE_FILE, SqliteStore};
 pub use tokens::{
     BOOTSTRAP_CREATOR, ClusterBinding, RevokedToken, TokenDetails, TokenInfo, TokenRecord,
     TokenStore,
 };
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
@@ -135,18 +141,23 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
     /// of every resource of a kind in one project, ordered by name: for pages that need a
     /// little of each of thousands of resources (the project page's outline of its
     /// Stages) without reading and typing them whole.
+    ///
+    /// The answer is shared: a store may keep it and hand out the same [`Picked`] again
+    /// while nothing it read changed, so that a caller can keep what it derives from it
+    /// under its identity ([`KeptBy`]).
     async fn list_fields(
         &self,
         kind: Kind,
         namespace: &str,
         pointers: &[&'static str],
-    ) -> Result<Vec<ObjectFields>, StoreError> {
-        Ok(self
-            .list(kind, Some(namespace))
-            .await?
-            .iter()
-            .map(|o| ObjectFields::of(o, pointers))
-            .collect())
+    ) -> Result<Picked, StoreError> {
+        Ok(Arc::new(
+            self.list(kind, Some(namespace))
+                .await?
+                .iter()
+                .map(|o| ObjectFields::of(o, pointers))
+                .collect(),
+        ))
     }
 
     /// A few fields (JSON pointers) of the newest `limit` resources of a kind in one
@@ -158,13 +169,14 @@ pub trait Store: DeliveryLog + Send + Sync + 'static {
         namespace: &str,
         limit: usize,
         pointers: &[&'static str],
-    ) -> Result<Vec<ObjectFields>, StoreError> {
-        Ok(self
-            .list_newest(kind, namespace, limit, None)
-            .await?
-            .iter()
-            .map(|o| ObjectFields::of(o, pointers))
-            .collect())
+    ) -> Result<Picked, StoreError> {
+        Ok(Arc::new(
+            self.list_newest(kind, namespace, limit, None)
+                .await?
+                .iter()
+                .map(|o| ObjectFields::of(o, pointers))
+                .collect(),
+        ))
     }
 
     /// The resources of a kind in one project with these names (missing ones are left

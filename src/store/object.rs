@@ -1,5 +1,7 @@
 //! What goes into the store and what comes out of it.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::api::{Kind, ObjectKey, ResourceBody as _};
@@ -38,6 +40,9 @@ pub struct ObjectFields {
     /// The fields asked for.
     pub fields: Value,
 }
+
+/// A shared `list_fields` answer ([`super::Store::list_fields`]).
+pub type Picked = Arc<Vec<ObjectFields>>;
 
 impl ObjectFields {
     /// The fields at `pointers` (JSON pointers, `/spec/requestedFreight`) of `object`.

@@ -18,8 +18,13 @@ use rusqlite::{Connection, params};
 use super::object::ObjectFields;
 use crate::api::Kind;
 
-/// How many answers are kept (the oldest goes first).
-const ENTRIES: usize = 16;
+/// How many answers are kept (the oldest goes first): enough for the release board of
+/// dozens of projects, each read for the board and for its project page.
+const ENTRIES: usize = 128;
+
+/// How many objects the kept answers hold together, at most (the oldest answer goes
+/// first): a few fields of each, so a few hundred bytes to a few kilobytes each.
+const OBJECTS: usize = 100_000;
 
 /// What was asked: the kind, the project and the fields.
 pub(super) type PickKey = (Kind, String, Vec<&'static str>);
@@ -54,10 +59,11 @@ impl PickedCache {
     pub(super) fn put(&self, key: PickKey, version: KindVersion, answer: Arc<Vec<ObjectFields>>) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|(k, _, _)| k != &key);
-        if entries.len() >= ENTRIES {
+        entries.push((key, version, answer));
+        let held = |entries: &Vec<Entry>| entries.iter().map(|(_, _, a)| a.len()).sum::<usize>();
+        while entries.len() > 1 && (entries.len() > ENTRIES || held(&entries) > OBJECTS) {
             entries.remove(0);
         }
-        entries.push((key, version, answer));
     }
 }
 

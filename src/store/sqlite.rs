@@ -15,7 +15,9 @@ use crate::api::{Kind, ObjectKey};
 use super::object::{desired_state, key_of, resource_version_of, spec_part};
 use super::picked_cache::{self, PickKey, PickedCache};
 use super::pool::{self, ReadPool};
-use super::{Change, ChangeFeed, ChangeOp, ObjectFields, Store, StoreError, StoredObject, Write};
+use super::{
+    Change, ChangeFeed, ChangeOp, ObjectFields, Picked, Store, StoreError, StoredObject, Write,
+};
 
 /// The database file inside the data directory.
 pub const DATABASE_FILE: &str = "dray.db";
@@ -207,7 +209,7 @@ impl SqliteStore {
         mut arguments: Vec<rusqlite::types::Value>,
         pointers: &[&'static str],
         kept: Option<PickKey>,
-    ) -> Result<Vec<ObjectFields>, StoreError> {
+    ) -> Result<Picked, StoreError> {
         let namespace = namespace.to_owned();
         let pointers = pointers.to_vec();
         arguments.extend(
@@ -223,7 +225,7 @@ impl SqliteStore {
                     let version = picked_cache::kind_version(c, kind, &namespace)?;
                     if let Some(answer) = cache.get(&key, version) {
                         super::stats::record_read(answer.len());
-                        return Ok(answer.as_ref().clone());
+                        return Ok(answer);
                     }
                     Some((key, version))
                 }
@@ -252,8 +254,9 @@ impl SqliteStore {
                 found.push(fields);
             }
             super::stats::record_read(found.len());
+            let found = Arc::new(found);
             if let Some((key, version)) = kept {
-                cache.put(key, version, Arc::new(found.clone()));
+                cache.put(key, version, found.clone());
             }
             Ok(found)
         })
@@ -632,7 +635,7 @@ impl Store for SqliteStore {
         kind: Kind,
         namespace: &str,
         pointers: &[&'static str],
-    ) -> Result<Vec<ObjectFields>, StoreError> {
+    ) -> Result<Picked, StoreError> {
         let sql = format!(
             "SELECT name{} FROM objects WHERE kind = ?1 AND namespace = ?2 ORDER BY name",
             picked_columns(pointers.len(), 3)
@@ -652,7 +655,7 @@ impl Store for SqliteStore {
         namespace: &str,
         limit: usize,
         pointers: &[&'static str],
-    ) -> Result<Vec<ObjectFields>, StoreError> {
+    ) -> Result<Picked, StoreError> {
         let sql = newest_select(&picked_columns(pointers.len(), 7), false);
         let null = rusqlite::types::Value::Null;
         let arguments = vec![
@@ -865,14 +868,20 @@ mod tests {
                 )
                 .unwrap();
         };
+        let before = pick().await.unwrap();
         sneak("Sneaked");
-        assert_eq!(health(&pick().await.unwrap())[1].1, Value::Null, "kept");
+        let kept = pick().await.unwrap();
+        assert_eq!(health(&kept)[1].1, Value::Null, "kept");
+        // The very same answer is handed out, so what callers derive from it is kept too.
+        assert!(Arc::ptr_eq(&before, &kept), "the kept answer is shared");
         // Every write through the store is seen: an update, a create, a delete.
         store
             .update_status(&dev.key, json!({"health": {"status": "Healthy"}}), None)
             .await
             .unwrap();
-        let after_update = health(&pick().await.unwrap());
+        let updated = pick().await.unwrap();
+        assert!(!Arc::ptr_eq(&kept, &updated), "a new answer after a write");
+        let after_update = health(&updated);
         assert_eq!(after_update[0].1, json!("Healthy"));
         assert_eq!(
             after_update[1].1,
@@ -943,7 +952,7 @@ mod tests {
             .iter()
             .map(|o| ObjectFields::of(o, &pointers))
             .collect();
-        assert_eq!(picked, whole);
+        assert_eq!(*picked, whole);
         assert_eq!(picked.len(), 2, "only project `demo`'s Stages: {picked:?}");
         assert_eq!(
             picked[0].fields,
@@ -971,7 +980,7 @@ mod tests {
                 .iter()
                 .map(|o| ObjectFields::of(o, &pointers))
                 .collect();
-            assert_eq!(newest, whole, "the newest {limit}");
+            assert_eq!(*newest, whole, "the newest {limit}");
             assert_eq!(newest.len(), limit.min(2));
         }
     }

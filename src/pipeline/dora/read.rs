@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use super::{Deployment, History, StageNumbers, Verdict, Verification, compute};
 use crate::api::{Freight, Kind, PromotionPhase, Time, VerificationInfo, VerificationPhase};
-use crate::store::{Store, StoreError};
+use crate::store::{KeptBy, ObjectFields, Store, StoreError};
 
 /// How many of a project's newest Promotions the numbers are computed from: enough for
 /// 30 days of a busy project, bounded for a huge one (older ones are then not counted).
@@ -79,6 +79,19 @@ struct PickedPromotionStatus {
     finished_at: Option<Time>,
 }
 
+/// Each Stage's verifications, typed out of the store's answer while it gives the same.
+static STAGES: KeptBy<Vec<ObjectFields>, Vec<(String, PickedStatus)>> = KeptBy::new();
+
+fn stage_statuses(answer: &[ObjectFields]) -> Vec<(String, PickedStatus)> {
+    answer
+        .iter()
+        .filter_map(|fields| {
+            let picked: PickedStage = fields.to_typed().ok()?;
+            Some((fields.key.name.clone(), picked.status))
+        })
+        .collect()
+}
+
 /// The numbers of every Stage of `project` over the `days` up to `now`.
 pub async fn project_numbers(
     store: &dyn Store,
@@ -86,15 +99,10 @@ pub async fn project_numbers(
     now: Timestamp,
     days: u32,
 ) -> Result<ProjectNumbers, StoreError> {
-    let stages: Vec<(String, PickedStatus)> = store
+    let answer = store
         .list_fields(Kind::Stage, project, &STAGE_FIELDS)
-        .await?
-        .into_iter()
-        .filter_map(|fields| {
-            let picked: PickedStage = fields.to_typed().ok()?;
-            Some((fields.key.name, picked.status))
-        })
-        .collect();
+        .await?;
+    let stages = STAGES.get_or_derive(&answer, |a| stage_statuses(a));
     let names: Vec<String> = stages.iter().map(|(name, _)| name.clone()).collect();
     let promotions: Vec<PickedPromotion> = store
         .list_newest_fields(Kind::Promotion, project, PROMOTION_LIMIT, &PROMOTION_FIELDS)
@@ -125,7 +133,7 @@ pub async fn project_numbers(
             _ => {}
         }
     }
-    for (name, status) in &stages {
+    for (name, status) in stages.iter() {
         let mut seen = BTreeSet::new();
         for run in status
             .verification

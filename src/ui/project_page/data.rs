@@ -2,6 +2,7 @@
 //! Stage's board (`crate::pipeline::board`) for the selected Freight.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::api::{
     Freight, Kind, ObjectKey, Project, Promotion, ResourceBody as _, Stage, Verb, Warehouse,
@@ -10,10 +11,12 @@ use crate::pipeline::board::{self, StageBoard};
 use crate::server::ApiError;
 use crate::server::AppState;
 use crate::server::auth::Permissions;
+use crate::store::KeptBy;
 
 use super::super::graph::{self, NodeRef};
 use super::super::{UiError, Viewer};
 use super::heights::node_heights;
+use super::outline::StageOutline;
 use super::pipeline::upstreams;
 use super::scope::{self, Scope};
 use super::{LANE_PAGE, MAX_LANES, ProjectQuery, TIMELINE_PAGE};
@@ -49,6 +52,20 @@ pub(crate) struct ProjectData {
     pub deliveries: (Vec<crate::api::NotificationStatus>, usize),
 }
 
+/// The Stages the page draws when nothing is searched for (most requests), worked out
+/// once per outline: choosing them lays out the whole graph of a large project.
+static UNFILTERED: KeptBy<Vec<StageOutline>, (Vec<String>, Scope)> = KeptBy::new();
+
+/// The names of the Stages drawn of `all`, and what is left out.
+fn drawn(
+    all: &[StageOutline],
+    q: Option<String>,
+    warehouse: Option<String>,
+) -> (Vec<String>, Scope) {
+    let (drawn, scope) = scope::scope(all, q, warehouse);
+    (drawn.into_iter().map(|s| s.name.clone()).collect(), scope)
+}
+
 /// Reads what the project page shows; 403 without `list` on stages, 404 for no project.
 pub(crate) async fn load(
     state: &AppState,
@@ -78,18 +95,22 @@ pub(crate) async fn load(
                 .with_hint("see the projects at /"),
         ));
     }
-    let mut outlines = super::outline::read(store, project).await?;
-    let scope = scope::scope(
-        &mut outlines,
+    let outlines = super::outline::read(store, project).await?;
+    let (q, warehouse) = (
         scope::parameter(query.q.as_deref()),
         scope::parameter(query.warehouse.as_deref()),
     );
-    let drawn: Vec<String> = outlines.into_iter().map(|o| o.name).collect();
+    let drawn = if q.is_none() && warehouse.is_none() {
+        UNFILTERED.get_or_derive(&outlines, |all| drawn(all, None, None))
+    } else {
+        Arc::new(drawn(&outlines, q, warehouse))
+    };
+    let (drawn, scope) = (&drawn.0, drawn.1.clone());
     let mut stages: Vec<Stage> = if drawn.is_empty() {
         Vec::new()
     } else {
         store
-            .get_many(Kind::Stage, project, &drawn)
+            .get_many(Kind::Stage, project, drawn)
             .await?
             .iter()
             .filter_map(|s| s.to_typed().ok())

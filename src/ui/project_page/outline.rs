@@ -4,10 +4,12 @@
 //! reading and typing thousands of whole Stages. The page then reads whole only the Stages
 //! it draws.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use crate::api::{FreightRequest, HealthState, Kind};
-use crate::store::{Store, StoreError};
+use crate::store::{KeptBy, ObjectFields, Store, StoreError};
 
 /// What [`read`] asks the store for.
 const FIELDS: [&str; 3] = [
@@ -65,24 +67,31 @@ struct PickedHealth {
     status: Option<HealthState>,
 }
 
+/// The outlines worked out of the store's answers, kept while the store gives the same.
+static OUTLINES: KeptBy<Vec<ObjectFields>, Vec<StageOutline>> = KeptBy::new();
+
 /// The outline of every Stage of `project`, by name. A Stage whose fields do not parse
-/// is left out, as whole reads leave out a Stage that does not match its kind.
+/// is left out, as whole reads leave out a Stage that does not match its kind. Shared:
+/// while no Stage of the project changed, every request gets the same outline.
 pub(crate) async fn read(
     store: &dyn Store,
     project: &str,
-) -> Result<Vec<StageOutline>, StoreError> {
-    Ok(store
-        .list_fields(Kind::Stage, project, &FIELDS)
-        .await?
-        .into_iter()
+) -> Result<Arc<Vec<StageOutline>>, StoreError> {
+    let answer = store.list_fields(Kind::Stage, project, &FIELDS).await?;
+    Ok(OUTLINES.get_or_derive(&answer, |a| outlines(a)))
+}
+
+fn outlines(answer: &[ObjectFields]) -> Vec<StageOutline> {
+    answer
+        .iter()
         .filter_map(|fields| {
             let picked: Picked = fields.to_typed().ok()?;
             Some(StageOutline {
-                name: fields.key.name,
+                name: fields.key.name.clone(),
                 requested_freight: picked.spec.requested_freight,
                 health: picked.status.health.and_then(|h| h.status),
                 holds_freight: picked.status.current_freight.is_some(),
             })
         })
-        .collect())
+        .collect()
 }

@@ -47,27 +47,26 @@ pub(crate) fn parameter(value: Option<&str>) -> Option<String> {
     Some(value.chars().take(MAX_PARAMETER).collect())
 }
 
-/// Keeps in `stages` the ones the page draws (see the module doc) and says what it left.
+/// The Stages of `stages` the page draws, in `stages`' order (see the module doc), and
+/// what it left out.
 pub(crate) fn scope(
-    stages: &mut Vec<StageOutline>,
+    stages: &[StageOutline],
     q: Option<String>,
     warehouse: Option<String>,
-) -> Scope {
+) -> (Vec<&StageOutline>, Scope) {
     let total = stages.len();
     let needle = q.as_ref().map(|q| q.to_lowercase());
-    let all = std::mem::take(stages);
-    let (mut kept, left): (Vec<StageOutline>, Vec<StageOutline>) = all.into_iter().partition(|s| {
-        let name = s.name.as_str();
-        needle
-            .as_ref()
-            .is_none_or(|n| name.to_lowercase().contains(n.as_str()))
-            && warehouse
+    let (mut kept, mut hidden): (Vec<&StageOutline>, Vec<&StageOutline>) =
+        stages.iter().partition(|s| {
+            needle
                 .as_ref()
-                .is_none_or(|w| s.origins().any(|o| o == w))
-    });
+                .is_none_or(|n| s.name.to_lowercase().contains(n.as_str()))
+                && warehouse
+                    .as_ref()
+                    .is_none_or(|w| s.origins().any(|o| o == w))
+        });
     let matched = kept.len();
     let mut depth = None;
-    let mut hidden = left;
     if kept.len() > GRAPH_LIMIT {
         let layers = layers(&kept);
         let mut count = 0;
@@ -83,9 +82,9 @@ pub(crate) fn scope(
             count += n;
             deepest = layer;
         }
-        let (near, far): (Vec<StageOutline>, Vec<StageOutline>) = kept
+        let (near, far): (Vec<&StageOutline>, Vec<&StageOutline>) = kept
             .into_iter()
-            .partition(|s| layers.get(&s.name).is_some_and(|l| *l <= deepest));
+            .partition(|s| layers.get(s.name.as_str()).is_some_and(|l| *l <= deepest));
         kept = near;
         hidden.extend(far);
         // One column wider than the limit (a fan-out of thousands) is cut to the limit.
@@ -103,19 +102,19 @@ pub(crate) fn scope(
             }
         }
     }
-    *stages = kept;
-    Scope {
+    let scope = Scope {
         q,
         warehouse,
         total,
         matched,
         depth,
         hidden_by_warehouse,
-    }
+    };
+    (kept, scope)
 }
 
 /// Each Stage's column in the graph of `stages` alone (the longest path from a Warehouse).
-fn layers(stages: &[StageOutline]) -> BTreeMap<String, usize> {
+fn layers(stages: &[&StageOutline]) -> BTreeMap<String, usize> {
     let layout = graph::layout(
         &[],
         &stages
@@ -168,14 +167,14 @@ mod tests {
         all
     }
 
-    fn names(stages: &[StageOutline]) -> Vec<String> {
+    fn names(stages: &[&StageOutline]) -> Vec<String> {
         stages.iter().map(|s| s.name.clone()).collect()
     }
 
     #[test]
     fn a_small_project_is_drawn_whole() {
-        let mut few: Vec<StageOutline> = stages().into_iter().skip(295).collect();
-        let scope = scope(&mut few, None, None);
+        let few: Vec<StageOutline> = stages().into_iter().skip(295).collect();
+        let (few, scope) = scope(&few, None, None);
         assert_eq!(few.len(), 8);
         assert!(!scope.is_partial(), "{scope:?}");
         assert!(scope.hidden_by_warehouse.is_empty());
@@ -183,8 +182,8 @@ mod tests {
 
     #[test]
     fn a_large_project_collapses_by_depth_and_counts_the_rest_per_warehouse() {
-        let mut all = stages();
-        let scope = scope(&mut all, None, None);
+        let stages = stages();
+        let (all, scope) = scope(&stages, None, None);
         assert!(all.len() <= GRAPH_LIMIT, "{}", all.len());
         assert_eq!(scope.total, 303);
         assert_eq!(scope.depth, Some(all.len() - 4));
@@ -199,16 +198,15 @@ mod tests {
 
     #[test]
     fn search_and_warehouse_pick_the_stages_drawn() {
-        let mut all = stages();
-        let scope = scope(&mut all, parameter(Some(" API-29 ")), None);
+        let stages = stages();
+        let (all, scope) = scope(&stages, parameter(Some(" API-29 ")), None);
         assert_eq!(
             names(&all),
             (290..300).map(|i| format!("api-{i}")).collect::<Vec<_>>()
         );
         assert_eq!(scope.matched, 10);
         assert_eq!(scope.depth, None);
-        let mut all = stages();
-        let web = super::scope(&mut all, None, parameter(Some("web")));
+        let (all, web) = super::scope(&stages, None, parameter(Some("web")));
         assert_eq!(names(&all), ["web-dev", "web-qa", "web-prod"]);
         assert_eq!(web.hidden_by_warehouse.get("api"), Some(&300));
         assert_eq!(parameter(Some("   ")), None);
