@@ -11,11 +11,11 @@
 //! connection: a write between the two makes the answer newer than its version, never
 //! older, and the next read sees a new version and reads again.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use rusqlite::{Connection, params};
 
-use super::object::ObjectFields;
+use super::object::Picked;
 use crate::api::Kind;
 
 /// How many answers are kept (the oldest goes first): enough for the release board of
@@ -33,7 +33,7 @@ pub(super) type PickKey = (Kind, String, Vec<&'static str>);
 pub(super) type KindVersion = (i64, i64);
 
 /// One kept answer: what was asked, at which version, and the answer.
-type Entry = (PickKey, KindVersion, Arc<Vec<ObjectFields>>);
+type Entry = (PickKey, KindVersion, Picked);
 
 /// The kept answers.
 #[derive(Default)]
@@ -43,11 +43,7 @@ pub(super) struct PickedCache {
 
 impl PickedCache {
     /// The answer kept for `key` at `version`, if there is one.
-    pub(super) fn get(
-        &self,
-        key: &PickKey,
-        version: KindVersion,
-    ) -> Option<Arc<Vec<ObjectFields>>> {
+    pub(super) fn get(&self, key: &PickKey, version: KindVersion) -> Option<Picked> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries
             .iter()
@@ -56,13 +52,14 @@ impl PickedCache {
     }
 
     /// Keeps `answer` for `key` at `version`, in place of an older one for `key`.
-    pub(super) fn put(&self, key: PickKey, version: KindVersion, answer: Arc<Vec<ObjectFields>>) {
+    pub(super) fn put(&self, key: PickKey, version: KindVersion, answer: Picked) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.retain(|(k, _, _)| k != &key);
         entries.push((key, version, answer));
-        let held = |entries: &Vec<Entry>| entries.iter().map(|(_, _, a)| a.len()).sum::<usize>();
-        while entries.len() > 1 && (entries.len() > ENTRIES || held(&entries) > OBJECTS) {
-            entries.remove(0);
+        let mut held: usize = entries.iter().map(|(_, _, a)| a.len()).sum();
+        while entries.len() > 1 && (entries.len() > ENTRIES || held > OBJECTS) {
+            let (_, _, oldest) = entries.remove(0);
+            held -= oldest.len();
         }
     }
 }
@@ -86,4 +83,60 @@ pub(super) fn kind_version(
 /// The key of a `list_fields` of `pointers` of `kind` in `namespace`.
 pub(super) fn key(kind: Kind, namespace: &str, pointers: &[&'static str]) -> PickKey {
     (kind, namespace.to_owned(), pointers.to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::ObjectKey;
+    use crate::store::ObjectFields;
+
+    fn answer(objects: usize) -> Picked {
+        Arc::new(
+            (0..objects)
+                .map(|i| ObjectFields {
+                    key: ObjectKey::namespaced(Kind::Stage, "demo", &format!("s{i}")),
+                    fields: serde_json::json!({}),
+                })
+                .collect(),
+        )
+    }
+
+    fn key_of(project: &str) -> PickKey {
+        key(Kind::Stage, project, &["/status"])
+    }
+
+    #[test]
+    fn the_oldest_answers_go_when_too_many_objects_are_held() {
+        let cache = PickedCache::default();
+        cache.put(key_of("a"), (1, 1), answer(OBJECTS / 2));
+        cache.put(key_of("b"), (1, 1), answer(OBJECTS / 2));
+        assert!(cache.get(&key_of("a"), (1, 1)).is_some(), "both fit");
+        cache.put(key_of("c"), (1, 1), answer(1));
+        assert!(cache.get(&key_of("a"), (1, 1)).is_none(), "the oldest went");
+        assert!(cache.get(&key_of("b"), (1, 1)).is_some());
+        assert!(cache.get(&key_of("c"), (1, 1)).is_some());
+        // One answer larger than the bound is still kept, alone.
+        cache.put(key_of("d"), (1, 1), answer(OBJECTS + 1));
+        assert!(cache.get(&key_of("d"), (1, 1)).is_some());
+        assert!(cache.get(&key_of("c"), (1, 1)).is_none());
+    }
+
+    #[test]
+    fn at_most_the_bound_of_answers_is_kept_and_a_new_version_replaces_the_old() {
+        let cache = PickedCache::default();
+        for i in 0..=ENTRIES {
+            cache.put(key_of(&format!("p{i}")), (1, 1), answer(1));
+        }
+        assert!(
+            cache.get(&key_of("p0"), (1, 1)).is_none(),
+            "the oldest went"
+        );
+        assert!(cache.get(&key_of(&format!("p{ENTRIES}")), (1, 1)).is_some());
+        cache.put(key_of("p1"), (2, 7), answer(1));
+        assert!(cache.get(&key_of("p1"), (1, 1)).is_none(), "replaced");
+        assert!(cache.get(&key_of("p1"), (2, 7)).is_some());
+    }
 }
