@@ -12,15 +12,16 @@
 //! Promotions, the windows); [`release_board`] is pure and takes `now`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{
-    Freight, HealthState, Kind, Promotion, PromotionPhase, PromotionWindow, Stage, StepPhase,
-    VerificationPhase,
+    Freight, HealthState, Kind, Promotion, PromotionPhase, PromotionWindow, Stage, StageStatus,
+    StepPhase, VerificationPhase,
 };
-use crate::store::{Store, StoreError};
+use crate::store::{KeptBy, ObjectFields, Store, StoreError};
 
 use super::board::StageWindow;
 
@@ -272,9 +273,10 @@ pub struct ProjectInput {
     /// The project.
     pub project: String,
     /// Its Stages, as [`load`] reads them: without the parts of the spec the board never
-    /// reads (`STAGE_FIELDS`).
-    pub stages: Vec<Stage>,
-    /// The Freight its Stages hold, by id.
+    /// reads (`STAGE_FIELDS`). Shared: [`load`] types a project's Stages once per change
+    /// of them, and [`release_board`] orders them once per such list.
+    pub stages: Arc<Vec<Stage>>,
+    /// The Freight its Stages hold, by id: only what the board shows (`FREIGHT_FIELDS`).
     pub freight: HashMap<String, Freight>,
     /// The Promotions running or last run in its Stages, by name.
     pub promotions: HashMap<String, Promotion>,
@@ -294,60 +296,117 @@ const STAGE_FIELDS: [&str; 6] = [
     "/status",
 ];
 
-/// Reads what the board shows of `project`: its Stages, then in one batched read each the
-/// Freight they hold and their Promotions (running and last), and its windows.
-pub async fn load(store: &dyn Store, project: &str) -> Result<ProjectInput, StoreError> {
-    let stages: Vec<Stage> = store
-        .list_fields(Kind::Stage, project, &STAGE_FIELDS)
-        .await?
-        .iter()
-        .filter_map(|s| s.to_typed().ok())
-        .collect();
-    let names = |pick: &dyn Fn(&Stage) -> Vec<String>| -> Vec<String> {
-        let mut names: Vec<String> = stages.iter().flat_map(pick).collect();
+/// What the board reads of each Freight a Stage holds: what it shows of it (alias, origin,
+/// images, commits; Freight has them at the top, no `spec`), not its status, whose
+/// `verifiedIn` and `currentlyIn` name every Stage it went through and are most of its
+/// size.
+const FREIGHT_FIELDS: [&str; 7] = [
+    "/apiVersion",
+    "/kind",
+    "/metadata",
+    "/alias",
+    "/origin",
+    "/images",
+    "/commits",
+];
+
+/// What the board reads of each Promotion: its phase and whether it waits (for a merge
+/// request, or retrying a step), not its steps, their state or their outputs.
+const PROMOTION_FIELDS: [&str; 8] = [
+    "/apiVersion",
+    "/kind",
+    "/metadata",
+    "/spec/stage",
+    "/spec/freight",
+    "/status/phase",
+    "/status/writtenToGit",
+    "/status/stepExecutionMetadata",
+];
+
+/// A project's Stages typed, with the names of what the board reads next of them.
+struct TypedStages {
+    stages: Arc<Vec<Stage>>,
+    /// The Freight they hold, sorted, each once.
+    freight: Vec<String>,
+    /// Their Promotions running and last run, sorted, each once.
+    promotions: Vec<String>,
+}
+
+/// Kept per store answer: a 5,000-Stage project's Stages are typed once per change of
+/// them, not on every look at the board.
+static TYPED_STAGES: KeptBy<Vec<ObjectFields>, TypedStages> = KeptBy::new();
+
+/// Kept per typed list: the pipeline order of a project's Stages.
+static ORDERS: KeptBy<Vec<Stage>, Vec<StageInOrder>> = KeptBy::new();
+
+/// A Stage in its project's pipeline order: `(name, depth, upstream names)`.
+type StageInOrder = (String, usize, BTreeSet<String>);
+
+fn typed_stages(answer: &[ObjectFields]) -> TypedStages {
+    let stages: Vec<Stage> = answer.iter().filter_map(|s| s.to_typed().ok()).collect();
+    let names = |pick: &dyn Fn(&StageStatus) -> Vec<String>| -> Vec<String> {
+        let mut names: Vec<String> = stages
+            .iter()
+            .filter_map(|s| s.status.as_ref())
+            .flat_map(pick)
+            .collect();
         names.sort();
         names.dedup();
         names
     };
-    let wanted = names(&|s| {
-        s.status
-            .as_ref()
-            .and_then(|st| st.current_freight.as_ref())
-            .map(|c| vec![c.name.clone()])
-            .unwrap_or_default()
+    let freight = names(&|st| st.current_freight.iter().map(|c| c.name.clone()).collect());
+    let promotions = names(&|st| {
+        st.current_promotion
+            .iter()
+            .chain(st.last_promotion.iter())
+            .cloned()
+            .collect()
     });
+    TypedStages {
+        stages: Arc::new(stages),
+        freight,
+        promotions,
+    }
+}
+
+/// Reads what the board shows of `project`: its Stages, then in one batched read each the
+/// Freight they hold and their Promotions (running and last), and its windows.
+pub async fn load(store: &dyn Store, project: &str) -> Result<ProjectInput, StoreError> {
+    let answer = store
+        .list_fields(Kind::Stage, project, &STAGE_FIELDS)
+        .await?;
+    let typed = TYPED_STAGES.get_or_derive(&answer, |a| typed_stages(a));
     let mut freight = HashMap::new();
-    if !wanted.is_empty() {
-        for stored in store.get_many(Kind::Freight, project, &wanted).await? {
-            if let Ok(f) = stored.to_typed::<Freight>() {
-                freight.insert(stored.key.name.clone(), f);
+    if !typed.freight.is_empty() {
+        for picked in store
+            .get_many_fields(Kind::Freight, project, &typed.freight, &FREIGHT_FIELDS)
+            .await?
+        {
+            if let Ok(f) = picked.to_typed::<Freight>() {
+                freight.insert(picked.key.name, f);
             }
         }
     }
-    let wanted = names(&|s| {
-        s.status
-            .as_ref()
-            .map(|st| {
-                st.current_promotion
-                    .iter()
-                    .chain(st.last_promotion.iter())
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default()
-    });
     let mut promotions = HashMap::new();
-    if !wanted.is_empty() {
-        for stored in store.get_many(Kind::Promotion, project, &wanted).await? {
-            if let Ok(p) = stored.to_typed::<Promotion>() {
-                promotions.insert(stored.key.name.clone(), p);
+    if !typed.promotions.is_empty() {
+        for picked in store
+            .get_many_fields(
+                Kind::Promotion,
+                project,
+                &typed.promotions,
+                &PROMOTION_FIELDS,
+            )
+            .await?
+        {
+            if let Ok(p) = picked.to_typed::<Promotion>() {
+                promotions.insert(picked.key.name, p);
             }
         }
     }
     Ok(ProjectInput {
         project: project.to_owned(),
         windows: super::board::project_windows(store, project).await?,
-        stages,
+        stages: typed.stages.clone(),
         freight,
         promotions,
     })
@@ -367,7 +426,7 @@ pub fn release_board(
         if !filter.admits_project(&input.project) {
             continue;
         }
-        let order = project_order(&input.stages);
+        let order = ORDERS.get_or_derive(&input.stages, |s| project_order(s));
         let mut row = project_row(input, &order, now);
         if let Some(warehouse) = &filter.warehouse {
             if !row.warehouses.contains(warehouse) {
@@ -387,8 +446,9 @@ pub fn release_board(
         let shown: BTreeSet<&str> = row.cells.iter().map(|c| c.stage.as_str()).collect();
         orders.push(
             order
-                .into_iter()
+                .iter()
                 .filter(|(name, _, _)| shown.contains(name.as_str()))
+                .cloned()
                 .collect::<Vec<_>>(),
         );
         rows.push(row);
@@ -415,7 +475,7 @@ fn origins(stage: &Stage) -> BTreeSet<String> {
 /// Stages it takes Freight from, ties by name; Stages in a cycle (which `dray apply`
 /// refuses) last, by name. The depth is the longest path from a Stage taking Freight
 /// straight from a Warehouse.
-fn project_order(stages: &[Stage]) -> Vec<(String, usize, BTreeSet<String>)> {
+fn project_order(stages: &[Stage]) -> Vec<StageInOrder> {
     let names: BTreeSet<String> = stages
         .iter()
         .filter_map(|s| s.metadata.name.clone())
@@ -476,7 +536,7 @@ fn project_order(stages: &[Stage]) -> Vec<(String, usize, BTreeSet<String>)> {
 /// The columns: every Stage name of `orders`, each after the names any project's Stage of
 /// that name takes Freight from; ties by the deepest depth any project gives the name,
 /// then by name. Names in a cycle across projects come last, by depth then name.
-fn merged_columns(orders: &[Vec<(String, usize, BTreeSet<String>)>]) -> Vec<String> {
+fn merged_columns(orders: &[Vec<StageInOrder>]) -> Vec<String> {
     let mut depth: BTreeMap<&str, usize> = BTreeMap::new();
     let mut after: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for order in orders {
@@ -526,11 +586,7 @@ fn merged_columns(orders: &[Vec<(String, usize, BTreeSet<String>)>]) -> Vec<Stri
 }
 
 /// One project's row, its cells in `order`.
-fn project_row(
-    input: &ProjectInput,
-    order: &[(String, usize, BTreeSet<String>)],
-    now: Timestamp,
-) -> ProjectRow {
+fn project_row(input: &ProjectInput, order: &[StageInOrder], now: Timestamp) -> ProjectRow {
     let by_name: HashMap<&str, &Stage> = input
         .stages
         .iter()
@@ -577,7 +633,8 @@ fn project_row(
 /// One Stage's cell (its `differs_from` aside, which needs the row).
 fn cell(input: &ProjectInput, stage: &Stage, now: Timestamp) -> Cell {
     let name = stage.metadata.name.clone().unwrap_or_default();
-    let status = stage.status.clone().unwrap_or_default();
+    let no_status = StageStatus::default();
+    let status = stage.status.as_ref().unwrap_or(&no_status);
     let freight = status.current_freight.as_ref().map(|c| {
         let found = input.freight.get(&c.name);
         CellFreight {

@@ -701,6 +701,33 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn get_many_fields(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        names: &[String],
+        pointers: &[&'static str],
+    ) -> Result<Vec<ObjectFields>, StoreError> {
+        let sql = format!(
+            "SELECT name{} FROM objects
+             WHERE kind = ?1 AND namespace = ?2
+               AND name IN (SELECT value FROM json_each(?3))
+             ORDER BY name",
+            picked_columns(pointers.len(), 4)
+        );
+        let names =
+            serde_json::to_string(names).map_err(|e| StoreError::Internal(e.to_string()))?;
+        let arguments = vec![
+            rusqlite::types::Value::Text(kind.as_str().to_owned()),
+            rusqlite::types::Value::Text(namespace.to_owned()),
+            rusqlite::types::Value::Text(names),
+        ];
+        let found = self
+            .picked(kind, namespace, sql, arguments, pointers, None)
+            .await?;
+        Ok(Arc::try_unwrap(found).unwrap_or_else(|shared| shared.as_ref().clone()))
+    }
+
     async fn commit(&self, writes: Vec<Write>) -> Result<Vec<StoredObject>, StoreError> {
         let inner = self.inner.clone();
         let (stored, latest) = self
@@ -983,6 +1010,12 @@ mod tests {
             assert_eq!(*newest, whole, "the newest {limit}");
             assert_eq!(newest.len(), limit.min(2));
         }
+        let asked: Vec<String> = ["qa", "gone", "dev"].map(String::from).into();
+        let many = store
+            .get_many_fields(Kind::Stage, "demo", &asked, &pointers)
+            .await
+            .unwrap();
+        assert_eq!(many, whole, "dev and qa by name; the missing one left out");
     }
 
     /// The newest-first reads walk an index (no scan of the kind, no sort), with and

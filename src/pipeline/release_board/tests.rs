@@ -64,7 +64,8 @@ fn projects() -> Vec<ProjectInput> {
                 &["dev"],
                 holding("f2", "2026-06-01T11:30:00Z"),
             ),
-        ],
+        ]
+        .into(),
         freight: [
             ("f1".to_owned(), freight("web", "f1", "old-otter", "1.0.0")),
             ("f2".to_owned(), freight("web", "f2", "new-newt", "1.1.0")),
@@ -82,7 +83,8 @@ fn projects() -> Vec<ProjectInput> {
             stage("api", "dev", &[], holding("a1", "2026-06-01T00:00:00Z")),
             stage("api", "qa", &["dev"], held),
             stage("api", "prod", &["qa"], failed),
-        ],
+        ]
+        .into(),
         freight: [("a1".to_owned(), freight("api", "a1", "", "2.0.0"))].into(),
         promotions: [("prod-1".to_owned(), promotion("prod-1", "Failed"))].into(),
         ..Default::default()
@@ -94,7 +96,7 @@ fn projects() -> Vec<ProjectInput> {
             "dev",
             &[],
             json!({"health": {"status": "Healthy"}, "verification": {"id": "v1", "freight": "b1", "phase": "Successful"}}),
-        )],
+        )].into(),
         ..Default::default()
     };
     vec![web, api, batch]
@@ -226,7 +228,8 @@ fn a_cycle_across_projects_still_shows_every_column() {
         stages: vec![
             stage("a", "x", &[], json!({})),
             stage("a", "y", &["x"], json!({})),
-        ],
+        ]
+        .into(),
         ..Default::default()
     };
     let b = ProjectInput {
@@ -234,7 +237,8 @@ fn a_cycle_across_projects_still_shows_every_column() {
         stages: vec![
             stage("b", "y", &[], json!({})),
             stage("b", "x", &["y"], json!({})),
-        ],
+        ]
+        .into(),
         ..Default::default()
     };
     let board = release_board(&[a, b], &BoardFilter::default(), now());
@@ -245,6 +249,7 @@ fn a_cycle_across_projects_still_shows_every_column() {
 /// from them is the board drawn from the whole Stages.
 #[tokio::test]
 async fn the_board_from_loaded_stages_is_the_board_from_whole_ones() {
+    use crate::api::ObjectKey;
     use crate::store::{SqliteStore, Store as _};
 
     let dir = tempfile::tempdir().unwrap();
@@ -269,12 +274,47 @@ async fn the_board_from_loaded_stages_is_the_board_from_whole_ones() {
             .unwrap();
         whole.push(updated.to_typed::<Stage>().unwrap());
     }
-    store
+    let f1 = store
         .create(serde_json::to_value(freight("web", "f1", "brave-fox", "1.0.0")).unwrap())
         .await
         .unwrap();
+    let f1 = store
+        .update_status(
+            &f1.key,
+            json!({"verifiedIn": {"dev": {}}, "currentlyIn": {"dev": {}}}),
+            None,
+        )
+        .await
+        .unwrap();
+    let failed = store
+        .create(
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
+            "metadata": {"name": "prod.1", "namespace": "web"},
+            "spec": {"stage": "prod", "freight": "f1",
+                "steps": [{"uses": "git-clone", "config": {"repoURL": "x"}}]}}),
+        )
+        .await
+        .unwrap();
+    let failed = store
+        .update_status(
+            &failed.key,
+            json!({"phase": "Failed", "state": {"git-clone": {"commit": "abc"}},
+                "stepExecutionMetadata": [{"alias": "step-1", "status": "Failed"}]}),
+            None,
+        )
+        .await
+        .unwrap();
+    let prod = ObjectKey::namespaced(Kind::Stage, "web", "prod");
+    let prod_status = json!({"health": {"status": "Unhealthy"}, "lastPromotion": "prod.1"});
+    let prod_stage = store.update_status(&prod, prod_status, None).await.unwrap();
+    whole[1] = prod_stage.to_typed::<Stage>().unwrap();
 
     let loaded = load(&store, "web").await.unwrap();
+    let again = load(&store, "web").await.unwrap();
+    assert!(
+        Arc::ptr_eq(&again.stages, &loaded.stages),
+        "typed once while the Stages are unchanged"
+    );
     assert_eq!(loaded.stages.len(), 2);
     for (read, full) in loaded.stages.iter().zip(&whole) {
         assert!(read.spec.promotion_template.is_none(), "{read:?}");
@@ -283,9 +323,33 @@ async fn the_board_from_loaded_stages_is_the_board_from_whole_ones() {
         assert_eq!(read.spec.health.is_some(), full.spec.health.is_some());
         assert_eq!(read.status, full.status);
     }
-    assert!(loaded.freight.contains_key("f1"));
+    let read = &loaded.freight["f1"];
+    let full = f1.to_typed::<Freight>().unwrap();
+    assert_eq!(read.spec.alias, full.spec.alias);
+    assert_eq!(read.spec.images, full.spec.images);
+    assert!(
+        read.status.is_none(),
+        "not the Stages it went through: {read:?}"
+    );
+    assert!(full.status.is_some());
+    let read = &loaded.promotions["prod.1"];
+    let full = failed.to_typed::<Promotion>().unwrap();
+    assert!(read.spec.steps.is_empty(), "not its steps: {read:?}");
+    assert!(!full.spec.steps.is_empty());
+    let read_status = read.status.as_ref().unwrap();
+    assert_eq!(read_status.phase, PromotionPhase::Failed);
+    assert!(
+        read_status.state.is_none(),
+        "not the steps' state: {read:?}"
+    );
+    assert_eq!(
+        read_status.step_execution_metadata,
+        full.status.as_ref().unwrap().step_execution_metadata
+    );
     let from_whole = ProjectInput {
-        stages: whole,
+        stages: whole.into(),
+        freight: [("f1".to_owned(), f1.to_typed().unwrap())].into(),
+        promotions: [("prod.1".to_owned(), full)].into(),
         ..loaded.clone()
     };
     let filter = BoardFilter::default();
