@@ -17,8 +17,9 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 #[cfg(doc)]
 use super::object::Picked;
 
-/// The most entries kept, live or not (the oldest goes first).
-const ENTRIES: usize = 64;
+/// The most entries kept, live or not (the oldest goes first): as many as the SQLite store
+/// keeps answers, so that the board of that many projects keeps what it derives of each.
+const ENTRIES: usize = super::picked_cache::ENTRIES;
 
 type Entry<S, T> = (Weak<S>, Arc<T>);
 

@@ -20,7 +20,7 @@ use crate::api::Kind;
 
 /// How many answers are kept (the oldest goes first): enough for the release board of
 /// dozens of projects, each read for the board and for its project page.
-const ENTRIES: usize = 128;
+pub(super) const ENTRIES: usize = 128;
 
 /// How many objects the kept answers hold together, at most (the oldest answer goes
 /// first): a few fields of each, so a few hundred bytes to a few kilobytes each.
