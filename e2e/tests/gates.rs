@@ -145,7 +145,7 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
         Ok(first)
     })?;
     oci::push_image(&p.registry, "demo/app", "1.1.0").await?;
-    tokio::task::block_in_place(|| -> Result<()> {
+    let second = tokio::task::block_in_place(|| -> Result<String> {
         p.refresh()?;
         let second = p.newest_alias()?;
         assert_ne!(first, second);
@@ -160,9 +160,25 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
             Some(40),
             "{hold}"
         );
-        // Make auto-promotion look again (any write wakes it) and check nothing moved.
-        p.refresh()?;
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        p.wait_for_stage("dev", &first)?;
+        Ok(second)
+    })?;
+
+    // Make auto-promotion look at dev again, with a reason to move: approving the newer
+    // Freight for dev wakes it. Once it has looked, nothing may have moved.
+    let looked = auto_promotion_looks(&p).await?;
+    let approved =
+        tokio::task::block_in_place(|| p.cli(&["approve", "--stage", "dev", "--alias", &second]))?;
+    assert!(approved.status.success(), "{}", text(&approved));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    while auto_promotion_looks(&p).await? <= looked {
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "auto-promotion did not look at dev within 60 s of the approval"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::task::block_in_place(|| -> Result<()> {
         assert_eq!(
             p.stage("dev")?["status"]["currentFreight"]["alias"],
             first.as_str()
@@ -174,7 +190,8 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
         assert!(
             promotions
                 .iter()
-                .all(|pr| pr["status"]["phase"] != "Pending" && pr["status"]["phase"] != "Running")
+                .all(|pr| pr["status"]["phase"] != "Pending" && pr["status"]["phase"] != "Running"),
+            "{promotions:#?}"
         );
 
         let lifted = p.cli(&["hold", "lift", "--stage", "dev"])?;
@@ -182,6 +199,22 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
         p.wait_for_stage("dev", &second)?;
         Ok(())
     })
+}
+
+/// How many times the auto-promotion controller has reconciled (`/metrics`).
+async fn auto_promotion_looks(p: &Pipeline) -> Result<f64> {
+    let page = reqwest::Client::new()
+        .get(format!("{}/metrics", p.dray.url()))
+        .bearer_auth(p.dray.token())
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    page.lines()
+        .find_map(|line| line.strip_prefix("dray_reconciles_total{controller=\"auto-promotion\"} "))
+        .and_then(|count| count.parse().ok())
+        .with_context(|| format!("no auto-promotion reconcile count on /metrics:\n{page}"))
 }
 
 /// A Deny window for `dev` that started an hour ago and lasts two hours.

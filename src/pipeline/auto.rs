@@ -148,6 +148,9 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
     if in_this_stage.iter().any(|p| !phase(p).is_terminal()) {
         return Decision::Wait(None);
     }
+    if succeeded_unrecorded(&in_this_stage, status.last_promotion.as_deref()) {
+        return Decision::Wait(None);
+    }
     let mut candidates = cache.list::<Freight>(Some(project));
     candidates.sort_by_key(|f| std::cmp::Reverse(f.metadata.creation_timestamp.clone()));
     let upstream_current = match policy.selection_policy {
@@ -187,6 +190,23 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
         return Decision::Wait(soak_ends);
     }
     Decision::Promote(id.to_owned())
+}
+
+/// Whether the Stage's newest Promotion succeeded but the Stage does not record it yet
+/// (its `status.lastPromotion` names another): the engine marks a promotion Succeeded,
+/// then writes the Stage's current Freight, and a look in between would see the Stage
+/// still on its old Freight with nothing running, and promote the same Freight again.
+/// The Stage's own change, when it is recorded, wakes auto-promotion.
+fn succeeded_unrecorded(in_this_stage: &[Arc<Promotion>], last_promotion: Option<&str>) -> bool {
+    in_this_stage
+        .iter()
+        .max_by(|a, b| {
+            (&a.metadata.creation_timestamp, a.name())
+                .cmp(&(&b.metadata.creation_timestamp, b.name()))
+        })
+        .is_some_and(|newest| {
+            phase(newest) == PromotionPhase::Succeeded && last_promotion != Some(newest.name())
+        })
 }
 
 /// The auto-promotion policy selecting `stage`, when one with auto-promotion does.
@@ -411,6 +431,91 @@ mod tests {
             decide(&qa, &cache, Timestamp::now()),
             Decision::Promote("f1".into()),
             "one sign-off for qa is enough"
+        );
+        shutdown.cancel();
+    }
+
+    /// The engine marks a promotion Succeeded before it writes the Stage's current
+    /// Freight: a look in between must not promote the same Freight again.
+    #[tokio::test]
+    async fn a_succeeded_promotion_not_yet_recorded_on_the_stage_is_not_repeated() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).unwrap());
+        let freight = |id: &str, alias: &str| {
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Freight",
+                   "metadata": {"name": id, "namespace": "demo"},
+                   "alias": alias, "origin": {"kind": "Warehouse", "name": "app"},
+                   "images": [{"repoURL": "reg/app", "tag": alias, "digest": "sha256:aa"}]})
+        };
+        let promotion = |name: &str, freight: &str| {
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Promotion",
+                   "metadata": {"name": name, "namespace": "demo"},
+                   "spec": {"stage": "dev", "freight": freight}})
+        };
+        let objects = [
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Project", "metadata": {"name": "demo"}, "spec": {}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "ProjectConfig",
+                   "metadata": {"name": "demo", "namespace": "demo"},
+                   "spec": {"promotionPolicies": [{"stageSelector": {"name": "dev"}, "autoPromotionEnabled": true}]}}),
+            json!({"apiVersion": "dray.dev/v1alpha1", "kind": "Stage",
+                   "metadata": {"name": "dev", "namespace": "demo"},
+                   "spec": {"requestedFreight": [{"origin": {"kind": "Warehouse", "name": "app"},
+                            "sources": {"direct": true}}]}}),
+            freight("f1", "one"),
+            promotion("dev-one", "f1"),
+            freight("f2", "two"),
+        ];
+        for object in objects {
+            store.create(object).await.unwrap();
+        }
+        let succeeded = json!({"phase": "Succeeded"});
+        let key = |kind, name: &str| ObjectKey::namespaced(kind, "demo", name);
+        store
+            .update_status(&key(Kind::Promotion, "dev-one"), succeeded.clone(), None)
+            .await
+            .unwrap();
+        let on = |id: &str, by: &str| json!({"currentFreight": {"name": id, "alias": id}, "lastPromotion": by});
+        let dev = key(Kind::Stage, "dev");
+        store
+            .update_status(&dev, on("f1", "dev-one"), None)
+            .await
+            .unwrap();
+        let shutdown = CancellationToken::new();
+        let cache = reflector::start(store.clone(), Kinds::all(), shutdown.clone())
+            .await
+            .unwrap();
+        let decide_now = |cache: &Cache| {
+            let stage = cache.get::<Stage>("demo", "dev").unwrap();
+            decide(&stage, cache, Timestamp::now())
+        };
+        assert_eq!(decide_now(&cache), Decision::Promote("f2".into()));
+
+        // `f2`'s promotion succeeded; the Stage does not say so yet.
+        store.create(promotion("dev-two", "f2")).await.unwrap();
+        store
+            .update_status(&key(Kind::Promotion, "dev-two"), succeeded, None)
+            .await
+            .unwrap();
+        assert!(
+            cache.catch_up(Duration::from_secs(10)).await,
+            "the cache sees the write"
+        );
+        assert_eq!(
+            decide_now(&cache),
+            Decision::Wait(None),
+            "f2 is going in: not again"
+        );
+
+        store
+            .update_status(&dev, on("f2", "dev-two"), None)
+            .await
+            .unwrap();
+        store.create(freight("f3", "three")).await.unwrap();
+        assert!(cache.catch_up(Duration::from_secs(10)).await);
+        assert_eq!(
+            decide_now(&cache),
+            Decision::Promote("f3".into()),
+            "once recorded, newer Freight goes in"
         );
         shutdown.cancel();
     }

@@ -432,22 +432,35 @@ pub async fn request_promotion(
     if let Some(freeze_override) = &freeze_override {
         object["metadata"]["annotations"][FREEZE_OVERRIDE_ANNOTATION] = json!(freeze_override);
     }
-    let mut writes = vec![Write::Create(object)];
-    if stage.spec.queue_policy == QueuePolicy::Supersede {
-        for older in pending_in_stage(store, project, &request.stage).await? {
-            let status = json!({
-                "phase": "Aborted",
-                "message": format!("superseded by `{name}` (Stage `{}` has queuePolicy Supersede)", request.stage),
-                "finishedAt": jiff::Timestamp::now().to_string(),
-            });
-            writes.push(Write::UpdateStatus {
-                key: older.key,
-                status,
-                resource_version: Some(older.resource_version),
-            });
+    // The Promotion is created together with the aborts of the pending ones it supersedes,
+    // each written against the version read: one the queue started in between is a
+    // conflict, nothing is written, and the pending ones are read again (a started one is
+    // then `supersede_running`'s).
+    let mut attempt = 1;
+    let mut written = loop {
+        let mut writes = vec![Write::Create(object.clone())];
+        if stage.spec.queue_policy == QueuePolicy::Supersede {
+            for older in pending_in_stage(store, project, &request.stage).await? {
+                let status = json!({
+                    "phase": "Aborted",
+                    "message": format!("superseded by `{name}` (Stage `{}` has queuePolicy Supersede)", request.stage),
+                    "finishedAt": jiff::Timestamp::now().to_string(),
+                });
+                writes.push(Write::UpdateStatus {
+                    key: older.key,
+                    status,
+                    resource_version: Some(older.resource_version),
+                });
+            }
         }
-    }
-    let mut written = store.commit(writes).await?;
+        let superseding = writes.len() > 1;
+        match store.commit(writes).await {
+            Err(StoreError::Conflict { .. }) if superseding && attempt < SUPERSEDE_ATTEMPTS => {
+                attempt += 1;
+            }
+            written => break written?,
+        }
+    };
     if stage.spec.queue_policy == QueuePolicy::Supersede {
         supersede_running(store, project, &request.stage, &name).await?;
     }
@@ -599,6 +612,10 @@ fn has_started_writing(promotion: &Value) -> bool {
             writes && !matches!(meta.status, StepPhase::Pending | StepPhase::Skipped)
         })
 }
+
+/// How many times a request reads the pending promotions it supersedes again when one of
+/// them changed under it (the queue started it).
+const SUPERSEDE_ATTEMPTS: usize = 5;
 
 /// With `queuePolicy: Supersede`, a running promotion of the Stage that has not started
 /// writing (KARGO-LESSONS 5: e.g. one waiting at an `http` gate) is asked to abort, so
@@ -889,6 +906,102 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(abort_note(store, &new).await, None);
+    }
+
+    /// A store whose first commit that aborts a pending promotion finds it just started
+    /// (as the queue would, between the request's read and its write).
+    struct StartsItFirst {
+        inner: Arc<dyn Store>,
+        started: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl crate::store::DeliveryLog for StartsItFirst {
+        async fn claim_delivery(
+            &self,
+            receiver: &str,
+            keys: &[String],
+            now: i64,
+            expires_at: i64,
+        ) -> Result<bool, StoreError> {
+            self.inner
+                .claim_delivery(receiver, keys, now, expires_at)
+                .await
+        }
+
+        async fn release_delivery(
+            &self,
+            receiver: &str,
+            keys: &[String],
+        ) -> Result<(), StoreError> {
+            self.inner.release_delivery(receiver, keys).await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl Store for StartsItFirst {
+        async fn get(&self, key: &ObjectKey) -> Result<Option<StoredObject>, StoreError> {
+            self.inner.get(key).await
+        }
+
+        async fn list(
+            &self,
+            kind: Kind,
+            namespace: Option<&str>,
+        ) -> Result<Vec<StoredObject>, StoreError> {
+            self.inner.list(kind, namespace).await
+        }
+
+        async fn commit(&self, writes: Vec<Write>) -> Result<Vec<StoredObject>, StoreError> {
+            let aborted = writes.iter().find_map(|w| match w {
+                Write::UpdateStatus { key, .. } => Some(key.clone()),
+                _ => None,
+            });
+            if let Some(key) = aborted
+                && !self.started.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                let pending = self.inner.get(&key).await?.unwrap();
+                running(self.inner.as_ref(), &pending, "Running", "Pending").await;
+            }
+            self.inner.commit(writes).await
+        }
+
+        fn changes(&self) -> crate::store::ChangeFeed {
+            self.inner.changes()
+        }
+
+        async fn changes_since(
+            &self,
+            revision: u64,
+            limit: usize,
+        ) -> Result<Vec<crate::store::Change>, StoreError> {
+            self.inner.changes_since(revision, limit).await
+        }
+    }
+
+    /// Supersede aborts the pending promotions it finds; one the queue started between
+    /// the read and the write is superseded as a running one, and the request succeeds
+    /// (it used to fail: "changed by someone else").
+    #[tokio::test]
+    async fn a_pending_promotion_started_while_it_is_superseded_does_not_fail_the_request() {
+        let (_dir, inner) = world("Supersede").await;
+        let pending = promote(inner.as_ref(), "f1").await;
+        let store = StartsItFirst {
+            inner: inner.clone(),
+            started: Default::default(),
+        };
+        let newer = promote(&store, "f2").await;
+        assert!(store.started.load(std::sync::atomic::Ordering::SeqCst));
+        let pending_now = inner.get(&pending.key).await.unwrap().unwrap();
+        assert_eq!(
+            crate::pipeline::promotion_phase(&pending_now.object),
+            PromotionPhase::Running,
+            "it started; it was not aborted as pending"
+        );
+        assert_eq!(
+            abort_note(inner.as_ref(), &pending).await,
+            Some(json!(format!("superseded by `{}`", newer.key.name)))
+        );
     }
 
     #[tokio::test]

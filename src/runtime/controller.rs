@@ -184,10 +184,9 @@ impl<K: Resource> Controller<K> {
                     scheduler.finished(&key);
                     continue;
                 };
-                counter.inc();
                 let (reconcile, error_policy) = (reconcile.clone(), error_policy.clone());
                 let (context, cache, name) = (context.clone(), self.cache.clone(), self.name);
-                let task_key = key.clone();
+                let (task_key, counter) = (key.clone(), counter.clone());
                 let handle = tasks.spawn(async move {
                     let action = match reconcile(object.clone(), context.clone()).await {
                         Ok(action) => action,
@@ -196,6 +195,8 @@ impl<K: Resource> Controller<K> {
                             error_policy(object, &error, context)
                         }
                     };
+                    // Counted once it ended: whoever reads the count then sees its writes.
+                    counter.inc();
                     if !cache.catch_up(CATCH_UP).await {
                         tracing::warn!(controller = name, object = %task_key, "the caches did not catch up with the store within 10s");
                     }

@@ -206,7 +206,7 @@ pub fn process_families() -> Vec<Family> {
         ),
         Family::counter(
             "dray_reconciles_total",
-            "Reconciles started, per controller of the runtime.",
+            "Reconciles ended (their writes made), per controller of the runtime.",
             crate::runtime::metrics::reconcile_counts()
                 .into_iter()
                 .map(|(controller, value)| (vec![("controller", controller.to_owned())], value))
