@@ -3,7 +3,8 @@
 //! soon as Freight becomes available to it — including the moment a soak completes: it
 //! requeues for the earliest soak end it knows of.
 //!
-//! It leaves a Stage alone while it runs or queues a promotion, while a person's rollback
+//! It leaves a Stage alone while it runs or queues a promotion, while its newest promotion
+//! succeeded but is not recorded on it yet (`succeeded_unrecorded`), while a person's rollback
 //! holds it (`status.hold`), while it or its project is frozen ([`super::freeze`]; it
 //! looks again when the freeze expires), passes over rejected Freight, and for Freight whose promotion into the Stage already failed
 //! (it would fail again; a person decides).
