@@ -154,13 +154,19 @@ async fn auto_promotion_follows_new_freight_and_a_rollback_holds_it() -> Result<
         // A person rolls dev back: a hold keeps auto-promotion from undoing it.
         let rollback = p.promote("dev", &first)?;
         assert!(rollback.status.success(), "{}", text(&rollback));
-        let hold = &p.stage("dev")?["status"]["hold"];
+        let dev = p.stage("dev")?;
+        let hold = &dev["status"]["hold"];
         assert_eq!(
             hold["freight"].as_str().map(|f| f.len()),
             Some(40),
             "{hold}"
         );
-        p.wait_for_stage("dev", &first)?;
+        // `promote --wait` returns once the Stage shows what it promoted.
+        assert_eq!(
+            dev["status"]["currentFreight"]["alias"],
+            first.as_str(),
+            "{dev:#}"
+        );
         Ok(second)
     })?;
 
