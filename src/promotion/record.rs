@@ -4,7 +4,8 @@
 //! or Applications a step registered) starts a verification run instead, and the Freight
 //! is verified there when the run succeeds; a Stage without verification counts its
 //! Freight verified when the promotion succeeds. The Freight that leaves the Stage keeps
-//! its longest continuous stay as `longestSoakSeconds`.
+//! its longest continuous stay as `longestSoakSeconds`. A success is recorded before the
+//! Promotion says `Succeeded` (`engine/run.rs`), so whoever sees it ended sees the record.
 //!
 //! It reads what the steps reported as typed effects ([`StepEffect`]: a pushed branch,
 //! a registered Application), never step kinds or step outputs.

@@ -166,24 +166,15 @@ pub async fn follow(
         match phase {
             PromotionPhase::Succeeded => {
                 println!("promotion {name} Succeeded");
-                let promoted = Promoted {
-                    stage: &promotion.spec.stage,
-                    freight: &promotion.spec.freight,
-                    since: status
-                        .started_at
-                        .or_else(|| promotion.metadata.creation_timestamp.clone()),
-                };
-                let ours = Ours {
-                    name,
-                    created: promotion.metadata.creation_timestamp.as_ref(),
-                };
-                let stage =
-                    recorded_stage(ctx, project, &ours, &promoted, deadline, timeout).await?;
                 if after == AfterSuccess::Return {
                     return Ok(());
                 }
-                return follow_verification(ctx, project, &promoted, stage, deadline, timeout)
-                    .await;
+                let promoted = Promoted {
+                    stage: &promotion.spec.stage,
+                    freight: &promotion.spec.freight,
+                    since: status.started_at.or(promotion.metadata.creation_timestamp),
+                };
+                return follow_verification(ctx, project, &promoted, deadline, timeout).await;
             }
             PromotionPhase::Failed | PromotionPhase::Errored | PromotionPhase::Aborted => {
                 return Err(CliError::Local(format!(
@@ -228,78 +219,18 @@ impl Promoted<'_> {
     }
 }
 
-/// The promotion `--wait` follows.
-struct Ours<'a> {
-    name: &'a str,
-    created: Option<&'a Time>,
-}
-
-/// The Stage once it records the succeeded promotion (`status.lastPromotion` names it, or
-/// a promotion requested after it, which ran after it): the engine marks a promotion
-/// Succeeded, then writes the Stage's current Freight, and `--wait` returns only when
-/// `dray get stage` shows it. Waits until `deadline`.
-async fn recorded_stage(
-    ctx: &Context,
-    project: &str,
-    ours: &Ours<'_>,
-    promoted: &Promoted<'_>,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-) -> Result<Stage, CliError> {
-    let (stage, name) = (promoted.stage, ours.name);
-    let path = format!("/api/v1/projects/{project}/stages/{stage}");
-    loop {
-        let stage_object: Stage = ctx.client.get(&path).await?;
-        let last = stage_object
-            .status
-            .as_ref()
-            .and_then(|s| s.last_promotion.as_deref());
-        let recorded = match last {
-            Some(last) if last == name => true,
-            // Another one: recorded after ours when it was requested after ours (or is
-            // gone: the Stage moved on without it).
-            Some(last) => {
-                let other: Option<Promotion> = ctx
-                    .client
-                    .get(&format!("/api/v1/projects/{project}/promotions/{last}"))
-                    .await
-                    .ok();
-                other.is_none_or(|other| {
-                    matches!(
-                        (other.metadata.creation_timestamp.as_ref(), ours.created),
-                        (Some(other), Some(ours)) if other.0 > ours.0
-                    )
-                })
-            }
-            None => false,
-        };
-        if recorded {
-            return Ok(stage_object);
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(CliError::Local(format!(
-                "promotion {name} Succeeded, but stage {stage} does not show it yet after {} \
-                 (its lastPromotion is {}); see it with `dray get stage {stage} -p {project}`",
-                humantime::format_duration(timeout),
-                last.unwrap_or("none")
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Follows the Stage's verification of the promoted Freight, when the Stage verifies,
 /// until it ends or `deadline` passes.
 async fn follow_verification(
     ctx: &Context,
     project: &str,
     promoted: &Promoted<'_>,
-    stage_object: Stage,
     deadline: tokio::time::Instant,
     timeout: Duration,
 ) -> Result<(), CliError> {
     let (stage, freight) = (promoted.stage, promoted.freight);
     let path = format!("/api/v1/projects/{project}/stages/{stage}");
+    let stage_object: Stage = ctx.client.get(&path).await?;
     let applications = stage_object
         .status
         .as_ref()

@@ -42,6 +42,8 @@ mod preview;
 mod run;
 mod state;
 mod step;
+#[cfg(test)]
+mod tests;
 mod warm_dirs;
 
 pub use barrier::{STEP_BARRIER_ENV, STEP_BARRIER_TIMEOUT};

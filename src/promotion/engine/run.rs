@@ -137,24 +137,41 @@ impl Engine {
             step_barrier(&key.name, BarrierPoint::Recorded, index).await;
         }
         let (phase, message) = conclusion(&run);
+        // A succeeded promotion is recorded on its Stage and Freight first, and only then
+        // says Succeeded: whoever sees it ended (auto-promotion, `promote --wait`, the
+        // queue) sees the Stage on its Freight. A failed record is reported once the
+        // promotion says Succeeded (its steps did succeed), so the queue moves on.
+        let recorded = match phase {
+            PromotionPhase::Succeeded => self.record_success(&run, &freight_key, freight).await,
+            _ => Ok(()),
+        };
         let phase = self.finish(&mut run, phase, message).await?;
-        if phase == PromotionPhase::Succeeded {
-            // Read again: a step may have renamed it (`set-freight-alias`).
-            let freight = match self.store.get(&freight_key).await? {
-                Some(fresh) => fresh.to_typed()?,
-                None => freight,
-            };
-            record::promotion_succeeded(
-                self.store.as_ref(),
-                &run.key,
-                &run.promotion,
-                &freight,
-                &run.effects,
-            )
-            .await?;
-        }
+        recorded?;
         self.release_work_dir(&run).await;
         Ok(phase)
+    }
+
+    /// Records a succeeded run on its Stage and on the Freight going in and out.
+    async fn record_success(
+        &self,
+        run: &Run,
+        freight_key: &ObjectKey,
+        freight: Freight,
+    ) -> Result<(), EngineError> {
+        // Read again: a step may have renamed it (`set-freight-alias`).
+        let freight = match self.store.get(freight_key).await? {
+            Some(fresh) => fresh.to_typed()?,
+            None => freight,
+        };
+        record::promotion_succeeded(
+            self.store.as_ref(),
+            &run.key,
+            &run.promotion,
+            &freight,
+            &run.effects,
+        )
+        .await?;
+        Ok(())
     }
 
     /// The promotion's work directory: `<work root>/<project>/<promotion>`.
