@@ -89,6 +89,12 @@ pub(crate) fn read_text(path: &Path, shown: &str) -> Result<String, StepOutcome>
 
 /// Writes `content` to `path` (creating parent directories) unless it already holds exactly
 /// that, so that re-running a step leaves the tree untouched. Returns whether it wrote.
+///
+/// The file is replaced whole: the content goes to [`partial_path`] beside it, which is
+/// then renamed over it (keeping the old file's permissions), so a Dray killed mid-write
+/// leaves the old file, never an empty or cut one for the resumed step to edit. The
+/// partial file's name is fixed, so the resumed step's write of the same file replaces a
+/// leftover one.
 pub(crate) fn write_if_changed(path: &Path, content: &str) -> Result<bool, StepOutcome> {
     if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
         return Ok(false);
@@ -98,9 +104,27 @@ pub(crate) fn write_if_changed(path: &Path, content: &str) -> Result<bool, StepO
             StepOutcome::errored(format!("cannot create `{}`: {e}", parent.display()))
         })?;
     }
-    std::fs::write(path, content)
-        .map_err(|e| StepOutcome::errored(format!("cannot write `{}`: {e}", path.display())))?;
+    let cannot =
+        |e: std::io::Error| StepOutcome::errored(format!("cannot write `{}`: {e}", path.display()));
+    // A link (inside the work directory: `resolve` refuses others) is written through.
+    let path = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => std::fs::canonicalize(path).map_err(cannot)?,
+        _ => path.to_path_buf(),
+    };
+    let partial = partial_path(&path);
+    std::fs::write(&partial, content).map_err(cannot)?;
+    if let Ok(old) = std::fs::metadata(&path) {
+        std::fs::set_permissions(&partial, old.permissions()).map_err(cannot)?;
+    }
+    std::fs::rename(&partial, &path).map_err(cannot)?;
     Ok(true)
+}
+
+/// Where [`write_if_changed`] writes `path`'s new content first: `.<name>.dray-partial`
+/// beside it.
+fn partial_path(path: &Path) -> PathBuf {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    path.with_file_name(format!(".{name}.dray-partial"))
 }
 
 /// Where rendered manifests go: one file, or one file per resource in a directory.
@@ -231,6 +255,68 @@ mod tests {
         let names: Vec<_> = files.keys().map(String::as_str).collect();
         assert_eq!(names, ["clusterrole-system_web.yaml", "service-web.yaml"]);
         assert!(files["service-web.yaml"].starts_with("# Source: c/templates/svc.yaml\n"));
+    }
+
+    /// A file is replaced whole through a partial file beside it: the old one's mode is
+    /// kept, a link is written through, and a partial file a killed run left is replaced
+    /// by the next write of that file and gone after it.
+    #[test]
+    fn a_write_replaces_the_file_whole_and_leaves_nothing_beside_it() {
+        use std::os::unix::fs::PermissionsExt;
+
+        let work = tempfile::tempdir().unwrap();
+        let script = work.path().join("run.sh");
+        std::fs::write(&script, "echo old\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(partial_path(&script), "echo cut").unwrap();
+        assert!(write_if_changed(&script, "echo new\n").unwrap());
+        assert_eq!(std::fs::read_to_string(&script).unwrap(), "echo new\n");
+        let mode = std::fs::metadata(&script).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o755);
+        assert!(
+            !write_if_changed(&script, "echo new\n").unwrap(),
+            "unchanged"
+        );
+
+        let link = work.path().join("link.sh");
+        std::os::unix::fs::symlink("run.sh", &link).unwrap();
+        assert!(write_if_changed(&link, "echo linked\n").unwrap());
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&script).unwrap(), "echo linked\n");
+
+        let fresh = work.path().join("deep/new.yaml");
+        assert!(write_if_changed(&fresh, "a: 1\n").unwrap());
+        assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "a: 1\n");
+        let mut left: Vec<String> = walk(work.path());
+        left.sort();
+        assert_eq!(
+            left,
+            ["deep/new.yaml", "link.sh", "run.sh"],
+            "nothing beside them"
+        );
+    }
+
+    /// The files under `dir`, relative.
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(at) = todo.pop() {
+            for entry in std::fs::read_dir(&at).unwrap() {
+                let path = entry.unwrap().path();
+                if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                    todo.push(path);
+                } else {
+                    let relative = path.strip_prefix(dir).unwrap();
+                    found.push(relative.to_string_lossy().into_owned());
+                }
+            }
+        }
+        found
     }
 
     #[test]
