@@ -194,10 +194,11 @@ pub fn decide(stage: &Stage, cache: &Cache, now: Timestamp) -> Decision {
 }
 
 /// Whether the Stage's newest Promotion succeeded but the Stage does not record it yet
-/// (its `status.lastPromotion` names another): the engine marks a promotion Succeeded,
-/// then writes the Stage's current Freight, and a look in between would see the Stage
-/// still on its old Freight with nothing running, and promote the same Freight again.
-/// The Stage's own change, when it is recorded, wakes auto-promotion.
+/// (its `status.lastPromotion` names another). The engine records the Stage before the
+/// Promotion says Succeeded, but in a cluster the caches follow Stages and Promotions
+/// through two watches, so the Promotion's end can arrive first: a look then would see
+/// the Stage still on its old Freight with nothing running, and promote the same Freight
+/// again. The Stage's own change, when it arrives, wakes auto-promotion.
 fn succeeded_unrecorded(in_this_stage: &[Arc<Promotion>], last_promotion: Option<&str>) -> bool {
     in_this_stage
         .iter()
@@ -436,8 +437,8 @@ mod tests {
         shutdown.cancel();
     }
 
-    /// The engine marks a promotion Succeeded before it writes the Stage's current
-    /// Freight: a look in between must not promote the same Freight again.
+    /// A cache that holds a promotion's end before the Stage's record of it (two watches
+    /// in a cluster) must not promote the same Freight again.
     #[tokio::test]
     async fn a_succeeded_promotion_not_yet_recorded_on_the_stage_is_not_repeated() {
         let dir = tempfile::tempdir().unwrap();
