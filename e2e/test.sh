@@ -23,9 +23,6 @@ command -v skopeo >/dev/null 2>&1 || missing+=(skopeo)
 command -v git >/dev/null 2>&1 || missing+=(git)
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
-# `kubectl kustomize` renders for kustomize-build; Debian's kubernetes-client provides it
-# where the machine has no kubectl of its own.
-command -v kubectl >/dev/null 2>&1 || missing+=(kubernetes-client)
 # git signs Dray's commits with SSH keys (`gpg.format=ssh`) through ssh-keygen.
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 # the deploy tests check the chart's generated webhook certificate with `openssl verify`
@@ -45,11 +42,24 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-# Helm's SDK for the `helm` shim (e2e/helm-shim/helm): no helm binary is packaged here.
-if ! python3 -c 'import helm_python' 2>/dev/null; then
-  python3 -m pip install -q helm-python-sdk 2>/dev/null \
-    || python3 -m pip install -q --break-system-packages helm-python-sdk
+# --- real tools from their Go modules --------------------------------------------------
+# kube-apiserver, kube-controller-manager, kubectl and etcd of one Kubernetes release, Helm
+# v4, kustomize v5 and cosign, at the versions in e2e/tools/versions.env, built once into a
+# cache (~/.cache/dray-e2e/tools) and put first on PATH, so every `kubectl`, `helm` and
+# `kustomize` the tests and the `dray` they start run is the pinned one.
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  export PATH="/usr/local/go/bin:$PATH"
 fi
+tool_dirs="$(bash e2e/tools/build.sh --print-path)"
+PATH="$(printf '%s' "$tool_dirs" | paste -sd: -):$PATH"
+export PATH
+# kustomize-build runs the standalone kustomize, as Argo CD does.
+DRAY_KUSTOMIZE="$(command -v kustomize)"
+export DRAY_KUSTOMIZE
+echo "test.sh: git $(git --version | cut -d' ' -f3) ($(command -v git)), $(kubectl version --client 2>/dev/null | head -1)," \
+  "kustomize $(kustomize version 2>/dev/null), helm $(helm version --short 2>/dev/null)," \
+  "$(cosign version 2>/dev/null | sed -n 's/^GitVersion:[[:space:]]*/cosign /p')" >&2
+
 # A real OpenID provider for the OIDC login tests (e2e/src/oidc_provider.rs).
 if ! python3 -c 'import oidc_provider_mock' 2>/dev/null; then
   python3 -m pip install -q oidc-provider-mock 2>/dev/null \

@@ -45,6 +45,7 @@ pub mod bench_numbers;
 pub mod bitbucket;
 pub mod browser;
 pub mod chart_repo;
+pub mod control_plane;
 pub mod controller;
 mod credentials;
 pub mod deploy;
@@ -65,6 +66,8 @@ mod process;
 pub mod prometheus;
 mod registry;
 pub mod secrets;
+pub mod tls;
+pub mod tools;
 pub mod webhooks;
 mod world;
 
@@ -76,5 +79,5 @@ pub use git_repo::{Commit, GitRepo, TEST_AUTHOR, git, ls_remote};
 pub use git_server::{GitRequest, GitServer, GitServerOptions};
 pub use registry::{Notifications, REGISTRY_BIN, Registry, RegistryOptions};
 pub use world::{
-    HTTP_TIMEOUT, KEEP_ENV, TestWorld, free_port, http_client, loopback, workspace_root,
+    HTTP_TIMEOUT, KEEP_ENV, TestWorld, free_port, http_client, loopback, wait_until, workspace_root,
 };

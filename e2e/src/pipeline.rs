@@ -9,7 +9,7 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -299,21 +299,8 @@ impl Pipeline {
 
     /// Polls `check` every 100ms until it answers `Some`, at most 60s; the error names
     /// `what` it waited for.
-    pub fn wait_until<T>(
-        &self,
-        what: &str,
-        mut check: impl FnMut() -> Result<Option<T>>,
-    ) -> Result<T> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(found) = check()? {
-                return Ok(found);
-            }
-            if Instant::now() >= deadline {
-                bail!("waited 60s for {what} in vain");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+    pub fn wait_until<T>(&self, what: &str, check: impl FnMut() -> Result<Option<T>>) -> Result<T> {
+        crate::wait_until(what, Duration::from_secs(60), check)
     }
 }
 

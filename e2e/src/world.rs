@@ -86,6 +86,26 @@ pub fn http_client() -> Result<reqwest::Client> {
         .context("Failed to build the test's HTTP client (reqwest's TLS backend did not start)")
 }
 
+/// Calls `check` every 100 ms until it finds something or `timeout` passes; the error names
+/// `what` was awaited. For conditions another process makes true (a binding the API
+/// server's authorizer has not seen yet, a Stage a controller has not moved yet).
+pub fn wait_until<T>(
+    what: &str,
+    timeout: Duration,
+    mut check: impl FnMut() -> Result<Option<T>>,
+) -> Result<T> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(found) = check()? {
+            return Ok(found);
+        }
+        if std::time::Instant::now() >= deadline {
+            anyhow::bail!("waited {timeout:?} for {what} in vain");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// `127.0.0.1:port`.
 pub fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))

@@ -15,30 +15,19 @@ use dray_e2e::chart_repo::{ChartRepo, build_chart};
 use dray_e2e::pipeline::text;
 use dray_e2e::{
     Credentials, Dray, DrayOptions, GitRepo, GitServer, Registry, RegistryOptions, TestWorld, oci,
-    workspace_root,
 };
 use dray_steps::GitCredentials;
 use dray_steps::helm::{ChartRef, ChartRepoError, fetch_chart};
 use serde_json::Value;
 
-/// The helm shim; its Python package must be installed (e2e/test.sh does), or the test
-/// fails saying so.
-fn helm_shim() -> Result<String> {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        bail!(
-            "python3 cannot import helm_python; run e2e/test.sh or `pip install helm-python-sdk`"
-        );
-    }
-    let shim = workspace_root().join("e2e/helm-shim/helm");
-    Ok(shim.to_str().context("utf-8")?.to_owned())
+/// The real `helm` the tests pin (e2e/tools/versions.env), built from its Go module.
+fn real_helm() -> Result<String> {
+    let helm = dray_e2e::tools::helm()?;
+    Ok(helm.to_str().context("utf-8")?.to_owned())
 }
 
 /// A world with a git server holding the config repository (where stage branches go) and
-/// `dray serve` using the helm shim.
+/// `dray serve` using the real helm.
 struct Fixture {
     world: TestWorld,
     _git: GitServer,
@@ -56,7 +45,7 @@ impl Fixture {
         config.commit("Initial config")?;
         config.push("main")?;
         let options = DrayOptions {
-            args: vec!["--helm".into(), helm_shim()?],
+            args: vec!["--helm".into(), real_helm()?],
             ..DrayOptions::default()
         };
         let dray = Dray::start(&world, options)?;

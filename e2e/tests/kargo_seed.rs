@@ -67,21 +67,10 @@ fn localised_seed(world: &TestWorld, git_url: &str, registry: &str) -> Result<St
     Ok(dir.to_str().context("utf-8")?.to_owned())
 }
 
-fn helm_shim() -> Result<String> {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import helm_python"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        bail!(
-            "python3 cannot import helm_python; run e2e/test.sh or `pip install helm-python-sdk`"
-        );
-    }
-    Ok(workspace_root()
-        .join("e2e/helm-shim/helm")
-        .to_str()
-        .context("utf-8")?
-        .to_owned())
+/// The real `helm` the tests pin (e2e/tools/versions.env), built from its Go module.
+fn real_helm() -> Result<String> {
+    let helm = dray_e2e::tools::helm()?;
+    Ok(helm.to_str().context("utf-8")?.to_owned())
 }
 
 fn json(p: &Pipeline, args: &[&str]) -> Result<Value> {
@@ -116,7 +105,7 @@ async fn the_seed_kargo_project_applies_unchanged_and_auto_promotes_dev_pinned_b
     let config = GitRepo::clone_from_url(&world, &git_url)?;
     let config_commit = seed_config_repo(&config)?;
     let options = DrayOptions {
-        args: vec!["--helm".into(), helm_shim()?],
+        args: vec!["--helm".into(), real_helm()?],
         ..DrayOptions::default()
     };
     let dray = Dray::start(&world, options)?;

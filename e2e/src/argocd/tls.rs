@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use tokio::sync::oneshot;
 
-use crate::kube_api::tls::CertAuthority;
+use crate::tls::CertAuthority;
 
 /// A CA that signed nothing the double serves: a kubeconfig trusting it must fail.
 pub fn unrelated_ca_pem() -> Result<String> {

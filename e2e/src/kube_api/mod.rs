@@ -62,7 +62,7 @@ mod state;
 mod status;
 mod store;
 mod table;
-pub mod tls;
+pub use crate::tls;
 mod verbs;
 mod watch;
 

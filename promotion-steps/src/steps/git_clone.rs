@@ -449,24 +449,55 @@ async fn register(
         }
         // Forget worktrees whose directories are gone (old promotions' work dirs).
         git.run(&mirror, &worktree(&["prune"])).await?;
-        // The unborn branch of an orphan only names HEAD until the first commit, which
-        // `git-commit` detaches: it never becomes a branch in the shared mirror.
-        let unborn = format!("dray/unborn/{:016x}", path_hash(&dir));
         // `-f` replaces a stale registration of this very path.
-        let mut args = match want {
-            Some(_) => worktree(&["add", "-q", "-f", "--no-checkout", "--detach"]),
-            None => worktree(&["add", "-q", "-f", "--orphan", "-b"]),
+        let mut args = worktree(&["add", "-q", "-f", "--no-checkout", "--detach"]);
+        let Some(sha) = want else {
+            return register_orphan(&git, &mirror, &dir, args).await;
         };
-        match &want {
-            Some(sha) => args.extend([path_str(&dir), sha.as_str()]),
-            None => args.extend([unborn.as_str(), path_str(&dir)]),
-        }
+        args.extend([path_str(&dir), sha.as_str()]);
         git.run(&mirror, &args).await.map(drop)
     });
     task.await.map_err(|e| GitError::Io {
         what: "register the worktree".into(),
         source: std::io::Error::other(e.to_string()),
     })?
+}
+
+/// Registers `dir` as an empty orphan worktree of `mirror`, on any git (`worktree add
+/// --orphan` came in git 2.42; Debian 12 has 2.39): the worktree is added detached at an
+/// empty root commit, then its HEAD names an unborn branch and its index is emptied. The
+/// root commit has fixed author, committer and dates, so it is the same object every time
+/// (written once into the mirror, referenced by nothing). The unborn branch only names
+/// HEAD until the first commit, which `git-commit` detaches: it never becomes a branch in
+/// the shared mirror.
+async fn register_orphan(
+    git: &Git,
+    mirror: &Path,
+    dir: &Path,
+    mut add: Vec<&str>,
+) -> Result<(), GitError> {
+    const ROOT_IDENTITY: [(&str, &str); 6] = [
+        ("GIT_AUTHOR_NAME", "Dray"),
+        ("GIT_AUTHOR_EMAIL", "dray@localhost"),
+        ("GIT_AUTHOR_DATE", "1970-01-01T00:00:00Z"),
+        ("GIT_COMMITTER_NAME", "Dray"),
+        ("GIT_COMMITTER_EMAIL", "dray@localhost"),
+        ("GIT_COMMITTER_DATE", "1970-01-01T00:00:00Z"),
+    ];
+    let empty_tree = git.run_with_input(mirror, &["mktree"], Some("")).await?;
+    let commit_tree = ["commit-tree", empty_tree.trim(), "-m", "dray: empty root"];
+    let output = git
+        .output_env(mirror, &commit_tree, None, &ROOT_IDENTITY)
+        .await?;
+    if !output.status.success() {
+        return Err(git.failure(&commit_tree, &output));
+    }
+    let root = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    add.extend([path_str(dir), root.as_str()]);
+    git.run(mirror, &add).await?;
+    let unborn = format!("refs/heads/dray/unborn/{:016x}", path_hash(dir));
+    git.run(dir, &["symbolic-ref", "HEAD", &unborn]).await?;
+    git.run(dir, &["read-tree", "--empty"]).await.map(drop)
 }
 
 /// Writes the worktree's files from its HEAD: all of them, or only the `sparse`

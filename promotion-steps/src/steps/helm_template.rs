@@ -245,20 +245,23 @@ mod tests {
     use serde_json::json;
     use std::path::{Path, PathBuf};
 
-    /// The `helm` shim over the Helm SDK (e2e/helm-shim/helm). Its Python package must be
-    /// installed: a test that silently skipped would pass with the step broken. e2e/test.sh
-    /// installs it.
-    fn helm_shim() -> PathBuf {
-        let ok = std::process::Command::new("python3")
-            .args(["-c", "import helm_python"])
+    /// The real `helm` (v4) the tests pin, built from its Go module by
+    /// `e2e/tools/build.sh` (cached; e2e/test.sh builds it first). A test that silently
+    /// skipped would pass with the step broken, so a missing helm fails with the fix.
+    fn real_helm() -> PathBuf {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/tools/build.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .args(["--print-path", "helm"])
             .output()
-            .is_ok_and(|o| o.status.success());
+            .expect("bash runs e2e/tools/build.sh");
         assert!(
-            ok,
-            "python3 cannot import helm_python, so the helm shim cannot run; install it with \
-             `pip install helm-python-sdk`, or run e2e/test.sh, which does"
+            out.status.success(),
+            "e2e/tools/build.sh could not build helm (it needs Go 1.26; e2e/test.sh installs \
+             what is missing): {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../e2e/helm-shim/helm")
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("helm")
     }
 
     fn chart(dir: &Path) {
@@ -292,7 +295,7 @@ mod tests {
 
     #[tokio::test]
     async fn renders_a_chart_with_values_files_and_set_values() {
-        let helm = helm_shim();
+        let helm = real_helm();
         let work = tempfile::tempdir().unwrap();
         chart(&work.path().join("charts/app"));
         std::fs::write(
@@ -340,7 +343,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_template_error_fails_with_helm_s_words() {
-        let helm = helm_shim();
+        let helm = real_helm();
         let work = tempfile::tempdir().unwrap();
         chart(work.path());
         std::fs::write(

@@ -15,7 +15,9 @@
 //!   ended is denied; the rest is allowed (the chart's webhook configuration sends only
 //!   Promotions, Freight and status writes);
 //! - a `DELETE` of Freight that a Stage holds (current there) or an unfinished Promotion
-//!   names is denied, naming them ([`crate::pipeline::in_use`], as the API's delete route).
+//!   names is denied, naming them ([`crate::pipeline::in_use`], as the API's delete route);
+//! - except that the namespace and garbage-collector controllers delete freely: their
+//!   deletes follow a namespace or owner someone already deleted.
 //!
 //! The words are the pipeline's; this module only maps a review onto its operations.
 
@@ -32,13 +34,26 @@ use super::review::{AdmissionOperation, AdmissionRequest, Denial};
 /// The API group whose writes the webhook judges.
 const GROUP: &str = "dray.dev";
 
+/// The cluster's own controllers whose deletes follow a delete someone already made (a
+/// namespace, an owner): refusing them would leave a project's namespace `Terminating` for
+/// good. The chart leaves them out with `matchConditions` too; this holds where an older
+/// API server ignores those.
+const CLUSTER_CLEANUP: [&str; 2] = [
+    "system:serviceaccount:kube-system:namespace-controller",
+    "system:serviceaccount:kube-system:generic-garbage-collector",
+];
+
 /// The denial for `request`, or none when it may go ahead.
 pub async fn judge(
     store: &dyn Store,
     service_account: &str,
     request: &AdmissionRequest,
 ) -> Result<Option<Denial>, StoreError> {
-    if request.resource.group != GROUP || request.user_info.username == service_account {
+    let username = request.user_info.username.as_str();
+    if request.resource.group != GROUP
+        || username == service_account
+        || (request.operation == AdmissionOperation::Delete && CLUSTER_CLEANUP.contains(&username))
+    {
         return Ok(None);
     }
     let Some(kind) = Kind::from_manifest_kind(&request.kind.kind) else {

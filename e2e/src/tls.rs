@@ -1,6 +1,7 @@
-//! TLS for the Kubernetes API double and for test webhooks: a certificate authority made
-//! at start (rcgen), serving certificates for `127.0.0.1`/`localhost` signed by it, and an
-//! axum app served over HTTPS on its own thread and runtime (stopped on drop).
+//! TLS for the test control plane, the doubles and test webhooks: a certificate authority
+//! made at start (rcgen), serving certificates for `127.0.0.1`/`localhost` and client
+//! certificates signed by it, and an axum app served over HTTPS on its own thread and
+//! runtime (stopped on drop).
 //!
 //! It owns certificates and the HTTPS loop; it knows nothing about Kubernetes.
 
@@ -13,7 +14,8 @@ use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::sync::oneshot;
@@ -89,6 +91,30 @@ impl CertAuthority {
         let cert = params
             .signed_by(&key, &self.issuer)
             .context("Failed to sign a serving certificate")?;
+        Ok(ServingCert {
+            cert: cert.der().clone(),
+            key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// Issues a client certificate: the Kubernetes API server reads the user from its
+    /// common name and the group from its organization (rcgen writes one of each).
+    pub fn issue_client(&self, user: &str, group: Option<&str>) -> Result<ServingCert> {
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(DnType::CommonName, user);
+        if let Some(group) = group {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, group);
+        }
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        let key = KeyPair::generate().context("Failed to generate a client key")?;
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .with_context(|| format!("Failed to sign a client certificate for `{user}`"))?;
         Ok(ServingCert {
             cert: cert.der().clone(),
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
