@@ -82,7 +82,8 @@ impl KubePipeline {
                 .user(DEVELOPER, &["developers"]),
         )?;
         for user in [RELEASE_MANAGER, DEVELOPER] {
-            crate::secrets::remember(&format!("{user}'s Kubernetes token"), cluster.token(user)?);
+            let what = format!("{user}'s Kubernetes token");
+            crate::secrets::remember(&what, cluster.token(user)?);
         }
         let dir = world.unique_dir("kube")?;
         let admin = cluster.admin_kubeconfig();

@@ -57,7 +57,6 @@ mod git_server;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
-pub mod kube_api;
 pub mod kube_pipeline;
 pub mod oci;
 pub mod oidc_provider;

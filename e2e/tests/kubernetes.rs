@@ -495,3 +495,243 @@ spec:
     ensure!(conditions.contains(DRAY_USER), "{conditions}");
     Ok(())
 }
+
+/// Leader election is safe against a partition: the leader, holding a promotion between its
+/// commit and its push, is cut off from the API server (a TCP proxy in front of it stops
+/// passing anything). It stops — the process exits, pushing nothing — before the standby,
+/// judging the Lease by its own clock, takes over; the standby resumes the promotion and
+/// `stage/dev` gets exactly one commit for it; reconnected, the old leader does not come
+/// back as a leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_over() -> Result<()> {
+    use dray::promotion::engine::STEP_BARRIER_ENV;
+    const COMMIT: usize = 4;
+    let barriers = tempfile::tempdir()?;
+    let mut k = KubePipeline::start(KubeOptions {
+        controllers: 2,
+        lease_duration: Some(6),
+        proxied_controllers: true,
+        controller_env: vec![(
+            STEP_BARRIER_ENV.into(),
+            barriers.path().display().to_string(),
+        )],
+        ..Default::default()
+    })
+    .await?;
+    let first = tokio::task::block_in_place(|| k.wait_for_leader(Duration::from_secs(60)))?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let arm = barriers.path().join(format!("arm-recorded-{COMMIT}"));
+    std::fs::write(&arm, b"")?;
+    let (_, alias) = k.q.release("1.0.0").await?;
+    let promotion = tokio::task::block_in_place(|| {
+        k.q.wait_until(
+            "dev's auto-promotion to hold between commit and push",
+            || {
+                Ok(std::fs::read_dir(barriers.path())?
+                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .find_map(|n| {
+                        n.strip_prefix("reached-")?
+                            .strip_suffix(&format!("-recorded-{COMMIT}"))
+                            .map(str::to_owned)
+                    }))
+            },
+        )
+    })?;
+    let ours = |log: &[dray_e2e::Commit]| {
+        log.iter()
+            .filter(|c| c.trailer("Dray-Promotion") == Some(promotion.as_str()))
+            .count()
+    };
+    ensure!(
+        ours(&k.q.config.log("stage/dev").unwrap_or_default()) == 0,
+        "nothing pushed yet"
+    );
+
+    // The partition: the leader reaches nothing; the standby still reaches the API server.
+    k.proxies[first].cut();
+    std::fs::remove_file(&arm)?;
+    let second = tokio::task::block_in_place(|| {
+        dray_e2e::wait_until("the standby to lead", Duration::from_secs(60), || {
+            Ok(k.leader().filter(|&i| i != first))
+        })
+    })?;
+    // By the time the standby leads, the old leader has stopped: it gave up at its renew
+    // deadline, before the lease could expire on the standby's clock.
+    ensure!(
+        !k.controllers[first].is_running(),
+        "the old leader still ran when the standby took over:\n{}",
+        k.controllers[first].log()
+    );
+    let said = k.controllers[first].log();
+    ensure!(said.contains("could not renew the lease"), "{said}");
+
+    tokio::task::block_in_place(|| -> Result<()> {
+        let phase =
+            k.q.wait_until(&format!("{promotion} to end on the new leader"), || {
+                let p = k.q.promotion(&promotion)?;
+                let phase = p["status"]["phase"].as_str().unwrap_or_default().to_owned();
+                Ok((!matches!(phase.as_str(), "" | "Pending" | "Running")).then_some(phase))
+            })?;
+        assert_eq!(phase, "Succeeded", "{:#}", k.q.promotion(&promotion)?);
+        k.q.wait_for_stage("dev", &alias)
+    })?;
+    // Reconnected, the old replica stays down; the new leader keeps the lease.
+    k.proxies[first].heal();
+    let holder = tokio::task::block_in_place(|| {
+        k.kubectl_ok(&[
+            "get",
+            "lease",
+            "dray-controller",
+            "-n",
+            "dray",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        ])
+    })?;
+    assert_eq!(holder, format!("replica-{second}"));
+    ensure!(
+        !k.controllers[first].is_running(),
+        "the old leader did not resume"
+    );
+    let log = k.q.config.log("stage/dev")?;
+    assert_eq!(
+        ours(&log),
+        1,
+        "exactly one commit for {promotion}: {log:#?}"
+    );
+    Ok(())
+}
+
+/// Dray's own writes do not depend on its webhook: with `dray serve` (which serves the
+/// webhook) down, a refresh asked with `kubectl annotate` is discovered, minted and
+/// auto-promoted to dev by `dray controller`, whose Freight, Promotion and status writes the
+/// API server no longer sends to the webhook; a user's `kubectl create` of a Promotion fails
+/// closed, with the API server's words that the webhook cannot be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_webhook_down_dray_keeps_writing_and_users_writes_fail_closed() -> Result<()> {
+    let mut k = KubePipeline::start(KubeOptions::default()).await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let (freight, first) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &first))?;
+    k.q.dray.kill9()?;
+
+    dray_e2e::oci::push_image(&k.q.registry, "demo/app", "1.1.0").await?;
+    tokio::task::block_in_place(|| -> Result<()> {
+        k.kubectl_ok(&[
+            "annotate",
+            "warehouse",
+            "app",
+            "-n",
+            "demo",
+            "--overwrite",
+            "dray.dev/refresh=after-the-webhook-went-down",
+        ])?;
+        k.q.wait_until("dev to hold the Freight of 1.1.0", || {
+            let Some(dev) = k.object("stages.dray.dev", "demo", "dev")? else {
+                return Ok(None);
+            };
+            let Some(current) = dev["status"]["currentFreight"]["name"].as_str() else {
+                return Ok(None);
+            };
+            let Some(now) = k.object("freight.dray.dev", "demo", current)? else {
+                return Ok(None);
+            };
+            Ok((now["images"][0]["tag"] == "1.1.0").then_some(()))
+        })
+    })?;
+
+    let forged = format!(
+        "apiVersion: dray.dev/v1alpha1
+kind: Promotion
+metadata: {{name: forged-while-down, namespace: demo}}
+spec: {{stage: prod, freight: {freight}}}
+"
+    );
+    let file = k.q.world.unique_dir("forged")?.join("promotion.yaml");
+    std::fs::write(&file, forged)?;
+    let created =
+        tokio::task::block_in_place(|| k.kubectl(&["create", "-f", &file.display().to_string()]))?;
+    let said = text(&created);
+    ensure!(
+        !created.status.success(),
+        "the webhook fails closed: {said}"
+    );
+    ensure!(
+        said.contains("failed calling webhook \"validate.dray.dev\""),
+        "the API server says the webhook could not be called: {said}"
+    );
+    Ok(())
+}
+
+/// Deleting a project's namespace completes while a promotion runs in it and a Stage holds
+/// Freight: the namespace controller's deletes of Promotions and Freight are not refused
+/// by the webhook (it leaves the cluster's cleanup out), and `dray controller` goes on
+/// leading when the promotion it held is gone under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_projects_namespace_completes_with_a_promotion_running() -> Result<()> {
+    use dray::promotion::engine::STEP_BARRIER_ENV;
+    const COMMIT: usize = 4;
+    let barriers = tempfile::tempdir()?;
+    let mut k = KubePipeline::start(KubeOptions {
+        controller_env: vec![(
+            STEP_BARRIER_ENV.into(),
+            barriers.path().display().to_string(),
+        )],
+        ..Default::default()
+    })
+    .await?;
+    tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
+    let (_, first) = k.q.release("1.0.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &first))?;
+    std::fs::write(barriers.path().join(format!("arm-recorded-{COMMIT}")), b"")?;
+    let (_, second) = k.q.release("1.1.0").await?;
+    let promotion = tokio::task::block_in_place(|| {
+        k.q.wait_until("dev's promotion of 1.1.0 to hold mid-way", || {
+            Ok(std::fs::read_dir(barriers.path())?
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .find_map(|n| {
+                    n.strip_prefix("reached-")?
+                        .strip_suffix(&format!("-recorded-{COMMIT}"))
+                        .map(str::to_owned)
+                }))
+        })
+    })?;
+    ensure!(promotion.contains(&second), "{promotion} promotes {second}");
+
+    let deleted = tokio::task::block_in_place(|| {
+        k.kubectl(&[
+            "delete",
+            "namespace",
+            "demo",
+            "--wait=true",
+            "--timeout=120s",
+        ])
+    })?;
+    ensure!(
+        deleted.status.success(),
+        "the namespace is deleted: {}\n{}",
+        text(&deleted),
+        k.cluster.controller_manager_log()
+    );
+    std::fs::remove_file(barriers.path().join(format!("arm-recorded-{COMMIT}")))?;
+    std::fs::write(
+        barriers
+            .path()
+            .join(format!("release-{promotion}-recorded-{COMMIT}")),
+        b"",
+    )?;
+    // The held promotion ends against objects that are gone; the replica goes on: the
+    // project, removed and applied again, promotes a new release to dev.
+    tokio::task::block_in_place(|| -> Result<()> {
+        k.kubectl_ok(&["delete", "project", "demo", "--wait=true", "--timeout=60s"])?;
+        k.apply_quickstart(str::to_owned)
+    })?;
+    let (_, third) = k.q.release("1.2.0").await?;
+    tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &third))?;
+    ensure!(
+        k.controllers[0].is_running(),
+        "the controller goes on:\n{}",
+        k.controllers[0].log()
+    );
+    Ok(())
+}

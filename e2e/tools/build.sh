@@ -16,7 +16,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$HERE/versions.env"
 CACHE="${DRAY_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dray-e2e/tools}"
 
-# The machine's own Go builds everything; never fetch another toolchain behind our back.
+# The machine's own Go builds everything (unless it is older than 1.26, below); never
+# fetch another toolchain behind our back.
 export GOTOOLCHAIN=local
 export GOFLAGS="-buildvcs=false -mod=mod"
 export CGO_ENABLED=0
@@ -37,11 +38,22 @@ done
 
 say() { echo "tools: $*" >&2; }
 
+if ! command -v go >/dev/null 2>&1 && [ -x /usr/local/go/bin/go ]; then
+  PATH="/usr/local/go/bin:$PATH"
+fi
 if ! command -v go >/dev/null 2>&1; then
   say "Go is not installed; the tests build the Kubernetes control plane, helm, kustomize and" \
-    "cosign from their Go modules. Install Go 1.26 or newer (Debian: golang-go from a release" \
-    "that has 1.26) and run e2e/test.sh again."
+    "cosign from their Go modules. Install Go 1.26 or newer and run e2e/test.sh again."
   exit 1
+fi
+# The pinned modules need Go 1.26. An older Go (1.21 or newer) fetches that toolchain from
+# the Go module proxy itself when asked to; an even older one cannot.
+go_minor="$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')"
+if [ -z "$go_minor" ] || [ "$go_minor" -lt 21 ]; then
+  say "$(go version) is too old to build the pinned tools; install Go 1.26 or newer"
+  exit 1
+elif [ "$go_minor" -lt 26 ]; then
+  export GOTOOLCHAIN=go1.26.8
 fi
 
 # A tool whose every binary is in place is built; anything less is built again whole.

@@ -1,9 +1,10 @@
 //! `dray controller`: the reconcilers of `dray serve`, run against a cluster. It waits for
 //! the Lease, connects the Kubernetes store (watches listed), keeps the Project namespaces,
 //! and runs every controller until SIGTERM (then releases the Lease) or until the Lease is
-//! lost (then stops its promotions and exits with an error, for the pod to restart as a
-//! standby). A promotion cut short either way resumes on the next leader from the step
-//! state in its status.
+//! lost: then the process exits at once, from wherever it is (starting or running), so no
+//! step, push or status write follows; the pod restarts as a standby. In a container its
+//! exit ends every child (git, kubectl, helm) too. A promotion cut short either way resumes
+//! on the next leader from the step state in its status.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,6 +29,8 @@ pub use super::leader::LeaseOptions;
 const SYNC_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the controllers get to stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// The exit status of a replica that lost the Lease.
+pub const LEASE_LOST_EXIT: i32 = 3;
 
 /// How `dray controller` runs.
 #[derive(Clone, Debug)]
@@ -50,7 +53,8 @@ pub struct ControllerOptions {
     pub git_fetch_timeout: std::time::Duration,
 }
 
-/// Runs until SIGTERM/SIGINT (`Ok`) or until the Lease is lost (`Err`).
+/// Runs until SIGTERM/SIGINT (`Ok`); exits the process with [`LEASE_LOST_EXIT`] when the
+/// Lease is lost.
 pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (phase, phase_rx) = watch::channel(Phase::Starting);
@@ -70,6 +74,14 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
     }
     phase.send_replace(Phase::Starting);
     tracing::info!(identity = %options.lease.identity, "holding the lease: starting the controllers");
+    // From now on a lost lease ends the process wherever it is: waiting for the controllers
+    // to wind down would let them write after another replica may lead.
+    let lost = leadership.lost();
+    tokio::spawn(async move {
+        let why = lost.await;
+        tracing::error!("{why}; exiting now so that only one controller writes");
+        std::process::exit(LEASE_LOST_EXIT);
+    });
 
     let secret_key = Arc::new(SecretKey::load(&options.data_dir)?);
     let local = Arc::new(SqliteStore::open(&options.data_dir.join("local"))?);
@@ -108,13 +120,7 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
     phase.send_replace(Phase::Leading);
     tracing::info!("leading: every controller runs");
 
-    let outcome = tokio::select! {
-        () = leadership.lost() => Err(anyhow::anyhow!(
-            "lost the lease {}/{}: another replica leads now; exiting so that only one controller reconciles",
-            options.lease.namespace, options.lease.name
-        )),
-        () = super::super::serve::shutdown_signal() => Ok(()),
-    };
+    super::super::serve::shutdown_signal().await;
     shutdown.cancel();
     if tokio::time::timeout(STOP_TIMEOUT, async {
         let _ = controllers.await;
@@ -128,9 +134,7 @@ pub async fn run_controller(options: ControllerOptions) -> anyhow::Result<()> {
             STOP_TIMEOUT.as_secs()
         );
     }
-    if outcome.is_ok() {
-        leadership.release().await;
-        tracing::info!("stopped; the lease is released");
-    }
-    outcome
+    leadership.release().await;
+    tracing::info!("stopped; the lease is released");
+    Ok(())
 }
