@@ -284,7 +284,14 @@ async fn wait_for(
 /// afterwards still reaches dev by auto-promotion; the controller listed Warehouses again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_broken_after_compaction_relist_and_nothing_is_missed() -> Result<()> {
-    let mut k = KubePipeline::start(KubeOptions::default()).await?;
+    // A lease long enough that the leader keeps it through the API server's restart (with
+    // the default 15 s, a restart longer than its 10 s renew deadline ends the process, as
+    // it should, and a fresh process lists anyway).
+    let mut k = KubePipeline::start(KubeOptions {
+        lease_duration: Some(90),
+        ..Default::default()
+    })
+    .await?;
     tokio::task::block_in_place(|| k.apply_quickstart(str::to_owned))?;
     let (_, first) = k.q.release("1.0.0").await?;
     tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &first))?;
@@ -299,6 +306,11 @@ async fn watches_broken_after_compaction_relist_and_nothing_is_missed() -> Resul
     let (_, second) = k.q.release("1.1.0").await?;
     tokio::task::block_in_place(|| k.q.wait_for_stage("dev", &second))?;
     let lists_after = relists(&k)?;
+    ensure!(
+        k.controllers[0].is_running(),
+        "the leader kept the lease through the restart:\n{}",
+        k.controllers[0].log()
+    );
     ensure!(
         lists_after > lists_before,
         "the controller listed Warehouses again after the 410 ({lists_before} → {lists_after})"
