@@ -88,21 +88,11 @@ async fn a_failover_in_the_middle_of_a_promotion_neither_repeats_nor_loses_it() 
     let (_, alias) = k.q.release("1.0.0").await?;
     let promotion = tokio::task::block_in_place(|| {
         k.q.wait_until("dev's auto-promotion to hold after its push", || {
-            Ok(std::fs::read_dir(barriers.path())?
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .find_map(|n| {
-                    n.strip_prefix("reached-")?
-                        .strip_suffix(&format!("-ran-{PUSH}"))
-                        .map(str::to_owned)
-                }))
+            held_promotion(barriers.path(), "ran", PUSH)
         })
     })?;
     let pushed = k.q.config.log("stage/dev")?;
-    let ours = |log: &[dray_e2e::Commit]| {
-        log.iter()
-            .filter(|c| c.trailer("Dray-Promotion") == Some(promotion.as_str()))
-            .count()
-    };
+    let ours = |log: &[dray_e2e::Commit]| commits_of(log, &promotion);
     assert_eq!(
         ours(&pushed),
         1,
@@ -227,6 +217,16 @@ async fn the_kubernetes_store_refuses_stale_writes_and_reads_secrets_as_sealed_c
         "platform-team"
     );
 
+    // A create that carries a resourceVersion (read from elsewhere, as `POST` through
+    // Dray's API may) is a create: the API server would refuse it as sent.
+    let mut copy = stale.object.clone();
+    copy["metadata"] = serde_json::json!({
+        "name": "staging-copy", "namespace": "demo", "resourceVersion": "12345"
+    });
+    copy.as_object_mut().map(|m| m.remove("status"));
+    let created = store.create(copy).await?;
+    assert_eq!(created.key.name, "staging-copy");
+
     // A Kargo-style credential Secret, applied with kubectl, is a sealed Credential.
     let password = "kube-secret-password-8c1f";
     dray_e2e::secrets::remember("the test's git password", password);
@@ -316,6 +316,25 @@ async fn watches_broken_after_compaction_relist_and_nothing_is_missed() -> Resul
         "the controller listed Warehouses again after the 410 ({lists_before} → {lists_after})"
     );
     Ok(())
+}
+
+/// The promotion the engine holds at step barrier `point` of step `step`, once one does.
+fn held_promotion(barriers: &std::path::Path, point: &str, step: usize) -> Result<Option<String>> {
+    let suffix = format!("-{point}-{step}");
+    Ok(std::fs::read_dir(barriers)?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .find_map(|n| {
+            n.strip_prefix("reached-")?
+                .strip_suffix(&suffix)
+                .map(str::to_owned)
+        }))
+}
+
+/// How many commits of `log` carry `promotion`'s trailer.
+fn commits_of(log: &[dray_e2e::Commit], promotion: &str) -> usize {
+    log.iter()
+        .filter(|c| c.trailer("Dray-Promotion") == Some(promotion))
+        .count()
 }
 
 /// How many times Dray's ServiceAccount listed Warehouses.
@@ -491,6 +510,47 @@ spec:
         said.contains("written by Dray's controllers only"),
         "{said}"
     );
+    // `kubectl delete` of what others use meets the API's own delete rule, in its words.
+    let deleted = tokio::task::block_in_place(|| {
+        k.kubectl(&["delete", "warehouse", "app", "-n", "demo", "--wait=false"])
+    })?;
+    let said = text(&deleted);
+    ensure!(!deleted.status.success(), "the Warehouse is in use: {said}");
+    ensure!(
+        said.contains("is still used by stage `dev`")
+            && said.contains("delete or change those first"),
+        "{said}"
+    );
+    let through_api = k.q.cli(&["delete", "warehouse", "app"])?;
+    let api_said = text(&through_api);
+    ensure!(
+        !through_api.status.success() && api_said.contains("is still used by stage `dev`"),
+        "the API refuses with the same words: {api_said}"
+    );
+    let deleted = tokio::task::block_in_place(|| {
+        k.kubectl(&["delete", "stage", "staging", "-n", "demo", "--wait=false"])
+    })?;
+    let said = text(&deleted);
+    ensure!(
+        !deleted.status.success() && said.contains("is still used by stage `prod`"),
+        "{said}"
+    );
+
+    // A Project whose name cannot name a namespace is refused by the CRD's own rule.
+    let applied = tokio::task::block_in_place(|| {
+        let file = k.q.world.unique_dir("project")?.join("project.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: dray.dev/v1alpha1\nkind: Project\nmetadata: {name: kube-team}\nspec: {}\n",
+        )?;
+        k.kubectl(&["apply", "-f", &file.display().to_string()])
+    })?;
+    let said = text(&applied);
+    ensure!(
+        !applied.status.success() && said.contains("a Project's name is the name of its namespace"),
+        "{said}"
+    );
+
     // Dray's own writes never reach its webhook: the configuration leaves its
     // ServiceAccount out (matchConditions), so its auto-promotion above did not depend on it.
     let config = tokio::task::block_in_place(|| {
@@ -538,22 +598,10 @@ async fn a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
     let promotion = tokio::task::block_in_place(|| {
         k.q.wait_until(
             "dev's auto-promotion to hold between commit and push",
-            || {
-                Ok(std::fs::read_dir(barriers.path())?
-                    .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                    .find_map(|n| {
-                        n.strip_prefix("reached-")?
-                            .strip_suffix(&format!("-recorded-{COMMIT}"))
-                            .map(str::to_owned)
-                    }))
-            },
+            || held_promotion(barriers.path(), "recorded", COMMIT),
         )
     })?;
-    let ours = |log: &[dray_e2e::Commit]| {
-        log.iter()
-            .filter(|c| c.trailer("Dray-Promotion") == Some(promotion.as_str()))
-            .count()
-    };
+    let ours = |log: &[dray_e2e::Commit]| commits_of(log, &promotion);
     ensure!(
         ours(&k.q.config.log("stage/dev").unwrap_or_default()) == 0,
         "nothing pushed yet"
@@ -699,13 +747,7 @@ async fn deleting_a_projects_namespace_completes_with_a_promotion_running() -> R
     let (_, second) = k.q.release("1.1.0").await?;
     let promotion = tokio::task::block_in_place(|| {
         k.q.wait_until("dev's promotion of 1.1.0 to hold mid-way", || {
-            Ok(std::fs::read_dir(barriers.path())?
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .find_map(|n| {
-                    n.strip_prefix("reached-")?
-                        .strip_suffix(&format!("-recorded-{COMMIT}"))
-                        .map(str::to_owned)
-                }))
+            held_promotion(barriers.path(), "recorded", COMMIT)
         })
     })?;
     ensure!(promotion.contains(&second), "{promotion} promotes {second}");
@@ -735,7 +777,12 @@ async fn deleting_a_projects_namespace_completes_with_a_promotion_running() -> R
     // The held promotion ends against objects that are gone; the replica goes on: the
     // project, removed and applied again, promotes a new release to dev.
     tokio::task::block_in_place(|| -> Result<()> {
-        k.kubectl_ok(&["delete", "project", "demo", "--wait=true", "--timeout=60s"])?;
+        // The webhook's view of the project empties as its watches follow the deletion.
+        k.q.wait_until("project demo to be deletable", || {
+            let deleted =
+                k.kubectl(&["delete", "project", "demo", "--wait=true", "--timeout=60s"])?;
+            Ok(deleted.status.success().then_some(()))
+        })?;
         k.apply_quickstart(str::to_owned)
     })?;
     let (_, third) = k.q.release("1.2.0").await?;

@@ -15,6 +15,7 @@ use super::schema_check::{METADATA_IGNORED, Respelling, respelled, unknown_field
 use super::typed::{self, Resource};
 use super::yaml::{Document, LineIndex};
 use super::{DocumentOrigin, semantics};
+use crate::api::RESERVED_NAMESPACE_PREFIX;
 use crate::api::suggest;
 
 /// One document after its own checks.
@@ -264,6 +265,18 @@ fn envelope(
                 MAX_LABEL
             };
             issues.extend(names::check(name, max, "name", at.key("name")));
+            if kind == Some(Kind::Project) && name.starts_with(RESERVED_NAMESPACE_PREFIX) {
+                issues.push(
+                    Issue::new(
+                        at.key("name"),
+                        format!(
+                            "`{name}` cannot name a Project: a Project's name is its namespace's, \
+                             and `{RESERVED_NAMESPACE_PREFIX}` namespaces belong to Kubernetes"
+                        ),
+                    )
+                    .hint("choose a name that does not start with `kube-`, such as `payments`"),
+                );
+            }
         }
         Some(None) => {} // the type check reports it
     }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::api::annotations::{ASSEMBLED, WAREHOUSE_LABEL};
+use crate::api::label::label_value;
 use crate::api::{API_VERSION, FreightChart, FreightCommit, FreightImage};
 use crate::store::{Store, StoreError, StoredObject};
 
@@ -123,7 +124,7 @@ pub fn freight_object(
         "metadata": {
             "name": id,
             "namespace": project,
-            "labels": {WAREHOUSE_LABEL: warehouse},
+            "labels": {WAREHOUSE_LABEL: label_value(warehouse)},
         },
         "alias": alias,
         "origin": {"kind": "Warehouse", "name": warehouse},

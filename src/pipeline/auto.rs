@@ -79,6 +79,18 @@ impl AutoPromoter {
             .watches(Kind::Project, |changed, cache| {
                 project_stages(cache, Some(changed.change.key.name.as_str()))
             })
+            // In a cluster a Stage and the tasks it runs come through separate watches, in
+            // either order: a task that arrives after its Stage wakes it.
+            .watches(Kind::PromotionTask, |changed, cache| {
+                project_stages(cache, changed.change.key.namespace.as_deref())
+            })
+            .watches(Kind::ClusterPromotionTask, |_, cache| {
+                cache
+                    .list::<Project>(None)
+                    .iter()
+                    .flat_map(|project| project_stages(cache, Some(project.name())))
+                    .collect()
+            })
             .run(
                 reconcile,
                 |_, error: &Infallible, _| match *error {},

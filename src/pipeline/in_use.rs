@@ -1,7 +1,10 @@
-//! Who holds a Freight, so that it is not deleted from under them: a Stage it is current
-//! in, and a Promotion that names it and has not ended (`Pending` or `Running`). Both of
-//! Dray's doors ask it before a Freight is deleted: the API's delete route and the
-//! Kubernetes admission webhook.
+//! What may not be deleted, and why: [`check_delete`] is the one rule Dray's doors ask
+//! before any delete — the API's delete route (so `dray delete`) and the Kubernetes
+//! admission webhook (so `kubectl delete`) — in the same words. A Freight is held by a Stage
+//! it is current in and by a Promotion that names it and has not ended (`Pending` or
+//! `Running`); a Warehouse, Stage, (cluster) PromotionTask, AnalysisTemplate or Role by
+//! whoever still refers to it ([`super::referrers`]); a Warehouse by the Freight it minted; a
+//! Project by everything in it.
 //!
 //! A Stage's earlier Freight is not held: a rollback promotes it again only while it
 //! exists, and the ended Promotions that recorded it stay (they name its id). Deleting old
@@ -76,6 +79,96 @@ impl FreightInUse {
         }
         format!("{}; then delete it again", steps.join("; "))
     }
+}
+
+/// Why a resource may not be deleted now.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteRefused {
+    /// A Stage or an unfinished Promotion holds the Freight.
+    #[error(transparent)]
+    FreightInUse(#[from] FreightInUse),
+    /// The Project still holds objects.
+    #[error("project `{project}` still holds {}", held.join(", "))]
+    ProjectNotEmpty {
+        /// The Project.
+        project: String,
+        /// What it holds (`3 stages`).
+        held: Vec<String>,
+    },
+    /// The Warehouse's Freight would be left without it.
+    #[error("{key} still has {count} Freight, which would be left without its Warehouse")]
+    WarehouseHasFreight {
+        /// The Warehouse.
+        key: ObjectKey,
+        /// How many Freight it minted.
+        count: usize,
+    },
+    /// Others still refer to it.
+    #[error("{key} is still used by {}", by.join(", "))]
+    Referenced {
+        /// The resource.
+        key: ObjectKey,
+        /// Who refers to it (`stage \`dev\``).
+        by: Vec<String>,
+    },
+}
+
+impl DeleteRefused {
+    /// What to do first.
+    pub fn hint(&self) -> String {
+        match self {
+            DeleteRefused::FreightInUse(in_use) => in_use.hint(),
+            DeleteRefused::ProjectNotEmpty { project, .. } => format!(
+                "delete those first, or delete the project with everything it holds: `dray delete project {project} --cascade`"
+            ),
+            DeleteRefused::WarehouseHasFreight { key, .. } => format!(
+                "delete the warehouse with its Freight: `dray delete warehouse {} -p {} --cascade`",
+                key.name,
+                key.namespace.as_deref().unwrap_or_default()
+            ),
+            DeleteRefused::Referenced { .. } => "delete or change those first".into(),
+        }
+    }
+}
+
+/// The refusal to delete `key` now, if any: the one rule for every door (see the module
+/// doc). A cascading delete removes what belongs to the resource with it and asks
+/// [`super::cascade`] instead.
+pub async fn check_delete(
+    store: &dyn Store,
+    key: &ObjectKey,
+) -> Result<Result<(), DeleteRefused>, StoreError> {
+    if let Err(in_use) = check_freight_delete(store, key).await? {
+        return Ok(Err(in_use.into()));
+    }
+    let by = super::referrers::referrers(store, key).await?;
+    if key.kind == Kind::Project {
+        return Ok(match by.is_empty() {
+            true => Ok(()),
+            false => Err(DeleteRefused::ProjectNotEmpty {
+                project: key.name.clone(),
+                held: by,
+            }),
+        });
+    }
+    if !by.is_empty() {
+        return Ok(Err(DeleteRefused::Referenced {
+            key: key.clone(),
+            by,
+        }));
+    }
+    if key.kind == Kind::Warehouse {
+        let project = key.namespace.as_deref().unwrap_or_default();
+        let freight = store.list(Kind::Freight, Some(project)).await?;
+        let count = super::cascade::owned_freight(&freight, &key.name).count();
+        if count > 0 {
+            return Ok(Err(DeleteRefused::WarehouseHasFreight {
+                key: key.clone(),
+                count,
+            }));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Who holds `freight` (a stored Freight's key) in its project; empty when it may go.

@@ -22,6 +22,7 @@ pub mod lever;
 pub mod policy;
 pub mod preview;
 pub mod queue;
+mod referrers;
 pub mod reject;
 pub mod release_board;
 pub mod request;

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::api::annotations::{FREIGHT_LABEL, STAGE_LABEL};
+use crate::api::label::label_value;
 use crate::api::suggest::closest;
 use crate::api::{
     API_VERSION, ClusterPromotionTask, Freight, Kind, ObjectKey, Promotion, PromotionPhase,
@@ -369,7 +370,10 @@ pub(super) async fn promotion_object(
         "metadata": {
             "name": name,
             "namespace": project,
-            "labels": {STAGE_LABEL: stage_name, FREIGHT_LABEL: freight_id},
+            "labels": {
+                STAGE_LABEL: label_value(&stage_name),
+                FREIGHT_LABEL: label_value(&freight_id),
+            },
             "annotations": {
                 ACTOR_ANNOTATION: who.actor().name(),
                 REQUESTED_AT_ANNOTATION: jiff::Timestamp::now().to_string(),

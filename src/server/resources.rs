@@ -18,10 +18,7 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::api::{
-    BUILTIN_ROLES, Kind, ObjectKey, ResourceBody as _, Role, RoleBinding, Stage, StageSpec,
-    TaskKind, Verb,
-};
+use crate::api::{BUILTIN_ROLES, Kind, ObjectKey, ResourceBody as _, Role, Verb};
 use crate::config::{self, SourceFile};
 use crate::pipeline::door::{self, Admitted, Operation};
 use crate::pipeline::{cascade, in_use};
@@ -139,71 +136,6 @@ fn fill_namespace(object: &mut Value, project: &str) {
         meta.entry("namespace")
             .or_insert_with(|| Value::String(project.to_owned()));
     }
-}
-
-/// Who still refers to a resource that is about to be deleted.
-async fn referrers(state: &AppState, key: &ObjectKey) -> Result<Vec<String>, ApiError> {
-    if key.kind == Kind::ClusterPromotionTask {
-        let mut names = Vec::new();
-        for stage in state.store.list(Kind::Stage, None).await? {
-            let spec = stage.to_typed::<Stage>()?.spec;
-            if uses_task(&spec, TaskKind::Cluster, &key.name) {
-                let project = stage.key.namespace.as_deref().unwrap_or_default();
-                names.push(format!("stage `{project}/{}`", stage.key.name));
-            }
-        }
-        return Ok(names);
-    }
-    let Some(project) = key.namespace.as_deref() else {
-        let mut held = Vec::new();
-        for kind in Kind::ALL.into_iter().filter(|k| k.is_namespaced()) {
-            let count = state.store.list(kind, Some(&key.name)).await?.len();
-            if count > 0 {
-                held.push(format!("{count} {}", kind.plural()));
-            }
-        }
-        return Ok(held);
-    };
-    let mut names = Vec::new();
-    if key.kind == Kind::Role {
-        for binding in state.store.list(Kind::RoleBinding, Some(project)).await? {
-            if binding.to_typed::<RoleBinding>()?.spec.role_ref.name == key.name {
-                names.push(format!("rolebinding `{}`", binding.key.name));
-            }
-        }
-    }
-    let stages = state.store.list(Kind::Stage, Some(project)).await?;
-    for stage in stages {
-        let spec = stage.to_typed::<Stage>()?.spec;
-        let name = key.name.as_str();
-        let refers = match key.kind {
-            Kind::Warehouse => spec.requested_freight.iter().any(|r| r.origin.name == name),
-            Kind::Stage => spec
-                .requested_freight
-                .iter()
-                .any(|r| r.sources.stages.iter().any(|s| s == name)),
-            Kind::AnalysisTemplate => spec
-                .verification
-                .iter()
-                .flat_map(|v| &v.analysis_templates)
-                .any(|t| t.name == name),
-            Kind::PromotionTask => uses_task(&spec, TaskKind::Project, name),
-            _ => false,
-        };
-        if refers {
-            names.push(format!("stage `{}`", stage.key.name));
-        }
-    }
-    Ok(names)
-}
-
-/// Whether a Stage's template runs the task `name` of `kind`.
-fn uses_task(spec: &StageSpec, kind: TaskKind, name: &str) -> bool {
-    spec.promotion_template
-        .iter()
-        .flat_map(|t| &t.spec.steps)
-        .filter_map(|s| s.task.as_ref())
-        .any(|t| t.name == name && t.task_kind() == Some(kind))
 }
 
 /// What the cluster-task routes serve.
@@ -334,40 +266,8 @@ async fn delete_key(
         None,
         current.as_ref().map(|c| &c.object),
     )?;
-    if let Err(in_use) = in_use::check_freight_delete(state.store.as_ref(), &key).await? {
-        return Err(ApiError::conflict(in_use.to_string()).with_hint(in_use.hint()));
-    }
-    let referrers = referrers(state, &key).await?;
-    if !referrers.is_empty() && key.kind == Kind::Project {
-        return Err(ApiError::conflict(format!(
-            "project `{}` still holds {}",
-            key.name,
-            referrers.join(", ")
-        ))
-        .with_hint(format!(
-            "delete those first, or delete the project with everything it holds: `dray delete project {} --cascade`",
-            key.name
-        )));
-    }
-    if key.kind == Kind::Warehouse && referrers.is_empty() {
-        let project = key.namespace.as_deref().unwrap_or_default();
-        let freight = state.store.list(Kind::Freight, Some(project)).await?;
-        let owned = cascade::owned_freight(&freight, &key.name).count();
-        if owned > 0 {
-            return Err(ApiError::conflict(format!(
-                "{key} still has {owned} Freight, which would be left without its Warehouse"
-            ))
-            .with_hint(format!(
-                "delete the warehouse with its Freight: `dray delete warehouse {} -p {project} --cascade`",
-                key.name
-            )));
-        }
-    }
-    if !referrers.is_empty() {
-        return Err(
-            ApiError::conflict(format!("{key} is still used by {}", referrers.join(", ")))
-                .with_hint("delete or change those first"),
-        );
+    if let Err(refused) = in_use::check_delete(state.store.as_ref(), &key).await? {
+        return Err(ApiError::conflict(refused.to_string()).with_hint(refused.hint()));
     }
     let deleted = state.store.delete(&key, params.resource_version).await?;
     tracing::info!(resource = %key, "deleted");

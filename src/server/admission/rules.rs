@@ -14,8 +14,10 @@
 //!   Freight is denied (minted, never written), a `DELETE` of a Promotion that has not
 //!   ended is denied; the rest is allowed (the chart's webhook configuration sends only
 //!   Promotions, Freight and status writes);
-//! - a `DELETE` of Freight that a Stage holds (current there) or an unfinished Promotion
-//!   names is denied, naming them ([`crate::pipeline::in_use`], as the API's delete route);
+//! - a `DELETE` of anything but a Promotion is put to the API's own delete rule
+//!   ([`crate::pipeline::in_use::check_delete`]): Freight a Stage holds or an unfinished
+//!   Promotion names, a Warehouse, Stage, (cluster) PromotionTask, AnalysisTemplate or Role
+//!   that others still use, a Warehouse with Freight, a Project that holds objects;
 //! - except that the namespace and garbage-collector controllers delete freely: their
 //!   deletes follow a namespace or owner someone already deleted.
 //!
@@ -89,15 +91,15 @@ pub async fn judge(
             // Labels and annotations of a Promotion may change; its spec may not.
             Ok(None)
         }
-        (AdmissionOperation::Delete, None, Kind::Freight) => {
-            // The API's delete route asks the same question: who holds this Freight.
-            Ok(in_use::check_freight_delete(store, &key)
+        (AdmissionOperation::Delete, None, kind) if kind != Kind::Promotion => {
+            // The API's delete route asks the same question, in the same words.
+            Ok(in_use::check_delete(store, &key)
                 .await?
                 .err()
-                .map(|in_use| Denial {
+                .map(|refused| Denial {
                     code: 409,
                     reason: "Conflict",
-                    message: format!("{in_use}; hint: {}", in_use.hint()),
+                    message: format!("{refused}; hint: {}", refused.hint()),
                 }))
         }
         (operation, None, _) => {

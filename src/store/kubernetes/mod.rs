@@ -217,6 +217,11 @@ impl KubeStore {
 
     async fn create(&self, mut object: Value) -> Result<StoredObject, StoreError> {
         let key = key_of(&object)?;
+        // The API server refuses a create that names a `resourceVersion` ("should not be set
+        // on objects to be created"); the embedded store ignores one. A create is a create.
+        if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+            metadata.remove("resourceVersion");
+        }
         let status = match resources::has_status_subresource(key.kind) {
             true => object.as_object_mut().and_then(|m| m.remove("status")),
             false => None,
