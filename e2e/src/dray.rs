@@ -113,7 +113,7 @@ impl Dray {
     }
 
     /// Uses `token` for the CLI and API from now on (in Kubernetes mode, a Kubernetes
-    /// token the API double knows; there is no bootstrap token).
+    /// token the API server knows; there is no bootstrap token).
     pub fn set_token(&mut self, token: &str) {
         secrets::remember("the token the tests call `dray serve` with", token);
         self.token = token.to_owned();

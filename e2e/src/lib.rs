@@ -8,6 +8,11 @@
 //! - [`GitServer`]: `git http-backend` over HTTP with optional basic auth;
 //!   [`GitRepo`] is a test-side working copy driven by the git CLI.
 //! - [`Dray`]: `dray serve` from `$DRAY_BIN` (or `target/debug/dray`), and its CLI.
+//! - [`control_plane::ControlPlane`]: a real Kubernetes control plane (etcd,
+//!   kube-apiserver, kube-controller-manager of the release pinned in
+//!   `e2e/tools/versions.env`, built by `e2e/tools/build.sh`); [`kube_pipeline`] installs
+//!   Dray on it and runs the quickstart in Kubernetes mode. [`tools`] finds the pinned
+//!   `helm`, `kustomize`, `cosign` and `kubectl`.
 //! - [`prometheus::Prometheus`]: a Prometheus HTTP API double (instant queries, scripted).
 //! - [`github`], [`gitlab`], [`gitea`], [`bitbucket`]: pull-request API doubles of the
 //!   forges over real bare repositories (merges are real commits, made by the git CLI);
