@@ -258,7 +258,18 @@ pub fn redact(object: &mut Value) {
         }
         spec.remove("sealed");
     }
+    // `kubectl apply` keeps the whole applied document, secrets in plain text, in this
+    // annotation: shown, it would give them back.
+    if let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
 }
+
+/// Where `kubectl apply` (client-side) keeps the document it last applied.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 #[cfg(test)]
 mod tests {
@@ -274,6 +285,16 @@ mod tests {
             object["spec"]["password"] = json!(password);
         }
         object
+    }
+
+    #[test]
+    fn redacting_drops_the_secrets_and_kubectls_copy_of_them() {
+        let mut object = credential(Some("hunter2-secret"));
+        let applied = object.to_string();
+        object["metadata"]["annotations"] = json!({LAST_APPLIED_ANNOTATION: applied, "team": "a"});
+        redact(&mut object);
+        assert!(!object.to_string().contains("hunter2-secret"), "{object}");
+        assert_eq!(object["metadata"]["annotations"], json!({"team": "a"}));
     }
 
     #[test]

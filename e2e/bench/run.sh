@@ -4,15 +4,16 @@
 # against the JSON list of its Stages, a CI webhook to a pushed dev promotion against the
 # same script, and (issue 13) the controllers of one server with a small project alone and
 # beside a 1,000-Stage one, and (issue 15) git discovery on a deep repository against
-# `git clone` + `git log`. Builds Dray in release mode, runs e2e/src/bin/bench.rs,
-# e2e/src/bin/bench_ui.rs, e2e/src/bin/bench_webhook.rs, e2e/src/bin/bench_controllers/ and
-# e2e/src/bin/bench_git.rs
+# `git clone` + `git log`, and (issue 33) the quickstart's webhook to a pushed dev promotion in
+# Kubernetes mode on a real control plane against embedded mode. Builds Dray in release
+# mode, runs e2e/src/bin/bench.rs, e2e/src/bin/bench_ui.rs, e2e/src/bin/bench_webhook.rs,
+# e2e/src/bin/bench_controllers/, e2e/src/bin/bench_git.rs and e2e/src/bin/bench_kube.rs
 # and writes their results into docs/benchmarks.md (between the `bench:*` markers).
 #
 # Not a test and not run by CI. Takes a few minutes; needs no network beyond loopback
 # (except to install missing Debian packages).
 #
-# usage: e2e/bench/run.sh [--only discovery|promotion|ui|webhook|controllers|git] [--runs N]
+# usage: e2e/bench/run.sh [--only discovery|promotion|ui|webhook|controllers|git|kubernetes] [--runs N]
 #                         [--tags N] [--commits N] [--files N]
 #                         [--stages N] [--freight N] [--requests N] [--page-path PATH] [--board-path PATH]
 #                         [--idle-seconds N] [--git-commits N]
@@ -28,6 +29,7 @@ cd "$ROOT"
 bench_args=()
 ui_args=()
 webhook_args=()
+kube_args=()
 controllers_args=()
 git_args=()
 run_git=1
@@ -35,22 +37,24 @@ run_bench=1
 run_ui=1
 run_webhook=1
 run_controllers=1
+run_kube=1
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --only)
-      [ "$#" -ge 2 ] || { echo "error: --only needs discovery, promotion, ui, webhook, controllers or git" >&2; exit 2; }
+      [ "$#" -ge 2 ] || { echo "error: --only needs discovery, promotion, ui, webhook, controllers, git or kubernetes" >&2; exit 2; }
       case "$2" in
-        ui) run_bench=0; run_webhook=0; run_controllers=0; run_git=0 ;;
-        webhook) run_bench=0; run_ui=0; run_controllers=0; run_git=0 ;;
-        controllers) run_bench=0; run_ui=0; run_webhook=0; run_git=0 ;;
-        git) run_bench=0; run_ui=0; run_webhook=0; run_controllers=0 ;;
-        discovery | promotion) run_ui=0; run_webhook=0; run_controllers=0; run_git=0; bench_args+=(--only "$2") ;;
-        *) echo "error: --only takes discovery, promotion, ui, webhook, controllers or git, not '$2'" >&2; exit 2 ;;
+        ui) run_bench=0; run_webhook=0; run_controllers=0; run_git=0; run_kube=0 ;;
+        webhook) run_bench=0; run_ui=0; run_controllers=0; run_git=0; run_kube=0 ;;
+        controllers) run_bench=0; run_ui=0; run_webhook=0; run_git=0; run_kube=0 ;;
+        git) run_bench=0; run_ui=0; run_webhook=0; run_controllers=0; run_kube=0 ;;
+        kubernetes) run_bench=0; run_ui=0; run_webhook=0; run_controllers=0; run_git=0 ;;
+        discovery | promotion) run_ui=0; run_webhook=0; run_controllers=0; run_git=0; run_kube=0; bench_args+=(--only "$2") ;;
+        *) echo "error: --only takes discovery, promotion, ui, webhook, controllers, git or kubernetes, not '$2'" >&2; exit 2 ;;
       esac
       shift 2 ;;
     --runs)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
-      bench_args+=("$1" "$2"); webhook_args+=("$1" "$2"); controllers_args+=("$1" "$2"); shift 2 ;;
+      bench_args+=("$1" "$2"); webhook_args+=("$1" "$2"); controllers_args+=("$1" "$2"); kube_args+=("$1" "$2"); shift 2 ;;
     --stages)
       [ "$#" -ge 2 ] || { echo "error: $1 needs a value" >&2; exit 2; }
       ui_args+=("$1" "$2"); controllers_args+=("$1" "$2"); shift 2 ;;
@@ -120,6 +124,11 @@ fi
 if [ "$run_git" -eq 1 ]; then
   "$ROOT/target/release/bench_git" --out-dir "$out" "${git_args[@]}" || status=$?
 fi
+if [ "$run_kube" -eq 1 ]; then
+  # The control plane, helm and kustomize the tests pin, built once (e2e/tools/build.sh).
+  PATH="$(bash "$ROOT/e2e/tools/build.sh" --print-path kubernetes | paste -sd: -):$PATH" \
+    "$ROOT/target/release/bench_kube" --out-dir "$out" "${kube_args[@]}" || status=$?
+fi
 
 # --- docs/benchmarks.md --------------------------------------------------------------
 cpu="$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || true)"
@@ -132,7 +141,7 @@ tools="git $(git --version | awk '{print $3}'), skopeo $(skopeo --version | awk 
 header="_Measured $(date -u +%Y-%m-%d) on $machine, load average $load when the run started; Dray at \`$commit\`, release build; $tools._"
 
 doc="$ROOT/docs/benchmarks.md"
-for part in discovery promotion ui webhook controllers git; do
+for part in discovery promotion ui webhook controllers git kubernetes; do
   [ -s "$out/$part.md" ] || continue
   python3 - "$doc" "$part" "$header" "$out/$part.md" <<'PY'
 import pathlib, sys

@@ -211,6 +211,9 @@ subjects:
     /// then applies every other file of `examples/quickstart/project` (each through
     /// `edit`), as a user would with `kubectl apply -f examples/quickstart/project/`.
     pub fn apply_quickstart(&self, edit: impl Fn(&str) -> String) -> Result<()> {
+        // The `ci` receiver's token, applied with kubectl as a Credential: no answer, page or
+        // log of Dray's may show it (kubectl keeps it in an annotation, too).
+        crate::secrets::remember("the quickstart's webhook token", "quickstart-ci-token");
         self.kubectl_apply(&Pipeline::quickstart_file("project.yaml")?)?;
         self.q
             .wait_until("the controller to make namespace `demo`", || {

@@ -70,6 +70,7 @@ mod process;
 pub mod prometheus;
 mod registry;
 pub mod secrets;
+pub mod stage_branch;
 pub mod tls;
 pub mod tools;
 pub mod webhooks;

@@ -28,18 +28,17 @@
 //! Writes `DIR/webhook.md`; exits 1 when the measurement failed (the Markdown then says why).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use dray_e2e::bench_baseline::{checked, script_promote};
+use dray_e2e::bench_baseline::script_promote;
 use dray_e2e::bench_numbers::{
     Durations, fmt_duration, fmt_ratio, median_table, met, positive, ratio_of, runtime,
     write_section,
 };
-use dray_e2e::{
-    Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, git, oci, workspace_root,
-};
+use dray_e2e::stage_branch::{branch_head, names_image, trailers};
+use dray_e2e::{Dray, DrayOptions, GitRepo, GitServer, Registry, TestWorld, oci, workspace_root};
 use jiff::Timestamp;
 use serde_json::Value;
 
@@ -254,7 +253,7 @@ fn run_sample(
         if !head.is_empty() && head != seen {
             let observed_at = Timestamp::now();
             let total = started.elapsed();
-            if names_image(&setup.world, &setup.bare, &head, tag, &digest)? {
+            if names_image(&setup.world, &setup.bare, &head, IMAGE_REPO, tag, &digest)? {
                 break (head, observed_at, total);
             }
             // Another render (not this tag's) moved the branch: keep waiting for ours.
@@ -397,54 +396,6 @@ fn between(from: Timestamp, to: Timestamp, what_from: &str, what_to: &str) -> Re
             "{what_to} ({to}) is before {what_from} ({from}): the clock moved during the sample"
         )
     })
-}
-
-/// The commit `branch` points at in the bare repository, or "" when it does not exist. Reads
-/// the loose ref (what `git receive-pack` renames into place when a push lands), falling back
-/// to `git rev-parse` for a packed ref.
-fn branch_head(world: &TestWorld, bare: &Path, branch: &str) -> Result<String> {
-    let loose = bare.join("refs/heads").join(branch);
-    match std::fs::read_to_string(&loose) {
-        Ok(text) if !text.trim().is_empty() => return Ok(text.trim().to_owned()),
-        _ => {}
-    }
-    let output = git(world)
-        .arg("--git-dir")
-        .arg(bare)
-        .args(["rev-parse", "--verify", "--quiet"])
-        .arg(format!("refs/heads/{branch}^{{commit}}"))
-        .output()
-        .context("Failed to run `git rev-parse` in the config repository")?;
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-/// The `Key: value` trailers of `commit` in the bare repository.
-fn trailers(world: &TestWorld, bare: &Path, commit: &str) -> Result<Vec<(String, String)>> {
-    let output = checked(git(world).arg("--git-dir").arg(bare).args([
-        "log",
-        "-1",
-        "--format=%(trailers:only,unfold)",
-        commit,
-    ]))?;
-    Ok(String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect())
-}
-
-/// Whether `commit` carries `Dray-Image: …/demo/app:{tag}@{digest}`.
-fn names_image(
-    world: &TestWorld,
-    bare: &Path,
-    commit: &str,
-    tag: &str,
-    digest: &str,
-) -> Result<bool> {
-    let wanted = format!("/{IMAGE_REPO}:{tag}@{digest}");
-    Ok(trailers(world, bare, commit)?
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("Dray-Image") && v.ends_with(&wanted)))
 }
 
 /// The quickstart project, pointed at this run's registry and git server (as
